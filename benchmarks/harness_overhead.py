@@ -1,0 +1,91 @@
+"""Benchmark (not a test): does commbench's timing harness cost bandwidth?
+
+Measures all_reduce busbw at 1, 16 and 64 MiB (gloo, 2 ranks, float32) two ways in the same torchrun launch,
+interleaved round by round (the order flips every round):
+  commbench  the sweep's own measure_point (barrier before each iteration, median of per-iteration slowest-rank times)
+  bare       a minimal loop: one barrier, N back-to-back dist.all_reduce calls, total time / N (slowest rank)
+and prints per size the median busbw over rounds and the ratio commbench / bare (goal: ≥ 0.98). commbench reports
+busbw from the median iteration; the bare loop can only give a mean, so the mean-based ratio is printed too.
+
+    python benchmarks/harness_overhead.py [--rounds 7] [--iters 20]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+SIZES_MIB = (1, 16, 64)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    if "RANK" not in os.environ:  # relaunch this script as 2 gloo ranks, once
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                   __file__, *sys.argv[1:]]
+        sys.exit(subprocess.call(command))
+    run_ranks(args)
+
+
+def run_ranks(args) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from commbench.distributed import init_rank, shutdown
+    from commbench.spec import SweepSpec, plan
+    from commbench.worker import measure_point
+
+    ctx = init_rank(backend="gloo", device_type="cpu", timeout_s=600)
+    spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(m * 1024**2 for m in SIZES_MIB), dtypes=("float32",),
+                     ops=("sum",), placement="in", backend="gloo", device="cpu", nproc=ctx.world,
+                     warmup=args.warmup, iters=args.iters)
+    factor = 2 * (ctx.world - 1) / ctx.world
+    busbw = {(size, way): [] for size in SIZES_MIB for way in ("commbench", "commbench_mean", "bare")}
+
+    def commbench_way(point) -> float:
+        row, _ = measure_point(spec, point, ctx, run_id="overhead")
+        busbw[(point.layout.size_bytes // 1024**2, "commbench_mean")].append(
+            row["busbw_gbps"] * row["time_us_p50"] / row["time_us_mean"])
+        return row["busbw_gbps"]
+
+    def bare_way(point) -> float:
+        tensor = torch.ones(point.layout.count, dtype=torch.float32)
+        for _ in range(args.warmup):
+            dist.all_reduce(tensor)
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(args.iters):
+            dist.all_reduce(tensor)
+        seconds = ctx.max_over_ranks([(time.perf_counter() - start) / args.iters])[0]
+        return point.layout.size_bytes / seconds / 1e9 * factor
+
+    for round_index in range(args.rounds):
+        ways = [("commbench", commbench_way), ("bare", bare_way)]
+        if round_index % 2:
+            ways.reverse()
+        for point in plan(spec, ctx.world):
+            for name, way in ways:
+                busbw[(point.layout.size_bytes // 1024**2, name)].append(way(point))
+
+    if ctx.rank == 0:
+        print(f"all_reduce, gloo, {ctx.world} ranks, float32, {args.rounds} interleaved rounds x {args.iters} iters")
+        print(f"{'size (MiB)':>10} {'commbench p50 busbw':>20} {'commbench mean busbw':>21} {'bare busbw':>11} "
+              f"{'ratio p50/bare':>15} {'ratio mean/bare':>16} {'per-round mean/bare':>20}   (GB/s = 1e9 B/s)")
+        for size in SIZES_MIB:
+            ours, mean, bare = (busbw[(size, way)] for way in ("commbench", "commbench_mean", "bare"))
+            ratios = [a / b for a, b in zip(mean, bare)]
+            print(f"{size:>10} {statistics.median(ours):>20.3f} {statistics.median(mean):>21.3f} "
+                  f"{statistics.median(bare):>11.3f} {statistics.median(ours) / statistics.median(bare):>15.3f} "
+                  f"{statistics.median(mean) / statistics.median(bare):>16.3f} "
+                  f"{min(ratios):>9.3f} – {max(ratios):<8.3f}")
+    shutdown()
+
+
+if __name__ == "__main__":
+    main()

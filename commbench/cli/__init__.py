@@ -1,0 +1,46 @@
+"""The `commbench` command group; user errors become one line on stderr and exit code 2, never a traceback."""
+
+import sys
+
+import click
+
+from commbench import __version__
+from commbench.errors import CommbenchError
+
+
+class _OneLineErrors(click.Group):
+    def main(self, args=None, prog_name=None, **extra):
+        extra.pop("standalone_mode", None)
+        try:
+            return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)
+        except CommbenchError as error:
+            _fail(str(error), error.exit_code)
+        except click.UsageError as error:
+            where = error.ctx.command_path if error.ctx else "commbench"
+            _fail(f"{error.format_message()} (see `{where} --help`)", 2)
+        except click.ClickException as error:
+            _fail(error.format_message(), error.exit_code)
+        except click.Abort:
+            _fail("aborted", 130)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"commbench: error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(name="commbench", cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="commbench")
+def main() -> None:
+    """Collective-communication benchmarks for PyTorch distributed: measure, verify, store."""
+
+
+def _register() -> None:
+    from commbench.cli.env import env
+    from commbench.cli.sweep import sweep
+
+    main.add_command(sweep)
+    main.add_command(env)
+
+
+_register()

@@ -1,0 +1,37 @@
+"""`commbench env`: what a sweep on this machine would use."""
+
+import json
+
+import click
+
+from commbench.runinfo import environment_report
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def env(as_json: bool) -> None:
+    """Show torch, backends, devices, GPUs (NVML) and the default a bare `commbench sweep` would take."""
+    report = environment_report()
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(f"commbench {report['commbench_version']}  python {report['python_version']} ({report['python']})")
+    click.echo(f"torch {report['torch_version']}  cuda {report['cuda_version'] or 'none (CPU build)'}")
+    backends = ", ".join(f"{name} ({version})" for name, version in report["backends"].items() if version)
+    missing = ", ".join(name for name, version in report["backends"].items() if not version)
+    click.echo(f"backends available: {backends}" + (f"; not available: {missing}" if missing else ""))
+    click.echo(f"cpu: {report['cpu']} ({report['cpu_count']} cores)")
+    nvml = report["nvml"]
+    if report["cuda_gpus"]:
+        click.echo(f"cuda GPUs visible to torch: {report['cuda_gpus']}")
+    if nvml["available"]:
+        click.echo(f"NVIDIA driver {nvml['driver_version']}")
+        for gpu in nvml["gpus"]:
+            links = f"{gpu['nvlink_active_links']} NVLink links active" if gpu["nvlink_active_links"] else "no NVLink"
+            click.echo(f"  GPU {gpu['index']}: {gpu['name']}, {gpu['memory_total_bytes'] / 1024**3:.1f} GiB, {links}")
+    else:
+        click.echo(f"GPUs: none ({nvml['reason']}); this is a CPU-only machine")
+    default = report["default"]
+    click.echo(f"default sweep: --backend {default['backend']} --device {default['device']} --nproc {default['nproc']}")
+    for name, value in report["env"].items():
+        click.echo(f"  {name}={value}")

@@ -1,0 +1,82 @@
+"""`commbench sweep`: measure collectives over message sizes, verify every point, store and print the results."""
+
+import sys
+from pathlib import Path
+
+import click
+
+from commbench import launch
+from commbench.backends import resolve_target
+from commbench.cli.options import split_commas, target_options
+from commbench.session import in_place_sweep, launched_sweep
+from commbench.sizes import parse_size_spec
+from commbench.spec import SweepSpec, placement_notes, validate
+from commbench.store import STATUS_COMPLETE
+from commbench.table import format_tables
+
+EXIT_WRONG_RESULTS = 1
+EXIT_RUN_FAILED = 3
+DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+@click.command()
+@click.option("-c", "--collective", "collectives", multiple=True, callback=split_commas,
+              help="all_reduce, reduce_scatter, all_gather, broadcast, all_to_all; repeat or comma-separate "
+                   "[default: all_reduce, reduce_scatter, all_gather].")
+@click.option("--sizes", default="1K:16M:x2", show_default=True,
+              help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G = 1024-based.")
+@click.option("--dtype", "dtypes", multiple=True, callback=split_commas,
+              help="float32, float64, bfloat16, float16, int32; repeatable [default: float32].")
+@click.option("--op", "ops", multiple=True, callback=split_commas,
+              help="Reduction for reducing collectives: sum, max, min, avg; repeatable [default: sum].")
+@click.option("--impl", "impls", multiple=True, callback=split_commas,
+              help="Implementation: builtin (the backend's own) [default: builtin].")
+@target_options
+@click.option("--warmup", type=int, default=5, show_default=True, help="Untimed iterations before timing.")
+@click.option("--iters", type=int, default=20, show_default=True,
+              help="Timed iterations per point (per batch in adaptive mode); at least 6.")
+@click.option("--target-ci", type=float, default=None,
+              help="Adaptive: sample until the 95% CI of the median is within ±P percent.")
+@click.option("--max-time", type=float, default=None, help="Adaptive: time budget per point in seconds.")
+@click.option("--placement", type=click.Choice(["out", "in", "both"]), default="out", show_default=True,
+              help="Out-of-place and/or in-place buffers.")
+@click.option("--check/--no-check", default=True, show_default=True, help="Verify every point (n_wrong).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Folder that receives results/<run-id>/.")
+@click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host].")
+@click.option("--timeout", type=float, default=300.0, show_default=True,
+              help="Seconds without a finished point before the sweep is ended as failed.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path only.")
+def sweep(collectives, sizes, dtypes, ops, impls, backend, device, nproc, warmup, iters, target_ci, max_time,
+          placement, check, out, run_id, timeout, quiet) -> None:
+    """Measure collectives at each message size with statistics and a correctness check on every point.
+
+    Launches torchrun once for the whole sweep; inside torchrun or srun (RANK and WORLD_SIZE set) it runs in place.
+    Exit codes: 0 all points correct, 1 some point had wrong results, 2 bad input, 3 the run failed.
+    """
+    world_in_job = launch.world_size_in_job()
+    target = resolve_target(backend=backend, device=device, nproc=nproc, world_size_in_job=world_in_job)
+    spec = SweepSpec(
+        collectives=collectives or DEFAULT_COLLECTIVES, impls=impls or ("builtin",), sizes=parse_size_spec(sizes),
+        dtypes=dtypes or ("float32",), ops=ops or ("sum",), placement=placement, backend=target.backend,
+        device=target.device, nproc=target.nproc, warmup=warmup, iters=iters, target_ci_pct=target_ci,
+        max_time_s=max_time, check=check, timeout_s=timeout)
+    validate(spec)
+    run = in_place_sweep if world_in_job is not None else launched_sweep
+    outcome = run(spec, out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]], quiet=quiet)
+    if outcome.run_dir is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
+        sys.exit(0 if outcome.status == STATUS_COMPLETE else EXIT_RUN_FAILED)
+
+    if not quiet:
+        for note in placement_notes(spec):
+            click.echo(f"# note: {note}")
+        if outcome.results is not None and not outcome.results.empty:
+            click.echo(format_tables(outcome.results))
+    click.echo(f"# Results: {outcome.run_dir}")
+    if outcome.status != STATUS_COMPLETE:
+        click.echo(f"commbench: sweep failed: {outcome.reason}", err=True)
+        sys.exit(EXIT_RUN_FAILED)
+    if outcome.n_wrong:
+        click.echo(f"commbench: {outcome.n_wrong} wrong element(s) in the check (see #wrong); results are not valid",
+                   err=True)
+        sys.exit(EXIT_WRONG_RESULTS)

@@ -1,0 +1,30 @@
+"""Collective registry: every module in this package that defines COLLECTIVE is a collective commbench can run."""
+
+import importlib
+import pkgutil
+
+from commbench.collectives.base import IMPLEMENTATIONS, Collective
+from commbench.errors import CommbenchError
+
+
+def _discover() -> dict[str, Collective]:
+    found = {}
+    for module_info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        collective = getattr(module, "COLLECTIVE", None)
+        if isinstance(collective, Collective):
+            found[collective.name] = collective
+    return found
+
+
+COLLECTIVES: dict[str, Collective] = _discover()
+
+
+def get_collective(name: str) -> Collective:
+    try:
+        return COLLECTIVES[name]
+    except KeyError:
+        raise CommbenchError(f"unknown collective {name!r}; choose from {', '.join(sorted(COLLECTIVES))}") from None
+
+
+__all__ = ["COLLECTIVES", "IMPLEMENTATIONS", "Collective", "get_collective"]

@@ -1,0 +1,72 @@
+"""The rank's view of the job: process-group setup and the few cross-rank reductions the harness needs."""
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class RankContext:
+    rank: int
+    world: int
+    local_rank: int
+    backend: str
+    device: torch.device
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def _tensor(self, values, dtype) -> torch.Tensor:
+        # NCCL reduces device tensors only; gloo reduces whatever device the sweep runs on.
+        return torch.tensor(values, dtype=dtype, device=self.device)
+
+    def max_over_ranks(self, values: list[float]) -> list[float]:
+        """Element-wise maximum over ranks: an iteration lasts as long as its slowest rank."""
+        tensor = self._tensor(values, torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return tensor.tolist()
+
+    def sum_over_ranks(self, value: int) -> int:
+        tensor = self._tensor([value], torch.int64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return int(tensor.item())
+
+    def any_rank(self, flag: bool) -> bool:
+        """True on every rank when it is true on at least one: keeps decisions identical across ranks."""
+        return self.sum_over_ranks(int(flag)) > 0
+
+    def gather_objects(self, obj) -> list:
+        gathered = [None] * self.world
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+
+def init_rank(*, backend: str, device_type: str, timeout_s: float) -> RankContext:
+    """Join the job torchrun (or srun with RANK/WORLD_SIZE/MASTER_ADDR set) started; one GPU per local rank."""
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
+    if device_type == "cuda":
+        # gloo may put several ranks on one GPU; NCCL was checked to have one GPU per rank.
+        device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    options = {"device_id": device} if backend == "nccl" else {}
+    # The timeout bounds how long a collective waits for a dead or hung peer.
+    dist.init_process_group(backend=backend, rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s),
+                            **options)
+    return RankContext(rank=rank, world=world, local_rank=local_rank, backend=backend, device=device)
+
+
+def shutdown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def host_name() -> str:
+    return socket.gethostname()

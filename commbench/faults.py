@@ -1,0 +1,52 @@
+"""Test-only fault injection, so tests can prove that wrong results, dead ranks and hung ranks are caught.
+
+COMMBENCH_FAULT="KIND:RANK:POINT" makes rank RANK misbehave at point index POINT. KIND is
+  wrong  add 1 to one output element before the check (the check must report it),
+  kill   SIGKILL itself before the point (the sweep must end as failed, keeping earlier rows),
+  hang   sleep forever before the point (the sweep must end within --timeout).
+"""
+
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+import torch
+
+ENV_VAR = "COMMBENCH_FAULT"
+_KINDS = ("wrong", "kill", "hang")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    rank: int
+    point: int
+
+    def applies(self, kind: str, rank: int, point: int) -> bool:
+        return (self.kind, self.rank, self.point) == (kind, rank, point)
+
+
+def from_env() -> Fault | None:
+    text = os.environ.get(ENV_VAR)
+    if not text:
+        return None
+    kind, rank, point = text.split(":")
+    if kind not in _KINDS:
+        raise ValueError(f"{ENV_VAR}={text!r}: kind must be one of {_KINDS}")
+    return Fault(kind, int(rank), int(point))
+
+
+def before_point(fault: Fault | None, *, rank: int, point: int) -> None:
+    if fault is None:
+        return
+    if fault.applies("kill", rank, point):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault.applies("hang", rank, point):
+        while True:
+            time.sleep(3600)
+
+
+def corrupt_output(fault: Fault | None, output: torch.Tensor, *, rank: int, point: int) -> None:
+    if fault is not None and fault.applies("wrong", rank, point):
+        output.view(-1)[0] += 1

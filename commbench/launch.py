@@ -1,0 +1,93 @@
+"""Start the ranks (one torchrun per sweep) or detect that we already are one, and watch them for crashes and hangs."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+_POLL_S = 0.5
+_TERM_GRACE_S = 5.0
+
+
+def world_size_in_job() -> int | None:
+    """WORLD_SIZE when this process is already a rank of a torchrun or srun job, else None."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def torchrun_command(*, nproc: int, module: str, module_args: list[str]) -> list[str]:
+    """torchrun in standalone mode: a private rendezvous on a free port, so concurrent sweeps never collide."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            "--max-restarts=0", "--module", module, *module_args]
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    returncode: int | None
+    stalled_s: float | None = None  # set when the watchdog ended a job that made no progress
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.stalled_s is None and not self.interrupted
+
+
+def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progress: Callable[[], int],
+                env: dict[str, str] | None = None) -> LaunchOutcome:
+    """Run the job with its output in log_path; end it when `progress()` stops growing for timeout_s seconds."""
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env=env)
+        last_count, last_change = -1, time.monotonic()
+        try:
+            while process.poll() is None:
+                time.sleep(_POLL_S)
+                count = progress()
+                now = time.monotonic()
+                if count != last_count:
+                    last_count, last_change = count, now
+                elif now - last_change >= timeout_s:
+                    _stop_group(process)
+                    return LaunchOutcome(process.returncode, stalled_s=now - last_change)
+        except KeyboardInterrupt:
+            _stop_group(process)
+            return LaunchOutcome(process.returncode, interrupted=True)
+        return LaunchOutcome(process.returncode)
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    """SIGTERM torchrun and its ranks (one session), then SIGKILL whatever is left after a grace period."""
+    for sig, wait_s in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, _TERM_GRACE_S)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+_FAILED_RANK = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
+
+
+def failed_rank_summary(log_text: str) -> str | None:
+    """The first failed rank and its exit code from torchrun's failure report, e.g. 'rank 1 exited with -9 (SIGKILL)'."""
+    # torchrun lists the first observed failure under "Root Cause"; the ranks it then stopped come under "Failures:".
+    for heading in ("Root Cause", "Failures:"):
+        if heading in log_text:
+            log_text = log_text[log_text.rfind(heading):]
+            break
+    match = _FAILED_RANK.search(log_text)
+    if not match:
+        return None
+    rank, code = int(match.group(1)), int(match.group(2))
+    signal_name = f" ({signal.Signals(-code).name})" if code < 0 and -code in signal.Signals._value2member_map_ else ""
+    return f"rank {rank} exited with code {code}{signal_name}"

@@ -1,0 +1,39 @@
+"""GPU facts from NVML (package nvidia-ml-py); on a machine without an NVIDIA driver it says so instead of failing."""
+
+
+def gpu_inventory() -> dict:
+    """Driver version and, per GPU, name, memory and active NVLink links; {"available": False, ...} without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as error:  # NVMLError_LibraryNotFound, ImportError, driver mismatch: all mean "not here"
+        return {"available": False, "reason": f"NVML not available ({type(error).__name__})"}
+    try:
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append({
+                "index": index,
+                "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                "memory_total_bytes": int(memory.total),
+                "nvlink_active_links": _active_nvlinks(pynvml, handle),
+            })
+        return {"available": True, "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()), "gpus": gpus}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _active_nvlinks(pynvml, handle) -> int:
+    active = 0
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            active += int(pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED)
+        except Exception:  # links past the last one, or a GPU without NVLink, raise NotSupported
+            break
+    return active
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,54 @@
+"""The terminal progress bar of a sweep (point i of N, collective, size), fed by the rows rank 0 appends."""
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from commbench.spec import Point
+
+
+class RowCounter:
+    """Counts complete data rows in a CSV that another process appends to, reading only the new bytes."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._offset = 0
+        self._lines = 0
+
+    def __call__(self) -> int:
+        try:
+            with open(self._path, "rb") as file:
+                file.seek(self._offset)
+                chunk = file.read()
+        except FileNotFoundError:
+            return 0
+        self._offset += len(chunk)
+        self._lines += chunk.count(b"\n")
+        return max(self._lines - 1, 0)  # the first line is the header
+
+
+class SweepProgress:
+    """A rich progress bar on stderr; disabled by --quiet, so stdout stays the tables only."""
+
+    def __init__(self, points: list[Point], *, enabled: bool):
+        self._points = points
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled)
+        self._task = None
+
+    def __enter__(self) -> "SweepProgress":
+        self._progress.start()
+        self._task = self._progress.add_task(self._describe(0), total=len(self._points))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._progress.stop()
+
+    def show(self, done: int) -> None:
+        self._progress.update(self._task, completed=done, description=self._describe(done))
+
+    def _describe(self, done: int) -> str:
+        if done >= len(self._points):
+            return "sweep done"
+        return f"point {done + 1}/{len(self._points)}: {self._points[done].label()}"

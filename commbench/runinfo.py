@@ -1,0 +1,128 @@
+"""What a run records about itself and its machines: versions, commit, devices, hosts and relevant env vars."""
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+import commbench
+from commbench import nvml
+from commbench.store import SCHEMA_VERSION, STATUS_RUNNING
+
+_ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
+_ENV_NAMES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    """The commit of the commbench checkout that runs (with -dirty for local edits); None outside a checkout."""
+    source = Path(commbench.__file__).resolve().parent.parent
+    if not (source / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if dirty else commit
+
+
+def backend_version(backend: str) -> str:
+    if backend == "nccl" and torch.cuda.is_available():
+        version = torch.cuda.nccl.version()
+        return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+    return f"bundled with torch {torch.__version__}"
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def relevant_env() -> dict[str, str]:
+    return {name: value for name, value in sorted(os.environ.items())
+            if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES}
+
+
+def launch_meta(argv: list[str], run_id: str) -> dict:
+    """What the launching process knows before any rank starts."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "status": STATUS_RUNNING,
+        "reason": None,
+        "command_line": shlex.join(argv),
+        "start_time": utc_now(),
+        "end_time": None,
+        "commbench_version": commbench.__version__,
+        "git_commit": git_commit(),
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "launcher_host": platform.node(),
+    }
+
+
+def rank_facts(device: torch.device) -> dict:
+    """What one rank knows of itself; rank 0 gathers these from every rank."""
+    return {"host": platform.node(), "device": device_name(device)}
+
+
+def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict]) -> dict:
+    """What rank 0 records once the process group is up."""
+    inventory = nvml.gpu_inventory()
+    return {
+        "backend": backend,
+        "backend_version": backend_version(backend),
+        "cuda_version": torch.version.cuda,
+        "device_type": device.type,
+        "world_size": world,
+        "hosts": sorted({fact["host"] for fact in facts}),
+        "device_names": [fact["device"] for fact in facts],
+        "driver_version": inventory.get("driver_version"),
+        "env": relevant_env(),
+    }
+
+
+def environment_report() -> dict:
+    """What a sweep on this machine would use (`commbench env`)."""
+    from commbench.backends import visible_gpu_count
+
+    gpus = visible_gpu_count()
+    backends = {name: getattr(dist, f"is_{name}_available", lambda: False)() for name in ("gloo", "nccl", "mpi", "ucc")}
+    return {
+        "commbench_version": commbench.__version__,
+        "python_version": platform.python_version(),
+        "python": sys.executable,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "backends": {name: (backend_version(name) if available else None) for name, available in backends.items()},
+        "cuda_gpus": gpus,
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "nvml": nvml.gpu_inventory(),
+        "default": {"backend": "nccl", "device": "cuda", "nproc": gpus} if gpus
+        else {"backend": "gloo", "device": "cpu", "nproc": 2},
+        "env": relevant_env(),
+    }

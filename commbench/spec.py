@@ -1,0 +1,165 @@
+"""What a sweep runs: the frozen spec, its validation, and the ordered list of points every rank agrees on."""
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from commbench.backends import DTYPES, REDUCE_OPS, unsupported_reason
+from commbench.collectives import COLLECTIVES, IMPLEMENTATIONS, get_collective
+from commbench.collectives.base import Layout
+from commbench.errors import CommbenchError
+from commbench.sizes import format_bytes
+from commbench.stats import MIN_SAMPLES_FOR_CI
+
+PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
+NO_OP = "none"  # the op column of collectives that do not reduce, as nccl-tests prints it
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSpec:
+    """A collective sweep, fully resolved (no `auto` left): the same on every rank."""
+
+    collectives: tuple[str, ...]
+    """Collectives in the order they run."""
+    impls: tuple[str, ...] = ("builtin",)
+    """Implementations: "builtin" is the backend's own collective."""
+    sizes: tuple[int, ...]
+    """Requested message sizes in bytes; each collective rounds them to whole elements as nccl-tests does."""
+    dtypes: tuple[str, ...]
+    ops: tuple[str, ...]
+    """Reduction ops; collectives that do not reduce run once with op "none"."""
+    placement: str
+    """out, in or both: out-of-place and/or in-place buffers."""
+    backend: str
+    device: str
+    nproc: int
+    warmup: int
+    iters: int
+    """Timed iterations per point (per batch in adaptive mode)."""
+    target_ci_pct: float | None = None
+    """Adaptive mode: stop once the 95 % CI of the median is within ± this percent of the median."""
+    max_time_s: float | None = None
+    """Adaptive mode: the time budget of one point."""
+    check: bool = True
+    timeout_s: float = 300.0
+    """A point that makes no progress for this long ends the sweep as failed."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SweepSpec":
+        data = json.loads(text)
+        return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()})
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured row: a collective × impl × dtype × op × placement × size."""
+
+    index: int
+    collective: str
+    impl: str
+    dtype: str
+    op: str
+    inplace: bool
+    layout: Layout = field(compare=False)
+
+    def label(self) -> str:
+        placement = "in-place" if self.inplace else "out-of-place"
+        return f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}"
+
+
+def validate(spec: SweepSpec) -> None:
+    """Refuse anything that cannot run, naming the fix; called before any process is launched."""
+    for name in spec.collectives:
+        get_collective(name)
+    _check_choices("--impl", spec.impls, IMPLEMENTATIONS)
+    _check_choices("--dtype", spec.dtypes, DTYPES)
+    _check_choices("--op", spec.ops, REDUCE_OPS)
+    _check_choices("--placement", (spec.placement,), PLACEMENTS)
+    if spec.iters < MIN_SAMPLES_FOR_CI:
+        raise CommbenchError(f"--iters {spec.iters} is too few: a 95 % CI of the median needs at least "
+                             f"{MIN_SAMPLES_FOR_CI} samples; use --iters {MIN_SAMPLES_FOR_CI} or more")
+    if spec.warmup < 0:
+        raise CommbenchError(f"--warmup {spec.warmup} is negative; use 0 or more")
+    if spec.timeout_s <= 0:
+        raise CommbenchError(f"--timeout {spec.timeout_s:g} must be above 0 seconds")
+    if spec.target_ci_pct is not None:
+        if spec.target_ci_pct <= 0:
+            raise CommbenchError(f"--target-ci {spec.target_ci_pct:g} must be above 0 percent, e.g. 2")
+        if spec.max_time_s is None or spec.max_time_s <= 0:
+            raise CommbenchError("--target-ci needs a time budget per point above 0: add --max-time SECONDS")
+        if spec.max_time_s >= spec.timeout_s:
+            raise CommbenchError(f"--max-time {spec.max_time_s:g} must be below --timeout {spec.timeout_s:g}, "
+                                 "or a point on budget would be taken for a hang")
+    elif spec.max_time_s is not None:
+        raise CommbenchError("--max-time applies to the adaptive mode only: add --target-ci PERCENT or drop it")
+    for name in spec.collectives:
+        ops = spec.ops if get_collective(name).reduces else (NO_OP,)
+        for dtype in spec.dtypes:
+            for op in ops:
+                reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, dtype=dtype,
+                                            op=op)
+                if reason:
+                    raise CommbenchError(reason)
+    plan(spec, spec.nproc)
+
+
+def _check_choices(option: str, values, allowed) -> None:
+    if not values:
+        raise CommbenchError(f"{option} is empty; choose from {', '.join(allowed)}")
+    for value in values:
+        if value not in allowed:
+            raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
+
+
+def placements_for(spec: SweepSpec, collective: str) -> tuple[bool, ...]:
+    """The placements measured for a collective: those asked for that torch can express, else what it can."""
+    choices = get_collective(collective).inplace_choices
+    wanted = tuple(inplace for inplace in PLACEMENTS[spec.placement] if inplace in choices)
+    return wanted or choices
+
+
+def placement_notes(spec: SweepSpec) -> list[str]:
+    """Say where a collective is measured in another placement than asked for, and why."""
+    notes = []
+    for name in spec.collectives:
+        measured = placements_for(spec, name)
+        if not set(measured) >= set(PLACEMENTS[spec.placement]):
+            only = "in-place" if measured == (True,) else "out-of-place"
+            notes.append(f"{name}: torch.distributed offers it {only} only, so it is measured {only}")
+    return notes
+
+
+def plan(spec: SweepSpec, world: int) -> list[Point]:
+    """Every point in run order: collective, impl, dtype, op, size, then placement (nccl-tests prints both on one line)."""
+    points: list[Point] = []
+    for name in spec.collectives:
+        collective = get_collective(name)
+        ops = spec.ops if collective.reduces else (NO_OP,)
+        for impl in spec.impls:
+            for dtype in spec.dtypes:
+                elt_bytes = DTYPES[dtype].itemsize
+                layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)
+                for op in ops:
+                    for layout in layouts:
+                        for inplace in placements_for(spec, name):
+                            points.append(Point(len(points), name, impl, dtype, op, inplace, layout))
+    return points
+
+
+def _layouts(collective, sizes, elt_bytes: int, world: int, dtype: str) -> list[Layout]:
+    layouts: dict[int, Layout] = {}
+    for size in sizes:
+        layout = collective.layout(size, elt_bytes, world)
+        if layout.count < 1:
+            smallest = next(s for s in (2**k for k in range(64)) if collective.layout(s, elt_bytes, world).count >= 1)
+            raise CommbenchError(f"size {size} B is below one {dtype} element per rank for {collective.name} with "
+                                 f"{world} ranks (rounded as nccl-tests does); use sizes of {format_bytes(smallest)} "
+                                 "or more")
+        layouts.setdefault(layout.size_bytes, layout)  # sizes that round to the same message are measured once
+    return list(layouts.values())
+
+
+def known_collectives() -> list[str]:
+    return list(COLLECTIVES)

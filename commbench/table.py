@@ -1,0 +1,69 @@
+"""Terminal tables in nccl-tests' layout (size, count, type, redop, root, then time/algbw/busbw/#wrong per placement)."""
+
+import math
+
+import pandas as pd
+
+from commbench.collectives import COLLECTIVES
+from commbench.sizes import format_bytes
+
+AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: they would drag the average down
+_PLACEMENTS = ((False, "out-of-place"), (True, "in-place"))
+_HEAD = f"{'size':>12} {'count':>13} {'type':>9} {'redop':>6} {'root':>5}"
+_UNITS = f"{'(B)':>12} {'(elements)':>13} {'':>9} {'':>6} {'':>5}"
+_CELL_HEAD = f"{'time p50':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}"
+_CELL_UNITS = f"{'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>7}"
+
+
+def format_tables(results: pd.DataFrame) -> str:
+    """One table per collective and implementation, each with its average busbw over sizes ≥ 1 MiB."""
+    blocks = []
+    for (collective, impl), group in results.groupby(["collective", "impl"], sort=False):
+        blocks.append(_table(collective, impl, group))
+    return "\n\n".join(blocks)
+
+
+def _table(collective: str, impl: str, group: pd.DataFrame) -> str:
+    first = group.iloc[0]
+    iters = sorted(set(group["iters"]))
+    iters_text = f"{iters[0]}" if len(iters) == 1 else f"{iters[0]}–{iters[-1]}"
+    lines = [f"# {collective} ({impl}) on {first['backend']}/{first['device']}, {first['world_size']} ranks; "
+             f"time = median of {iters_text} iterations (slowest rank each), GB = 1e9 B",
+             "#" + " " * (len(_HEAD) - 1) + "".join(f" {title:^{len(_CELL_HEAD)}}" for _, title in _PLACEMENTS),
+             "#" + _HEAD[1:] + (" " + _CELL_HEAD) * 2,
+             "#" + _UNITS[1:] + (" " + _CELL_UNITS) * 2]
+    root = COLLECTIVES[collective].root if collective in COLLECTIVES else -1
+    keys = ["dtype", "op", "size_bytes"]
+    for _, rows in group.groupby(keys, sort=False):
+        row = rows.iloc[0]
+        line = f"{row['size_bytes']:>12} {row['count']:>13} {row['dtype']:>9} {row['op']:>6} {root:>5}"
+        wrong = False
+        for inplace, _ in _PLACEMENTS:
+            match = rows[rows["inplace"] == inplace]
+            line += " " + (_cell(match.iloc[0]) if len(match) else f"{'-':>10} {'-':>8} {'-':>8} {'-':>7}")
+            wrong |= bool(len(match)) and _is_wrong(match.iloc[0]["n_wrong"])
+        lines.append(line + ("   <-- WRONG RESULT" if wrong else ""))
+    lines.append(average_busbw_line(group))
+    if int(first["world_size"]) == 1:
+        lines.append("# busbw is 0 at world size 1: no byte crosses between ranks (factor (n-1)/n = 0); read algbw")
+    return "\n".join(lines)
+
+
+def _cell(row) -> str:
+    n_wrong = row["n_wrong"]
+    wrong_text = "N/A" if pd.isna(n_wrong) else str(int(n_wrong))
+    return f"{row['time_us_p50']:>10.2f} {row['algbw_gbps']:>8.3f} {row['busbw_gbps']:>8.3f} {wrong_text:>7}"
+
+
+def _is_wrong(n_wrong) -> bool:
+    return not pd.isna(n_wrong) and int(n_wrong) > 0
+
+
+def average_busbw_line(group: pd.DataFrame) -> str:
+    large = group[group["size_bytes"] >= AVERAGE_FROM_BYTES]
+    if large.empty:
+        return f"# Avg bus bandwidth: no size ≥ {format_bytes(AVERAGE_FROM_BYTES)} measured (small sizes show latency)"
+    value = large["busbw_gbps"].mean()
+    low, high = format_bytes(int(large["size_bytes"].min())), format_bytes(int(large["size_bytes"].max()))
+    value_text = "nan" if math.isnan(value) else f"{value:.3f}"
+    return f"# Avg bus bandwidth over sizes {low} to {high} ({len(large)} results): {value_text} GB/s"

@@ -1,0 +1,81 @@
+"""Per-iteration timers (CUDA events on GPU, perf_counter behind a barrier on CPU) and the sampling loop."""
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from commbench.distributed import RankContext
+from commbench.stats import summarize
+
+STOP_ITERS = "iters"  # the fixed number of iterations ran
+STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
+STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first
+
+
+class CpuTimer:
+    """Wall-clock time of each call, every rank starting together after a barrier."""
+
+    def __init__(self, ctx: RankContext):
+        self._barrier = ctx.barrier
+
+    def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
+        samples = [0.0] * iterations
+        barrier, clock = self._barrier, time.perf_counter
+        for index in range(iterations):
+            barrier()
+            start = clock()
+            run()
+            samples[index] = clock() - start
+        return samples
+
+
+class CudaTimer:
+    """GPU time of each call, from CUDA events recorded around it on the stream the collective is ordered on."""
+
+    def __init__(self, ctx: RankContext):
+        self._barrier = ctx.barrier
+
+    def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+        stream = torch.cuda.current_stream()
+        barrier = self._barrier
+        for index in range(iterations):
+            barrier()
+            stream.synchronize()
+            starts[index].record(stream)
+            run()
+            ends[index].record(stream)
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
+
+
+def make_timer(ctx: RankContext):
+    return CudaTimer(ctx) if ctx.device.type == "cuda" else CpuTimer(ctx)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    samples_s: list[float]  # per iteration, the slowest rank's time
+    stop_reason: str
+
+
+def measure(run: Callable[[], object], *, ctx: RankContext, warmup: int, iters: int,
+            target_ci_pct: float | None = None, max_time_s: float | None = None) -> Measurement:
+    """Warm up, then time batches of `iters` iterations: once, or (adaptive) until the 95 % CI of the median is
+    within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same decision."""
+    timer = make_timer(ctx)
+    started = time.monotonic()
+    if warmup:
+        timer.time_iterations(run, warmup)
+    samples: list[float] = []
+    while True:
+        samples.extend(ctx.max_over_ranks(timer.time_iterations(run, iters)))
+        if target_ci_pct is None:
+            return Measurement(samples, STOP_ITERS)
+        if summarize(samples).ci_half_width_pct <= target_ci_pct:
+            return Measurement(samples, STOP_CI)
+        if ctx.any_rank(time.monotonic() - started >= max_time_s):
+            return Measurement(samples, STOP_MAX_TIME)

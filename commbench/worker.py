@@ -1,0 +1,116 @@
+"""Rank entry point: join the job, measure every point of the spec, check it, and (rank 0) store the rows."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from commbench import faults, runinfo, store
+from commbench.backends import DTYPES, REDUCE_OPS
+from commbench.bandwidth import algbw_gbps, busbw_gbps
+from commbench.collectives import check_data, get_collective
+from commbench.distributed import RankContext, init_rank, shutdown
+from commbench.spec import Point, SweepSpec, plan
+from commbench.stats import summarize
+from commbench.timing import measure
+
+BENCH = "collective"
+
+
+def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str,
+              on_point: Callable[[Point, dict], None] | None = None) -> None:
+    """Run on every rank; rank 0 writes results/<run-id>/ and calls on_point after each stored row."""
+    ctx = init_rank(backend=spec.backend, device_type=spec.device, timeout_s=spec.timeout_s)
+    writes = ctx.rank == 0
+    fault = faults.from_env()
+    try:
+        facts = ctx.gather_objects(runinfo.rank_facts(ctx.device))
+        if writes:
+            store.update_meta(run_dir, **runinfo.job_meta(backend=spec.backend, world=ctx.world, device=ctx.device,
+                                                          facts=facts))
+            results = store.RowWriter(run_dir / store.RESULTS_FILE, store.RESULT_COLUMNS)
+            samples = store.RowWriter(run_dir / store.SAMPLES_FILE, store.SAMPLE_COLUMNS)
+        for point in plan(spec, ctx.world):
+            faults.before_point(fault, rank=ctx.rank, point=point.index)
+            row, times_us = measure_point(spec, point, ctx, run_id=run_id, fault=fault)
+            if writes:
+                # samples first: a row in results.csv promises its samples are on disk
+                samples.write([{**_keys(row), "schema_version": store.SCHEMA_VERSION, "run_id": run_id,
+                                "iteration": iteration, "time_us": time_us}
+                               for iteration, time_us in enumerate(times_us)])
+                results.write([row])
+                if on_point:
+                    on_point(point, row)
+        if writes:
+            store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
+    except BaseException as error:
+        if writes:
+            reason = f"rank 0: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            store.update_meta(run_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
+        raise
+    finally:
+        shutdown()
+
+
+def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: str,
+                  fault: faults.Fault | None = None) -> tuple[dict, list[float]]:
+    """Time one point, then check it in a separate untimed run; returns its row and per-iteration times (µs)."""
+    collective = get_collective(point.collective)
+    layout, dtype = point.layout, DTYPES[point.dtype]
+    buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank)
+    collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
+    run = collective.runner(point.impl, buffers, op=REDUCE_OPS.get(point.op), group=None, rank=ctx.rank)
+
+    measurement = measure(run, ctx=ctx, warmup=spec.warmup, iters=spec.iters, target_ci_pct=spec.target_ci_pct,
+                          max_time_s=spec.max_time_s)
+    n_wrong = _check(collective, buffers, run, point, ctx, fault) if spec.check else None
+
+    times_us = [seconds * 1e6 for seconds in measurement.samples_s]
+    summary = summarize(times_us)
+    seconds = summary.p50 / 1e6
+    moved = collective.algbw_bytes(layout, ctx.world)
+    row = {
+        "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": BENCH,
+        "collective": point.collective, "impl": point.impl, "backend": ctx.backend, "device": ctx.device.type,
+        "world_size": ctx.world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
+        "size_bytes": layout.size_bytes, "count": layout.count, "iters": summary.n, "warmup": spec.warmup,
+        "stop_reason": measurement.stop_reason,
+        "time_us_p50": summary.p50, "time_us_p95": summary.p95, "time_us_min": summary.min,
+        "time_us_mean": summary.mean, "time_us_stdev": summary.stdev,
+        "time_us_ci_lo": summary.ci_lo, "time_us_ci_hi": summary.ci_hi,
+        "algbw_gbps": algbw_gbps(moved, seconds),
+        "busbw_gbps": busbw_gbps(moved, seconds, collective.busbw_factor(ctx.world)),
+        "n_wrong": n_wrong,
+    }
+    return row, times_us
+
+
+def _check(collective, buffers, run, point: Point, ctx: RankContext, fault) -> int:
+    """Refill the inputs, run once more, and count elements that differ from the exact expected result."""
+    collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
+    run()
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+    faults.corrupt_output(fault, buffers.recv, rank=ctx.rank, point=point.index)
+    expected = collective.expected(point.layout, rank=ctx.rank, world=ctx.world, op=point.op,
+                                   dtype=buffers.recv.dtype, device=ctx.device)
+    wrong = check_data.count_wrong(buffers.recv, expected, op=point.op, world=ctx.world)
+    return ctx.sum_over_ranks(wrong)
+
+
+def _keys(row: dict) -> dict:
+    return {column: row[column] for column in store.KEY_COLUMNS}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="commbench rank process (started by `commbench sweep`)")
+    parser.add_argument("--run-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    spec = SweepSpec.from_json((args.run_dir / store.SPEC_FILE).read_text(encoding="utf-8"))
+    run_sweep(spec, run_dir=args.run_dir, run_id=args.run_dir.name)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

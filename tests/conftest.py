@@ -1,0 +1,55 @@
+"""Shared helpers: run the real `commbench` CLI in a subprocess (real torchrun, real gloo ranks)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "gpu"
+
+
+class SweepRun:
+    def __init__(self, completed: subprocess.CompletedProcess, run_dir: Path):
+        self.returncode = completed.returncode
+        self.stdout = completed.stdout
+        self.stderr = completed.stderr
+        self.run_dir = run_dir
+
+    @property
+    def meta(self) -> dict:
+        return json.loads((self.run_dir / "meta.json").read_text())
+
+    @property
+    def results(self) -> pd.DataFrame:
+        return pd.read_csv(self.run_dir / "results.csv")
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        return pd.read_csv(self.run_dir / "samples.csv")
+
+
+def commbench_env(**extra: str) -> dict:
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COMMBENCH_FAULT")}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_sweep(tmp_path):
+    """Run `python -m commbench sweep ARGS` in tmp_path and return its outcome and run folder."""
+    counter = iter(range(1000))
+
+    def run(*args: str, env: dict | None = None, timeout: float = 240, run_id: str | None = None) -> SweepRun:
+        run_id = run_id or f"run{next(counter)}"
+        command = [sys.executable, "-m", "commbench", "sweep", "--out", str(tmp_path / "results"),
+                   "--run-id", run_id, *args]
+        completed = subprocess.run(command, cwd=tmp_path, env=env or commbench_env(), capture_output=True,
+                                   text=True, timeout=timeout)
+        return SweepRun(completed, tmp_path / "results" / run_id)
+
+    return run

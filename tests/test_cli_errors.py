@@ -1,0 +1,43 @@
+"""Bad input: one line naming the problem and the fix, exit code 2, no traceback, nothing launched."""
+
+import pytest
+from click.testing import CliRunner
+
+from commbench.cli import main
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["sweep", "-c", "allreduce"], "unknown collective 'allreduce'"),
+    (["sweep", "--sizes", "1K:oops:x2"], "bad size 'oops'"),
+    (["sweep", "--sizes", "64K:1K:x2"], "min 65536 B is above max"),
+    (["sweep", "--nproc", "0"], "--nproc 0 is not a rank count"),
+    (["sweep", "--backend", "nccl"], "NCCL runs on CUDA tensors only"),
+    (["sweep", "--device", "cuda"], "no CUDA GPU is visible"),
+    (["sweep", "--dtype", "int32", "--op", "avg"], "gloo cannot average int32"),
+    (["sweep", "--iters", "2"], "--iters 2 is too few"),
+    (["sweep", "-c", "reduce_scatter", "--sizes", "4"], "below one float32 element per rank"),
+    (["sweep", "--max-time", "5"], "--max-time applies to the adaptive mode"),
+    (["sweep", "--iters", "many"], "'many' is not a valid integer"),
+    (["sweep", "--placement", "sideways"], "'sideways' is not one of"),
+    (["sweep", "--no-such-flag"], "No such option"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_bad_input_exits_2_with_one_line(args, fragment, tmp_path, monkeypatch):
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(main, [*args, "--out", str(tmp_path)] if args[0] == "sweep" else args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert fragment in lines[0]
+    assert lines[0].startswith("commbench: error:")
+    assert "Traceback" not in result.output
+    assert not any(tmp_path.iterdir())  # refused before anything was created or launched
+
+
+def test_nproc_conflicting_with_the_surrounding_job(monkeypatch, tmp_path):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    result = CliRunner().invoke(main, ["sweep", "--nproc", "3", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "conflicts with WORLD_SIZE=2" in result.output

@@ -1,0 +1,164 @@
+"""End-to-end sweeps with real torchrun and gloo ranks on CPU: files, schema, checks, crashes, hangs, concurrency."""
+
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from commbench import store
+from commbench.collectives import COLLECTIVES
+from tests.conftest import commbench_env
+
+pytestmark = pytest.mark.distributed
+
+FAST = ("--warmup", "1", "--iters", "6")
+
+
+def _assert_consistent(results: pd.DataFrame, samples: pd.DataFrame) -> None:
+    assert list(results.columns) == store.RESULT_COLUMNS
+    assert list(samples.columns) == store.SAMPLE_COLUMNS
+    for _, row in results.iterrows():
+        assert row["time_us_min"] <= row["time_us_p50"] <= row["time_us_p95"]
+        assert row["time_us_ci_lo"] <= row["time_us_p50"] <= row["time_us_ci_hi"]
+        collective = COLLECTIVES[row["collective"]]
+        layout = collective.layout(row["size_bytes"], {"float32": 4, "bfloat16": 2}[row["dtype"]],
+                                   row["world_size"])
+        moved = collective.algbw_bytes(layout, row["world_size"])
+        assert row["algbw_gbps"] == pytest.approx(moved / (row["time_us_p50"] * 1e-6) / 1e9)
+        assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * collective.busbw_factor(row["world_size"]))
+        keys = (samples[store.KEY_COLUMNS] == row[store.KEY_COLUMNS]).all(axis=1)
+        point_samples = samples[keys]
+        assert len(point_samples) == row["iters"]
+        assert point_samples["time_us"].median() == pytest.approx(row["time_us_p50"])
+
+
+def test_two_rank_sweep_of_every_collective(run_sweep):
+    run = run_sweep("-c", "all_reduce,reduce_scatter,all_gather,broadcast,all_to_all", "--sizes", "1K,64K",
+                    "--dtype", "float32,bfloat16", "--placement", "both", *FAST)
+    assert run.returncode == 0, run.stderr
+    meta = run.meta
+    assert meta["status"] == "complete" and meta["reason"] is None
+    for field in ("schema_version", "command_line", "start_time", "end_time", "commbench_version", "git_commit",
+                  "torch_version", "backend", "backend_version", "world_size", "hosts", "device_names", "env",
+                  "driver_version"):
+        assert field in meta, field
+    assert meta["world_size"] == 2 and meta["backend"] == "gloo" and len(meta["device_names"]) == 2
+    results = run.results
+    # RS and AG in both placements, AR and broadcast in place only, a2a out of place only: 2 sizes x 2 dtypes each
+    per_collective = results.groupby("collective").size().to_dict()
+    assert per_collective == {"reduce_scatter": 8, "all_gather": 8, "all_reduce": 4, "broadcast": 4,
+                              "all_to_all": 4}
+    assert (results["n_wrong"] == 0).all()
+    assert set(results["stop_reason"]) == {"iters"}
+    _assert_consistent(results, run.samples)
+    assert "#       size         count      type" in run.stdout
+    assert "# Avg bus bandwidth: no size ≥ 1 MiB measured" in run.stdout
+    assert f"# Results: {run.run_dir}" in run.stdout
+
+
+def test_three_ranks_with_every_reduction(run_sweep):
+    run = run_sweep("--nproc", "3", "-c", "all_reduce,reduce_scatter,all_gather,all_to_all",
+                    "--op", "sum,max,min,avg", "--sizes", "1000,1M", "--dtype", "float32,bfloat16", *FAST)
+    assert run.returncode == 0, run.stderr
+    results = run.results
+    assert (results["world_size"] == 3).all() and (results["n_wrong"] == 0).all()
+    rs = results[(results["collective"] == "reduce_scatter") & (results["dtype"] == "float32")]
+    assert sorted(set(rs["count"])) == [80, 87380]  # 250 floats / 3 ranks -> 83 -> multiple of 4
+    _assert_consistent(results, run.samples)
+    # only all_reduce keeps 1 MiB; the others round below it and their average names no size
+    assert run.stdout.count("# Avg bus bandwidth over sizes 1 MiB to 1 MiB (8 results)") == 1
+
+
+def test_injected_wrong_result_is_caught(run_sweep):
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K", *FAST,
+                    env=commbench_env(COMMBENCH_FAULT="wrong:1:1"))
+    assert run.returncode == 1
+    assert "wrong element" in run.stderr
+    assert list(run.results["n_wrong"]) == [0, 1, 0]
+    assert "WRONG RESULT" in run.stdout
+    assert run.meta["status"] == "complete"
+
+
+def test_killed_rank_keeps_written_rows_and_marks_failed(run_sweep):
+    started = time.monotonic()
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K,64K", "--timeout", "60", *FAST,
+                    env=commbench_env(COMMBENCH_FAULT="kill:1:2"))
+    assert time.monotonic() - started < 60
+    assert run.returncode == 3
+    meta = run.meta
+    assert meta["status"] == "failed"
+    assert "rank 1 exited with code -9 (SIGKILL)" in meta["reason"]
+    assert "sweep failed" in run.stderr and "Traceback" not in run.stderr
+    results = run.results
+    assert list(results["size_bytes"]) == [1024, 4096]  # the two points measured before the kill, intact
+    assert (results["n_wrong"] == 0).all()
+    _assert_consistent(results, run.samples)
+
+
+def test_hung_rank_ends_the_sweep_within_the_timeout(run_sweep, tmp_path):
+    timeout = 8
+    started = time.monotonic()
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K", "--timeout", str(timeout), *FAST,
+                    env=commbench_env(COMMBENCH_FAULT="hang:1:1"))
+    elapsed = time.monotonic() - started
+    assert run.returncode == 3
+    # launch (~5 s) + one point + the timeout + stopping the ranks; far below the 300 s a gloo hang could last
+    assert elapsed < timeout + 40, elapsed
+    assert "no point finished for" in run.meta["reason"]
+    assert list(run.results["size_bytes"]) == [1024]
+    leftover = subprocess.run(["pgrep", "-f", str(run.run_dir)], capture_output=True, text=True).stdout
+    assert leftover == "", f"ranks still running: {leftover}"
+
+
+def test_two_sweeps_at_once_do_not_collide(tmp_path):
+    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K", *FAST, "-q",
+                 "--out", str(tmp_path / "results")] for _ in range(2)]
+    processes = [subprocess.Popen(command, cwd=tmp_path, env=commbench_env(), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for command in commands]
+    outputs = [process.communicate(timeout=180) for process in processes]
+    assert [process.returncode for process in processes] == [0, 0], outputs
+    run_dirs = sorted((tmp_path / "results").iterdir())
+    assert len(run_dirs) == 2
+    for run_dir in run_dirs:
+        assert store.read_meta(run_dir)["status"] == "complete"
+        assert len(store.read_results(run_dir)) == 2
+
+
+def test_inside_torchrun_it_runs_in_place(tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", *FAST,
+               "--out", str(tmp_path / "results"), "--run-id", "inplace"]
+    completed = subprocess.run(command, cwd=tmp_path, env=commbench_env(), capture_output=True, text=True,
+                               timeout=180)
+    assert completed.returncode == 0, completed.stderr
+    run_dir = tmp_path / "results" / "inplace"
+    assert [path.name for path in (tmp_path / "results").iterdir()] == ["inplace"]  # rank 1 wrote nothing
+    assert not (run_dir / store.LAUNCH_LOG).exists()  # no nested torchrun
+    assert store.read_meta(run_dir)["world_size"] == 2
+    assert len(store.read_results(run_dir)) == 1
+    assert completed.stdout.count("# Results:") == 1
+
+
+@pytest.mark.parametrize("target, reason", [("100", "ci"), ("0.0001", "max_time")])
+def test_adaptive_sampling_records_why_it_stopped(run_sweep, target, reason):
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K", "--warmup", "1", "--iters", "6", "--target-ci", target,
+                    "--max-time", "1")
+    assert run.returncode == 0, run.stderr
+    row = run.results.iloc[0]
+    assert row["stop_reason"] == reason
+    assert row["iters"] % 6 == 0
+    if reason == "max_time":
+        assert row["iters"] > 6
+    _assert_consistent(run.results, run.samples)
+
+
+def test_world_size_one_without_check(run_sweep):
+    run = run_sweep("--nproc", "1", "-c", "all_reduce", "--sizes", "1K", "--no-check", *FAST)
+    assert run.returncode == 0, run.stderr
+    row = run.results.iloc[0]
+    assert row["busbw_gbps"] == 0 and row["algbw_gbps"] > 0
+    assert pd.isna(row["n_wrong"])
+    assert "busbw is 0 at world size 1" in run.stdout
+    assert "N/A" in run.stdout
