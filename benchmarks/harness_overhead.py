@@ -27,9 +27,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args()
     if "RANK" not in os.environ:  # relaunch this script as 2 gloo ranks, once
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-                   __file__, *sys.argv[1:]]
-        sys.exit(subprocess.call(command))
+        from commbench.launch import torchrun_command
+
+        sys.exit(subprocess.call(torchrun_command(nproc=2, program=[__file__, *sys.argv[1:]])))
     run_ranks(args)
 
 

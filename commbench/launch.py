@@ -21,10 +21,11 @@ def world_size_in_job() -> int | None:
     return None
 
 
-def torchrun_command(*, nproc: int, module: str, module_args: list[str]) -> list[str]:
-    """torchrun in standalone mode: a private rendezvous on a free port, so concurrent sweeps never collide."""
+def torchrun_command(*, nproc: int, program: list[str]) -> list[str]:
+    """torchrun in standalone mode (a private rendezvous on a free port, so concurrent sweeps never collide) running
+    `program`: ["--module", name, args…] or [script, args…]."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-            "--max-restarts=0", "--module", module, *module_args]
+            "--max-restarts=0", *program]
 
 
 @dataclass(frozen=True)

@@ -107,9 +107,10 @@ def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict
 
 def environment_report() -> dict:
     """What a sweep on this machine would use (`commbench env`)."""
-    from commbench.backends import visible_gpu_count
+    from commbench.backends import resolve_target, visible_gpu_count
 
     gpus = visible_gpu_count()
+    default = resolve_target(backend="auto", device="auto", nproc=None, world_size_in_job=None)
     backends = {name: getattr(dist, f"is_{name}_available", lambda: False)() for name in ("gloo", "nccl", "mpi", "ucc")}
     return {
         "commbench_version": commbench.__version__,
@@ -122,7 +123,6 @@ def environment_report() -> dict:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "nvml": nvml.gpu_inventory(),
-        "default": {"backend": "nccl", "device": "cuda", "nproc": gpus} if gpus
-        else {"backend": "gloo", "device": "cpu", "nproc": 2},
+        "default": {"backend": default.backend, "device": default.device, "nproc": default.nproc},
         "env": relevant_env(),
     }

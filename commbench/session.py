@@ -38,7 +38,7 @@ def _prepare(spec: SweepSpec, *, out: Path, run_id: str | None, argv: list[str])
 def launched_sweep(spec: SweepSpec, *, out: Path, run_id: str | None, argv: list[str], quiet: bool) -> SweepOutcome:
     """Start one torchrun for the whole sweep and watch it; the progress bar follows the rows rank 0 appends."""
     run_dir = _prepare(spec, out=out, run_id=run_id, argv=argv)
-    command = launch.torchrun_command(nproc=spec.nproc, module=WORKER_MODULE, module_args=["--run-dir", str(run_dir)])
+    command = launch.torchrun_command(nproc=spec.nproc, program=["--module", WORKER_MODULE, "--run-dir", str(run_dir)])
     count_rows = RowCounter(run_dir / store.RESULTS_FILE)
     with SweepProgress(plan(spec, spec.nproc), enabled=not quiet) as bar:
         def progress() -> int:
@@ -86,7 +86,8 @@ def in_place_sweep(spec: SweepSpec, *, out: Path, run_id: str | None, argv: list
             bar.show(done)
 
         try:
-            run_sweep(spec, run_dir=run_dir, run_id=run_dir.name if run_dir else "", on_point=on_point)
+            run_sweep(spec, run_dir=run_dir, run_id=run_dir.name if run_dir else "", on_point=on_point,
+                      collective_timeout_s=spec.timeout_s)
         except Exception as error:
             if run_dir is None:
                 return SweepOutcome(None, store.STATUS_FAILED, f"rank {rank}: {type(error).__name__}: {error}", None)

@@ -3,7 +3,7 @@
 import json
 from dataclasses import asdict, dataclass, field
 
-from commbench.backends import DTYPES, REDUCE_OPS, unsupported_reason
+from commbench.backends import DTYPES, REDUCE_OPS, nccl_version, unsupported_reason
 from commbench.collectives import COLLECTIVES, IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
@@ -95,11 +95,10 @@ def validate(spec: SweepSpec) -> None:
     elif spec.max_time_s is not None:
         raise CommbenchError("--max-time applies to the adaptive mode only: add --target-ci PERCENT or drop it")
     for name in spec.collectives:
-        ops = spec.ops if get_collective(name).reduces else (NO_OP,)
         for dtype in spec.dtypes:
-            for op in ops:
+            for op in ops_for(spec, name):
                 reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, dtype=dtype,
-                                            op=op)
+                                            op=op, nccl_version=nccl_version() if spec.backend == "nccl" else None)
                 if reason:
                     raise CommbenchError(reason)
     plan(spec, spec.nproc)
@@ -111,6 +110,11 @@ def _check_choices(option: str, values, allowed) -> None:
     for value in values:
         if value not in allowed:
             raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
+
+
+def ops_for(spec: SweepSpec, collective: str) -> tuple[str, ...]:
+    """The ops a collective runs with: the asked-for reductions, or "none" when it does not reduce."""
+    return spec.ops if get_collective(collective).reduces else (NO_OP,)
 
 
 def placements_for(spec: SweepSpec, collective: str) -> tuple[bool, ...]:
@@ -136,12 +140,11 @@ def plan(spec: SweepSpec, world: int) -> list[Point]:
     points: list[Point] = []
     for name in spec.collectives:
         collective = get_collective(name)
-        ops = spec.ops if collective.reduces else (NO_OP,)
         for impl in spec.impls:
             for dtype in spec.dtypes:
                 elt_bytes = DTYPES[dtype].itemsize
                 layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)
-                for op in ops:
+                for op in ops_for(spec, name):
                     for layout in layouts:
                         for inplace in placements_for(spec, name):
                             points.append(Point(len(points), name, impl, dtype, op, inplace, layout))

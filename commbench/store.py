@@ -42,7 +42,7 @@ class RowWriter:
             self._write([columns])
 
     def write(self, rows: list[dict]) -> None:
-        self._write([[row.get(column, "") for column in self._columns] for row in rows])
+        self._write([[row[column] for column in self._columns] for row in rows])  # a missing column is a bug
 
     def _write(self, rows: list[list]) -> None:
         buffer = io.StringIO()
@@ -67,7 +67,7 @@ def read_meta(run_dir: Path) -> dict:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CommbenchError(f"{path} does not exist: point at a results/<run-id> folder written by commbench") from None
+        raise _not_found(path) from None
     except json.JSONDecodeError as error:
         raise CommbenchError(f"{path} is not valid JSON ({error.msg}); it was not written by commbench") from None
     _check_version(path, meta.get("schema_version"))
@@ -87,7 +87,7 @@ def read_rows(path: Path, required: list[str]) -> pd.DataFrame:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise CommbenchError(f"{path} does not exist: point at a results/<run-id> folder written by commbench") from None
+        raise _not_found(path) from None
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     header = text.split("\n", 1)[0].split(",") if text else []
@@ -107,6 +107,10 @@ def read_results(run_dir: Path) -> pd.DataFrame:
 
 def read_samples(run_dir: Path) -> pd.DataFrame:
     return read_rows(Path(run_dir) / SAMPLES_FILE, SAMPLE_COLUMNS)
+
+
+def _not_found(path: Path) -> CommbenchError:
+    return CommbenchError(f"{path} does not exist: point at a results/<run-id> folder written by commbench")
 
 
 def _check_version(path: Path, version) -> None:

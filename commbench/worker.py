@@ -19,10 +19,15 @@ from commbench.timing import measure
 BENCH = "collective"
 
 
-def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str,
+# Launched ranks leave hang detection to the launcher's watchdog (which names the hang); their own collective timeout
+# comes later so that it does not race the watchdog. Ranks running in place have no watchdog: theirs is --timeout.
+WATCHED_TIMEOUT_GRACE_S = 30.0
+
+
+def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str, collective_timeout_s: float,
               on_point: Callable[[Point, dict], None] | None = None) -> None:
     """Run on every rank; rank 0 writes results/<run-id>/ and calls on_point after each stored row."""
-    ctx = init_rank(backend=spec.backend, device_type=spec.device, timeout_s=spec.timeout_s)
+    ctx = init_rank(backend=spec.backend, device_type=spec.device, timeout_s=collective_timeout_s)
     writes = ctx.rank == 0
     fault = faults.from_env()
     try:
@@ -47,7 +52,8 @@ def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str,
             store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
     except BaseException as error:
         if writes:
-            reason = f"rank 0: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            message = str(error).strip().splitlines()
+            reason = f"rank 0: {type(error).__name__}: {message[0] if message else ''}"
             store.update_meta(run_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
         raise
     finally:
@@ -59,7 +65,8 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
     """Time one point, then check it in a separate untimed run; returns its row and per-iteration times (µs)."""
     collective = get_collective(point.collective)
     layout, dtype = point.layout, DTYPES[point.dtype]
-    buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank)
+    buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank,
+                                      world=ctx.world)
     collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
     run = collective.runner(point.impl, buffers, op=REDUCE_OPS.get(point.op), group=None, rank=ctx.rank)
 
@@ -109,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     spec = SweepSpec.from_json((args.run_dir / store.SPEC_FILE).read_text(encoding="utf-8"))
-    run_sweep(spec, run_dir=args.run_dir, run_id=args.run_dir.name)
+    run_sweep(spec, run_dir=args.run_dir, run_id=args.run_dir.name,
+              collective_timeout_s=spec.timeout_s + WATCHED_TIMEOUT_GRACE_S)
 
 
 if __name__ == "__main__":

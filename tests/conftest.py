@@ -9,9 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "traces" / "gpu"
-
-
 class SweepRun:
     def __init__(self, completed: subprocess.CompletedProcess, run_dir: Path):
         self.returncode = completed.returncode
@@ -46,8 +43,9 @@ def run_sweep(tmp_path):
 
     def run(*args: str, env: dict | None = None, timeout: float = 240, run_id: str | None = None) -> SweepRun:
         run_id = run_id or f"run{next(counter)}"
-        command = [sys.executable, "-m", "commbench", "sweep", "--out", str(tmp_path / "results"),
-                   "--run-id", run_id, *args]
+        # gloo on CPU on every machine, so a GPU host runs the same tests
+        command = [sys.executable, "-m", "commbench", "sweep", "--backend", "gloo", "--device", "cpu",
+                   "--out", str(tmp_path / "results"), "--run-id", run_id, *args]
         completed = subprocess.run(command, cwd=tmp_path, env=env or commbench_env(), capture_output=True,
                                    text=True, timeout=timeout)
         return SweepRun(completed, tmp_path / "results" / run_id)

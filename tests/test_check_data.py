@@ -49,3 +49,18 @@ def test_avg_tolerates_premultiplication_rounding_only():
     assert count_wrong(premultiplied, expected, op="avg", world=3) == 0
     premultiplied[0] += 0.5
     assert count_wrong(premultiplied, expected, op="avg", world=3) == 1
+
+
+@pytest.mark.parametrize("name, inplace", [("all_gather", False), ("all_gather", True), ("reduce_scatter", False),
+                                           ("all_to_all", False), ("all_reduce", True)])
+def test_a_collective_that_writes_nothing_fails_the_check(name, inplace):
+    from commbench.collectives import COLLECTIVES
+
+    collective, world, rank = COLLECTIVES[name], 2, 1
+    layout = collective.layout(4096, 4, world)
+    buffers = collective.make_buffers(layout, inplace=inplace, dtype=torch.float32, device=CPU, rank=rank,
+                                      world=world)
+    expected = collective.expected(layout, rank=rank, world=world, op="sum", dtype=torch.float32, device=CPU)
+    buffers.recv.copy_(expected)  # what an earlier, timed run left behind
+    collective.fill_inputs(buffers, rank=rank, world=world)  # the check then runs nothing at all
+    assert count_wrong(buffers.recv, expected, op="sum", world=world) > 0

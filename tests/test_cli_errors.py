@@ -1,9 +1,12 @@
 """Bad input: one line naming the problem and the fix, exit code 2, no traceback, nothing launched."""
 
 import pytest
+import torch
 from click.testing import CliRunner
 
 from commbench.cli import main
+
+NEEDS_NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -11,9 +14,10 @@ from commbench.cli import main
     (["sweep", "--sizes", "1K:oops:x2"], "bad size 'oops'"),
     (["sweep", "--sizes", "64K:1K:x2"], "min 65536 B is above max"),
     (["sweep", "--nproc", "0"], "--nproc 0 is not a rank count"),
-    (["sweep", "--backend", "nccl"], "NCCL runs on CUDA tensors only"),
-    (["sweep", "--device", "cuda"], "no CUDA GPU is visible"),
-    (["sweep", "--dtype", "int32", "--op", "avg"], "gloo cannot average int32"),
+    pytest.param(["sweep", "--backend", "nccl"], "NCCL runs on CUDA tensors only", marks=NEEDS_NO_GPU),
+    pytest.param(["sweep", "--device", "cuda"], "no CUDA GPU is visible", marks=NEEDS_NO_GPU),
+    (["sweep", "--backend", "gloo", "--dtype", "int32", "--op", "avg"], "gloo cannot average int32"),
+    (["sweep", "--device", "cpu", "--backend", "nccl"], "NCCL runs on CUDA tensors only"),
     (["sweep", "--iters", "2"], "--iters 2 is too few"),
     (["sweep", "-c", "reduce_scatter", "--sizes", "4"], "below one float32 element per rank"),
     (["sweep", "--max-time", "5"], "--max-time applies to the adaptive mode"),

@@ -14,6 +14,7 @@ from tests.conftest import commbench_env
 pytestmark = pytest.mark.distributed
 
 FAST = ("--warmup", "1", "--iters", "6")
+GLOO_CPU = ("--backend", "gloo", "--device", "cpu")
 
 
 def _assert_consistent(results: pd.DataFrame, samples: pd.DataFrame) -> None:
@@ -113,7 +114,7 @@ def test_hung_rank_ends_the_sweep_within_the_timeout(run_sweep, tmp_path):
 
 
 def test_two_sweeps_at_once_do_not_collide(tmp_path):
-    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K", *FAST, "-q",
+    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K", *FAST, *GLOO_CPU, "-q",
                  "--out", str(tmp_path / "results")] for _ in range(2)]
     processes = [subprocess.Popen(command, cwd=tmp_path, env=commbench_env(), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for command in commands]
@@ -128,7 +129,7 @@ def test_two_sweeps_at_once_do_not_collide(tmp_path):
 
 def test_inside_torchrun_it_runs_in_place(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", *FAST,
+               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", *FAST, *GLOO_CPU,
                "--out", str(tmp_path / "results"), "--run-id", "inplace"]
     completed = subprocess.run(command, cwd=tmp_path, env=commbench_env(), capture_output=True, text=True,
                                timeout=180)

@@ -1,4 +1,4 @@
-"""What a collective declares (the nccl-tests `testColl` pattern): layout, buffers, runner, bytes, busbw factor, check."""
+"""What a collective declares (nccl-tests' `testColl` pattern): layout, buffers, runner, bytes, busbw factor, check."""
 
 from dataclasses import dataclass
 from typing import Callable
@@ -33,19 +33,6 @@ class Buffers:
     recv: torch.Tensor
 
 
-def whole_message_layout(size_bytes: int, elt_bytes: int) -> Layout:
-    """All-reduce and broadcast: every rank holds the whole message."""
-    count = size_bytes // elt_bytes
-    return Layout(send_count=count, recv_count=count, count=count, elt_bytes=elt_bytes)
-
-
-def per_rank_count(size_bytes: int, elt_bytes: int, world: int) -> int:
-    """Elements per rank for RS/AG/a2a, rounded down as nccl-tests does (multiple of world size and 16 bytes)."""
-    per_rank = (size_bytes // elt_bytes) // world
-    alignment = max(1, _ALIGN_BYTES // elt_bytes)
-    return per_rank - per_rank % alignment
-
-
 class Collective:
     """One collective: subclasses live one per file in this package and are found by the registry."""
 
@@ -65,14 +52,18 @@ class Collective:
         raise NotImplementedError
 
     def make_buffers(self, layout: Layout, *, inplace: bool, dtype: torch.dtype, device: torch.device,
-                     rank: int) -> Buffers:
+                     rank: int, world: int) -> Buffers:
         raise NotImplementedError
 
     def fill_inputs(self, buffers: Buffers, *, rank: int, world: int) -> None:
-        """Write this rank's check pattern into the input (the same data is used for timing)."""
-        pattern = check_data.rank_pattern(rank, 0, buffers.send.numel(), world=world, dtype=buffers.send.dtype,
-                                          device=buffers.send.device)
-        buffers.send.copy_(pattern)
+        """Poison the output, then write this rank's check pattern into the input (also the data that is timed).
+
+        The poison comes first because in place the input is part of the output; it makes a collective that writes
+        nothing fail the check instead of passing on what the timed runs left behind.
+        """
+        buffers.recv.fill_(check_data.POISON)
+        buffers.send.copy_(check_data.rank_pattern(rank, 0, buffers.send.numel(), world=world,
+                                                   dtype=buffers.send.dtype, device=buffers.send.device))
 
     def builtin(self, buffers: Buffers, *, op, group, rank: int) -> Callable[[], object]:
         """A zero-argument call that runs the backend's own collective once on these buffers."""
@@ -87,3 +78,52 @@ class Collective:
         if impl == "builtin":
             return self.builtin(buffers, op=op, group=group, rank=rank)
         raise ValueError(f"{self.name} has no implementation {impl!r}")
+
+
+class WholeMessageCollective(Collective):
+    """Every rank holds the whole message in one buffer, worked on in place (all_reduce, broadcast)."""
+
+    inplace_choices = (True,)  # torch.distributed's all_reduce and broadcast only work in place
+
+    def layout(self, size_bytes, elt_bytes, world):
+        count = size_bytes // elt_bytes
+        return Layout(send_count=count, recv_count=count, count=count, elt_bytes=elt_bytes)
+
+    def algbw_bytes(self, layout, world):
+        return layout.count * layout.elt_bytes
+
+    def make_buffers(self, layout, *, inplace, dtype, device, rank, world):
+        buffer = torch.empty(layout.count, dtype=dtype, device=device)
+        return Buffers(send=buffer, recv=buffer)
+
+
+class PerRankCollective(Collective):
+    """Each rank owns a 1/n chunk of a world-sized buffer (reduce_scatter, all_gather, all_to_all per peer).
+
+    nccl-tests: the per-rank count is count/n rounded down to a 16-byte multiple; S = n × per-rank count × elt and
+    busbw = algbw × (n−1)/n.
+    """
+
+    def per_rank_layout(self, per_rank: int, elt_bytes: int, world: int) -> Layout:
+        raise NotImplementedError
+
+    def layout(self, size_bytes, elt_bytes, world):
+        per_rank = (size_bytes // elt_bytes) // world
+        per_rank -= per_rank % max(1, _ALIGN_BYTES // elt_bytes)
+        return self.per_rank_layout(per_rank, elt_bytes, world)
+
+    def algbw_bytes(self, layout, world):
+        return layout.count * world * layout.elt_bytes
+
+    def busbw_factor(self, world):
+        return (world - 1) / world
+
+
+def whole_and_chunk(*, chunk_count: int, world: int, rank: int, inplace: bool, dtype: torch.dtype,
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The world-sized buffer and this rank's chunk of it: a view in place (nccl-tests' in-place offset), else a
+    separate tensor. Reduce-scatter reads the whole and writes the chunk; all-gather the other way round."""
+    whole = torch.empty(chunk_count * world, dtype=dtype, device=device)
+    chunk = (whole[rank * chunk_count:(rank + 1) * chunk_count] if inplace
+             else torch.empty(chunk_count, dtype=dtype, device=device))
+    return whole, chunk

@@ -2,6 +2,7 @@
 
 import torch
 
+POISON = -1  # written into outputs before the check: never a pattern value nor a reduction of them
 _MAX_LEVEL = 6  # values run over 0..level; small enough that sums stay exact in bfloat16 for small worlds
 _RANK_STRIDE = 3  # shifts the pattern per rank so a chunk from the wrong rank or offset is caught
 
@@ -17,20 +18,26 @@ def _levels(dtype: torch.dtype, world: int) -> int:
     return max(1, min(_MAX_LEVEL, _exact_integer_limit(dtype) // max(world, 1))) + 1
 
 
+def _pattern(rank: int, index: torch.Tensor, levels: int) -> torch.Tensor:
+    return (index + _RANK_STRIDE * rank) % levels
+
+
 def rank_pattern(rank: int, start: int, length: int, *, world: int, dtype: torch.dtype,
                  device: torch.device) -> torch.Tensor:
     """Elements start..start+length of rank `rank`'s input: ((i + 3·rank) mod q), q ≤ 7."""
-    levels = _levels(dtype, world)
     index = torch.arange(start, start + length, dtype=torch.int64, device=device)
-    return ((index + _RANK_STRIDE * rank) % levels).to(dtype)
+    return _pattern(rank, index, _levels(dtype, world)).to(dtype)
 
 
 def reduced_pattern(start: int, length: int, *, world: int, op: str, dtype: torch.dtype,
                     device: torch.device) -> torch.Tensor:
-    """Elements start..start+length of the reduction of every rank's pattern, computed exactly in float64."""
+    """Elements start..start+length of the reduction of every rank's pattern, computed exactly in float64.
+
+    The pattern repeats every q elements, so the reduction is computed for one period and indexed.
+    """
     levels = _levels(dtype, world)
     phase = torch.arange(levels, dtype=torch.float64)
-    per_rank = torch.stack([(phase + _RANK_STRIDE * rank) % levels for rank in range(world)])
+    per_rank = torch.stack([_pattern(rank, phase, levels) for rank in range(world)])
     table = {
         "sum": lambda: per_rank.sum(0),
         "avg": lambda: per_rank.sum(0) / world,
@@ -42,9 +49,9 @@ def reduced_pattern(start: int, length: int, *, world: int, op: str, dtype: torc
 
 
 def count_wrong(actual: torch.Tensor, expected: torch.Tensor, *, op: str, world: int) -> int:
-    """Mismatched elements. Exact, except avg on floats: backends may pre-multiply by 1/n (NCCL does), so allow
-    n rounding steps of the data type."""
-    if op == "avg" and actual.dtype.is_floating_point:
+    """Mismatched elements. Exact, except avg on floats over a world that is not a power of two: backends may
+    pre-multiply by a rounded 1/n (NCCL does), so allow n rounding steps of the data type there."""
+    if op == "avg" and actual.dtype.is_floating_point and world & (world - 1):
         tolerance = world * torch.finfo(actual.dtype).eps * (_MAX_LEVEL + 1)
         wrong = (actual.double() - expected.double()).abs() > tolerance
     else:
