@@ -33,9 +33,11 @@ def nccl_version() -> tuple[int, ...] | None:
     return tuple(version) if isinstance(version, tuple) else None
 
 
-def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str, op: str,
+def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str, op: str, impl: str = "builtin",
                        nccl_version: tuple[int, ...] | None = None) -> str | None:
     """Why this backend cannot run this combination, or None when it can."""
+    if backend == "gloo" and device == "cuda" and impl == "ring":
+        return "gloo cannot send/recv CUDA tensors, which the ring needs; use --impl builtin or --device cpu"
     if backend == "gloo" and device == "cuda" and collective not in _GLOO_CUDA_COLLECTIVES:
         return (f"gloo cannot run {collective} on CUDA tensors (only {', '.join(sorted(_GLOO_CUDA_COLLECTIVES))}); "
                 "use --backend nccl or --device cpu")

@@ -1,5 +1,6 @@
 """What a sweep runs: the frozen spec, its validation, and the ordered list of points every rank agrees on."""
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -20,8 +21,9 @@ class SweepSpec:
 
     collectives: tuple[str, ...]
     """Collectives in the order they run."""
-    impls: tuple[str, ...] = ("builtin",)
-    """Implementations: "builtin" is the backend's own collective."""
+    impls: tuple[str, ...] = ("builtin", "ring")
+    """Implementations: "builtin" is the backend's own collective, "ring" the hand-written ring over send/recv.
+    A collective runs those of them it has."""
     sizes: tuple[int, ...]
     """Requested message sizes in bytes; each collective rounds them to whole elements as nccl-tests does."""
     dtypes: tuple[str, ...]
@@ -39,6 +41,8 @@ class SweepSpec:
     """Adaptive mode: stop once the 95 % CI of the median is within ± this percent of the median."""
     max_time_s: float | None = None
     """Adaptive mode: the time budget of one point."""
+    ring_chunks: int | None = None
+    """Pieces in flight per ring step (--ring-chunks); None = the measured default (collectives/ring.py)."""
     check: bool = True
     timeout_s: float = 300.0
     """A point that makes no progress for this long ends the sweep as failed."""
@@ -80,6 +84,13 @@ def validate(spec: SweepSpec) -> None:
     if spec.iters < MIN_SAMPLES_FOR_CI:
         raise CommbenchError(f"--iters {spec.iters} is too few: a 95 % CI of the median needs at least "
                              f"{MIN_SAMPLES_FOR_CI} samples; use --iters {MIN_SAMPLES_FOR_CI} or more")
+    if spec.ring_chunks is not None and spec.ring_chunks < 1:
+        raise CommbenchError(f"--ring-chunks {spec.ring_chunks} must be 1 or more pieces per ring step")
+    for name in spec.collectives:
+        if not impls_for(spec, name):
+            has = ", ".join(get_collective(name).implementations)
+            raise CommbenchError(f"{name} has no {' or '.join(spec.impls)} implementation (it has: {has}); "
+                                 f"add --impl {has.split(', ')[0]}")
     if spec.warmup < 0:
         raise CommbenchError(f"--warmup {spec.warmup} is negative; use 0 or more")
     if spec.timeout_s <= 0:
@@ -95,12 +106,12 @@ def validate(spec: SweepSpec) -> None:
     elif spec.max_time_s is not None:
         raise CommbenchError("--max-time applies to the adaptive mode only: add --target-ci PERCENT or drop it")
     for name in spec.collectives:
-        for dtype in spec.dtypes:
-            for op in ops_for(spec, name):
-                reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, dtype=dtype,
-                                            op=op, nccl_version=nccl_version() if spec.backend == "nccl" else None)
-                if reason:
-                    raise CommbenchError(reason)
+        for impl, dtype, op in itertools.product(impls_for(spec, name), spec.dtypes, ops_for(spec, name)):
+            reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, impl=impl,
+                                        dtype=dtype, op=op,
+                                        nccl_version=nccl_version() if spec.backend == "nccl" else None)
+            if reason:
+                raise CommbenchError(reason)
     plan(spec, spec.nproc)
 
 
@@ -110,6 +121,11 @@ def _check_choices(option: str, values, allowed) -> None:
     for value in values:
         if value not in allowed:
             raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
+
+
+def impls_for(spec: SweepSpec, collective: str) -> tuple[str, ...]:
+    """The asked-for implementations this collective has (broadcast and all_to_all have no ring)."""
+    return tuple(impl for impl in spec.impls if impl in get_collective(collective).implementations)
 
 
 def ops_for(spec: SweepSpec, collective: str) -> tuple[str, ...]:
@@ -140,7 +156,7 @@ def plan(spec: SweepSpec, world: int) -> list[Point]:
     points: list[Point] = []
     for name in spec.collectives:
         collective = get_collective(name)
-        for impl in spec.impls:
+        for impl in impls_for(spec, name):
             for dtype in spec.dtypes:
                 elt_bytes = DTYPES[dtype].itemsize
                 layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)

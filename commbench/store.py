@@ -27,7 +27,8 @@ KEY_COLUMNS = ["bench", "collective", "impl", "backend", "device", "world_size",
                "size_bytes"]
 RESULT_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
                   "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
-                  "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "n_wrong"]
+                  "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
+                  "ring_chunks", "n_wrong"]
 SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us"]
 
 

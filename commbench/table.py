@@ -16,11 +16,34 @@ _CELL_UNITS = f"{'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>7}"
 
 
 def format_tables(results: pd.DataFrame) -> str:
-    """One table per collective and implementation, each with its average busbw over sizes ≥ 1 MiB."""
+    """One table per collective and implementation, each with its average busbw over sizes ≥ 1 MiB, then the
+    ring/builtin busbw ratio of every collective both implementations ran."""
     blocks = []
     for (collective, impl), group in results.groupby(["collective", "impl"], sort=False):
         blocks.append(_table(collective, impl, group))
+    for collective, group in results.groupby("collective", sort=False):
+        if {"builtin", "ring"} <= set(group["impl"]):
+            blocks.append(_ring_vs_builtin(collective, group))
     return "\n\n".join(blocks)
+
+
+def _ring_vs_builtin(collective: str, group: pd.DataFrame) -> str:
+    first = group.iloc[0]
+    lines = [f"# ring vs builtin: {collective} on {first['backend']}/{first['device']}, {first['world_size']} ranks "
+             "(busbw from the median time)",
+             f"#{'size':>11} {'type':>9} {'redop':>6} {'placement':>13} {'builtin busbw':>14} {'ring busbw':>11} "
+             f"{'ring/builtin':>13}",
+             f"#{'(B)':>11} {'':>9} {'':>6} {'':>13} {'(GB/s)':>14} {'(GB/s)':>11} {'':>13}"]
+    keys = ["dtype", "op", "inplace", "size_bytes"]
+    builtin = group[group["impl"] == "builtin"].set_index(keys)["busbw_gbps"]
+    ring = group[group["impl"] == "ring"].set_index(keys)["busbw_gbps"]
+    for key in builtin.index.intersection(ring.index):
+        dtype, op, inplace, size = key
+        ratio = ring[key] / builtin[key] if builtin[key] > 0 else math.nan
+        placement = "in-place" if inplace else "out-of-place"
+        lines.append(f"{size:>12} {dtype:>9} {op:>6} {placement:>13} {builtin[key]:>14.3f} {ring[key]:>11.3f} "
+                     f"{ratio:>13.3f}")
+    return "\n".join(lines)
 
 
 def _table(collective: str, impl: str, group: pd.DataFrame) -> str:

@@ -8,9 +8,10 @@ from typing import Callable
 import torch
 
 from commbench import faults, runinfo, store
-from commbench.backends import DTYPES, REDUCE_OPS
+from commbench.backends import DTYPES
 from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.collectives import check_data, get_collective
+from commbench.collectives.base import RunSetup
 from commbench.distributed import RankContext, init_rank, shutdown
 from commbench.spec import Point, SweepSpec, plan
 from commbench.stats import summarize
@@ -68,11 +69,13 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
     buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank,
                                       world=ctx.world)
     collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
-    run = collective.runner(point.impl, buffers, op=REDUCE_OPS.get(point.op), group=None, rank=ctx.rank)
+    setup = RunSetup(rank=ctx.rank, world=ctx.world, backend=ctx.backend, op=point.op, ring_chunks=spec.ring_chunks)
+    run = collective.runner(point.impl, buffers, setup)
 
     measurement = measure(run, ctx=ctx, warmup=spec.warmup, iters=spec.iters, target_ci_pct=spec.target_ci_pct,
                           max_time_s=spec.max_time_s)
     n_wrong = _check(collective, buffers, run, point, ctx, fault) if spec.check else None
+    bytes_sent, bytes_source = _bytes_sent_per_rank(collective, run, layout, ctx)
 
     times_us = [seconds * 1e6 for seconds in measurement.samples_s]
     summary = summarize(times_us)
@@ -89,6 +92,8 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
         "time_us_ci_lo": summary.ci_lo, "time_us_ci_hi": summary.ci_hi,
         "algbw_gbps": algbw_gbps(moved, seconds),
         "busbw_gbps": busbw_gbps(moved, seconds, collective.busbw_factor(ctx.world)),
+        "bytes_sent_per_rank": bytes_sent, "bytes_source": bytes_source,
+        "ring_chunks": getattr(run, "pieces", None),
         "n_wrong": n_wrong,
     }
     return row, times_us
@@ -105,6 +110,17 @@ def _check(collective, buffers, run, point: Point, ctx: RankContext, fault) -> i
                                    dtype=buffers.recv.dtype, device=ctx.device)
     wrong = check_data.count_wrong(buffers.recv, expected, op=point.op, world=ctx.world)
     return ctx.sum_over_ranks(wrong)
+
+
+def _bytes_sent_per_rank(collective, run, layout, ctx: RankContext) -> tuple[float, str]:
+    """What the last run sent, averaged over ranks, when the implementation counts it; else the ring model.
+
+    The mean over ranks is exact even with uneven chunks: the chunks each rank skips add up to the whole message.
+    """
+    counted = getattr(run, "bytes_sent", None)
+    if counted is None:
+        return collective.bus_bytes(layout, ctx.world), "model"
+    return ctx.sum_over_ranks(counted) / ctx.world, "counted"
 
 
 def _keys(row: dict) -> dict:

@@ -29,6 +29,9 @@ def _assert_consistent(results: pd.DataFrame, samples: pd.DataFrame) -> None:
         moved = collective.algbw_bytes(layout, row["world_size"])
         assert row["algbw_gbps"] == pytest.approx(moved / (row["time_us_p50"] * 1e-6) / 1e9)
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * collective.busbw_factor(row["world_size"]))
+        # the ring counts what it sends; builtin rows carry the same ring model, and both must equal it exactly
+        assert row["bytes_source"] == ("counted" if row["impl"] == "ring" else "model")
+        assert row["bytes_sent_per_rank"] == pytest.approx(collective.bus_bytes(layout, row["world_size"]), rel=1e-12)
         keys = (samples[store.KEY_COLUMNS] == row[store.KEY_COLUMNS]).all(axis=1)
         point_samples = samples[keys]
         assert len(point_samples) == row["iters"]
@@ -47,10 +50,13 @@ def test_two_rank_sweep_of_every_collective(run_sweep):
         assert field in meta, field
     assert meta["world_size"] == 2 and meta["backend"] == "gloo" and len(meta["device_names"]) == 2
     results = run.results
-    # RS and AG in both placements, AR and broadcast in place only, a2a out of place only: 2 sizes x 2 dtypes each
-    per_collective = results.groupby("collective").size().to_dict()
-    assert per_collective == {"reduce_scatter": 8, "all_gather": 8, "all_reduce": 4, "broadcast": 4,
-                              "all_to_all": 4}
+    # RS and AG in both placements, AR and broadcast in place only, a2a out of place only: 2 sizes x 2 dtypes each;
+    # AR, RS and AG also with the ring
+    per_collective = results.groupby(["collective", "impl"]).size().to_dict()
+    assert per_collective == {("reduce_scatter", "builtin"): 8, ("reduce_scatter", "ring"): 8,
+                              ("all_gather", "builtin"): 8, ("all_gather", "ring"): 8,
+                              ("all_reduce", "builtin"): 4, ("all_reduce", "ring"): 4,
+                              ("broadcast", "builtin"): 4, ("all_to_all", "builtin"): 4}
     assert (results["n_wrong"] == 0).all()
     assert set(results["stop_reason"]) == {"iters"}
     _assert_consistent(results, run.samples)
@@ -60,7 +66,7 @@ def test_two_rank_sweep_of_every_collective(run_sweep):
 
 
 def test_three_ranks_with_every_reduction(run_sweep):
-    run = run_sweep("--nproc", "3", "-c", "all_reduce,reduce_scatter,all_gather,all_to_all",
+    run = run_sweep("--nproc", "3", "-c", "all_reduce,reduce_scatter,all_gather,all_to_all", "--impl", "builtin",
                     "--op", "sum,max,min,avg", "--sizes", "1000,1M", "--dtype", "float32,bfloat16", *FAST)
     assert run.returncode == 0, run.stderr
     results = run.results
@@ -73,7 +79,7 @@ def test_three_ranks_with_every_reduction(run_sweep):
 
 
 def test_injected_wrong_result_is_caught(run_sweep):
-    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K", *FAST,
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K", "--impl", "builtin", *FAST,
                     env=commbench_env(COMMBENCH_FAULT="wrong:1:1"))
     assert run.returncode == 1
     assert "wrong element" in run.stderr
@@ -84,7 +90,7 @@ def test_injected_wrong_result_is_caught(run_sweep):
 
 def test_killed_rank_keeps_written_rows_and_marks_failed(run_sweep):
     started = time.monotonic()
-    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K,64K", "--timeout", "60", *FAST,
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K,64K", "--impl", "builtin", "--timeout", "60", *FAST,
                     env=commbench_env(COMMBENCH_FAULT="kill:1:2"))
     assert time.monotonic() - started < 60
     assert run.returncode == 3
@@ -101,8 +107,8 @@ def test_killed_rank_keeps_written_rows_and_marks_failed(run_sweep):
 def test_hung_rank_ends_the_sweep_within_the_timeout(run_sweep, tmp_path):
     timeout = 8
     started = time.monotonic()
-    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K", "--timeout", str(timeout), *FAST,
-                    env=commbench_env(COMMBENCH_FAULT="hang:1:1"))
+    run = run_sweep("-c", "all_reduce", "--sizes", "1K,4K,16K", "--impl", "builtin", "--timeout", str(timeout),
+                    *FAST, env=commbench_env(COMMBENCH_FAULT="hang:1:1"))
     elapsed = time.monotonic() - started
     assert run.returncode == 3
     # launch (~5 s) + one point + the timeout + stopping the ranks; far below the 300 s a gloo hang could last
@@ -114,7 +120,8 @@ def test_hung_rank_ends_the_sweep_within_the_timeout(run_sweep, tmp_path):
 
 
 def test_two_sweeps_at_once_do_not_collide(tmp_path):
-    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K", *FAST, *GLOO_CPU, "-q",
+    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K", "--impl", "builtin", *FAST, *GLOO_CPU,
+                 "-q",
                  "--out", str(tmp_path / "results")] for _ in range(2)]
     processes = [subprocess.Popen(command, cwd=tmp_path, env=commbench_env(), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for command in commands]
@@ -138,13 +145,14 @@ def test_inside_torchrun_it_runs_in_place(tmp_path):
     assert [path.name for path in (tmp_path / "results").iterdir()] == ["inplace"]  # rank 1 wrote nothing
     assert not (run_dir / store.LAUNCH_LOG).exists()  # no nested torchrun
     assert store.read_meta(run_dir)["world_size"] == 2
-    assert len(store.read_results(run_dir)) == 1
+    assert list(store.read_results(run_dir)["impl"]) == ["builtin", "ring"]
     assert completed.stdout.count("# Results:") == 1
 
 
 @pytest.mark.parametrize("target, reason", [("100", "ci"), ("0.0001", "max_time")])
 def test_adaptive_sampling_records_why_it_stopped(run_sweep, target, reason):
-    run = run_sweep("-c", "all_reduce", "--sizes", "1K", "--warmup", "1", "--iters", "6", "--target-ci", target,
+    run = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "1K", "--warmup", "1", "--iters", "6",
+                    "--target-ci", target,
                     "--max-time", "1")
     assert run.returncode == 0, run.stderr
     row = run.results.iloc[0]
@@ -156,10 +164,11 @@ def test_adaptive_sampling_records_why_it_stopped(run_sweep, target, reason):
 
 
 def test_world_size_one_without_check(run_sweep):
-    run = run_sweep("--nproc", "1", "-c", "all_reduce", "--sizes", "1K", "--no-check", *FAST)
+    run = run_sweep("--nproc", "1", "-c", "all_reduce,reduce_scatter", "--sizes", "1K", "--no-check", *FAST)
     assert run.returncode == 0, run.stderr
-    row = run.results.iloc[0]
-    assert row["busbw_gbps"] == 0 and row["algbw_gbps"] > 0
-    assert pd.isna(row["n_wrong"])
+    assert list(run.results["impl"]) == ["builtin", "ring", "builtin", "ring"]  # the ring is a no-op at n = 1
+    assert (run.results["busbw_gbps"] == 0).all() and (run.results["algbw_gbps"] > 0).all()
+    assert (run.results["bytes_sent_per_rank"] == 0).all()
+    assert run.results["n_wrong"].isna().all()
     assert "busbw is 0 at world size 1" in run.stdout
     assert "N/A" in run.stdout

@@ -19,6 +19,11 @@ EXIT_RUN_FAILED = 3
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 
 
+def default_impls(target) -> tuple[str, ...]:
+    """Both implementations side by side, except where the ring cannot run (gloo cannot send CUDA tensors)."""
+    return ("builtin",) if (target.backend, target.device) == ("gloo", "cuda") else ("builtin", "ring")
+
+
 @click.command()
 @click.option("-c", "--collective", "collectives", multiple=True, callback=split_commas,
               help="all_reduce, reduce_scatter, all_gather, broadcast, all_to_all; repeat or comma-separate "
@@ -30,7 +35,10 @@ DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 @click.option("--op", "ops", multiple=True, callback=split_commas,
               help="Reduction for reducing collectives: sum, max, min, avg; repeatable [default: sum].")
 @click.option("--impl", "impls", multiple=True, callback=split_commas,
-              help="Implementation: builtin (the backend's own) [default: builtin].")
+              help="builtin (the backend's own) and/or ring (hand-written over send/recv; all_reduce, reduce_scatter, "
+                   "all_gather) [default: both, where the backend can run them].")
+@click.option("--ring-chunks", type=int, default=None,
+              help="Pieces in flight per ring step [default: pieces of at least 4 MiB, at most 4].")
 @target_options
 @click.option("--warmup", type=int, default=5, show_default=True, help="Untimed iterations before timing.")
 @click.option("--iters", type=int, default=20, show_default=True,
@@ -47,8 +55,8 @@ DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds without a finished point before the sweep is ended as failed.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path only.")
-def sweep(collectives, sizes, dtypes, ops, impls, backend, device, nproc, warmup, iters, target_ci, max_time,
-          placement, check, out, run_id, timeout, quiet) -> None:
+def sweep(collectives, sizes, dtypes, ops, impls, ring_chunks, backend, device, nproc, warmup, iters, target_ci,
+          max_time, placement, check, out, run_id, timeout, quiet) -> None:
     """Measure collectives at each message size with statistics and a correctness check on every point.
 
     Launches torchrun once for the whole sweep; inside torchrun or srun (RANK and WORLD_SIZE set) it runs in place.
@@ -57,7 +65,8 @@ def sweep(collectives, sizes, dtypes, ops, impls, backend, device, nproc, warmup
     world_in_job = launch.world_size_in_job()
     target = resolve_target(backend=backend, device=device, nproc=nproc, world_size_in_job=world_in_job)
     spec = SweepSpec(
-        collectives=collectives or DEFAULT_COLLECTIVES, impls=impls or ("builtin",), sizes=parse_size_spec(sizes),
+        collectives=collectives or DEFAULT_COLLECTIVES, impls=impls or default_impls(target),
+        ring_chunks=ring_chunks, sizes=parse_size_spec(sizes),
         dtypes=dtypes or ("float32",), ops=ops or ("sum",), placement=placement, backend=target.backend,
         device=target.device, nproc=target.nproc, warmup=warmup, iters=iters, target_ci_pct=target_ci,
         max_time_s=max_time, check=check, timeout_s=timeout)

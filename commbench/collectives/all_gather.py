@@ -4,12 +4,13 @@ from functools import partial
 
 import torch
 
-from commbench.collectives import check_data, torch_api
+from commbench.collectives import check_data, ring, torch_api
 from commbench.collectives.base import Buffers, Layout, PerRankCollective, whole_and_chunk
 
 
 class AllGather(PerRankCollective):
     name = "all_gather"
+    implementations = ("builtin", "ring")
 
     def per_rank_layout(self, per_rank, elt_bytes, world):
         return Layout(send_count=per_rank, recv_count=per_rank * world, count=per_rank, elt_bytes=elt_bytes)
@@ -19,8 +20,12 @@ class AllGather(PerRankCollective):
                                        dtype=dtype, device=device)
         return Buffers(send=chunk, recv=whole)
 
-    def builtin(self, buffers, *, op, group, rank):
-        return partial(torch_api.all_gather_single, buffers.recv, buffers.send, group=group)
+    def builtin(self, buffers, setup):
+        return partial(torch_api.all_gather_single, buffers.recv, buffers.send)
+
+    def ring(self, buffers, setup):
+        return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world, backend=setup.backend,
+                               ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):
         return torch.cat([check_data.rank_pattern(source, 0, layout.count, world=world, dtype=dtype, device=device)

@@ -4,19 +4,24 @@ from functools import partial
 
 import torch.distributed as dist
 
-from commbench.collectives import check_data
+from commbench.collectives import check_data, ring
 from commbench.collectives.base import WholeMessageCollective
 
 
 class AllReduce(WholeMessageCollective):
     name = "all_reduce"
     reduces = True
+    implementations = ("builtin", "ring")
 
     def busbw_factor(self, world):
         return 2 * (world - 1) / world
 
-    def builtin(self, buffers, *, op, group, rank):
-        return partial(dist.all_reduce, buffers.recv, op=op, group=group)
+    def builtin(self, buffers, setup):
+        return partial(dist.all_reduce, buffers.recv, op=setup.reduce_op)
+
+    def ring(self, buffers, setup):
+        return ring.all_reduce(buffers.recv, rank=setup.rank, world=setup.world, backend=setup.backend, op=setup.op,
+                               ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):
         return check_data.reduced_pattern(0, layout.count, world=world, op=op, dtype=dtype, device=device)

@@ -5,9 +5,10 @@ from typing import Callable
 
 import torch
 
+from commbench.backends import REDUCE_OPS
 from commbench.collectives import check_data
 
-IMPLEMENTATIONS = ("builtin",)
+IMPLEMENTATIONS = ("builtin", "ring")  # each is a method of the same name on the collectives that have it
 # nccl-tests keeps every rank's chunk 16-byte aligned: per-rank counts are rounded down to a multiple of 16/elt.
 _ALIGN_BYTES = 16
 
@@ -33,6 +34,21 @@ class Buffers:
     recv: torch.Tensor
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunSetup:
+    """What an implementation needs to know about this rank and point."""
+
+    rank: int
+    world: int
+    backend: str
+    op: str  # sum, max, min, avg, or "none" for collectives that do not reduce
+    ring_chunks: int | None = None  # pieces in flight per ring step; None = ring.default_pieces
+
+    @property
+    def reduce_op(self):
+        return REDUCE_OPS.get(self.op)
+
+
 class Collective:
     """One collective: subclasses live one per file in this package and are found by the registry."""
 
@@ -40,6 +56,7 @@ class Collective:
     reduces: bool = False  # takes a reduction op (sum, max, …)
     inplace_choices: tuple[bool, ...] = (False, True)  # placements torch.distributed can express
     root: int = -1  # the root rank nccl-tests prints; -1 for collectives without one
+    implementations: tuple[str, ...] = ("builtin",)
 
     def layout(self, size_bytes: int, elt_bytes: int, world: int) -> Layout:
         raise NotImplementedError
@@ -50,6 +67,11 @@ class Collective:
 
     def busbw_factor(self, world: int) -> float:
         raise NotImplementedError
+
+    def bus_bytes(self, layout: Layout, world: int) -> float:
+        """Bytes each rank sends in a ring algorithm (busbw's numerator): factor × S, e.g. 2(n−1)/n·S for
+        all_reduce. Rows of implementations that do not count their bytes report this as bytes_source "model"."""
+        return self.busbw_factor(world) * self.algbw_bytes(layout, world)
 
     def make_buffers(self, layout: Layout, *, inplace: bool, dtype: torch.dtype, device: torch.device,
                      rank: int, world: int) -> Buffers:
@@ -65,8 +87,12 @@ class Collective:
         buffers.send.copy_(check_data.rank_pattern(rank, 0, buffers.send.numel(), world=world,
                                                    dtype=buffers.send.dtype, device=buffers.send.device))
 
-    def builtin(self, buffers: Buffers, *, op, group, rank: int) -> Callable[[], object]:
+    def builtin(self, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
         """A zero-argument call that runs the backend's own collective once on these buffers."""
+        raise NotImplementedError
+
+    def ring(self, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
+        """The hand-written ring (collectives/ring.py); its runner counts the bytes it sends in `bytes_sent`."""
         raise NotImplementedError
 
     def expected(self, layout: Layout, *, rank: int, world: int, op: str, dtype: torch.dtype,
@@ -74,10 +100,10 @@ class Collective:
         """The exact output this rank must hold after one run on freshly filled inputs."""
         raise NotImplementedError
 
-    def runner(self, impl: str, buffers: Buffers, *, op, group, rank: int) -> Callable[[], object]:
-        if impl == "builtin":
-            return self.builtin(buffers, op=op, group=group, rank=rank)
-        raise ValueError(f"{self.name} has no implementation {impl!r}")
+    def runner(self, impl: str, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
+        if impl not in self.implementations:
+            raise ValueError(f"{self.name} has no implementation {impl!r}")
+        return getattr(self, impl)(buffers, setup)
 
 
 class WholeMessageCollective(Collective):

@@ -17,8 +17,8 @@ class Broadcast(WholeMessageCollective):
     def busbw_factor(self, world):
         return 1.0
 
-    def builtin(self, buffers, *, op, group, rank):
-        return partial(dist.broadcast, buffers.recv, src=ROOT, group=group)
+    def builtin(self, buffers, setup):
+        return partial(dist.broadcast, buffers.recv, src=ROOT)
 
     def expected(self, layout, *, rank, world, op, dtype, device):
         return check_data.rank_pattern(ROOT, 0, layout.count, world=world, dtype=dtype, device=device)

@@ -2,13 +2,14 @@
 
 from functools import partial
 
-from commbench.collectives import check_data, torch_api
+from commbench.collectives import check_data, ring, torch_api
 from commbench.collectives.base import Buffers, Layout, PerRankCollective, whole_and_chunk
 
 
 class ReduceScatter(PerRankCollective):
     name = "reduce_scatter"
     reduces = True
+    implementations = ("builtin", "ring")
 
     def per_rank_layout(self, per_rank, elt_bytes, world):
         return Layout(send_count=per_rank * world, recv_count=per_rank, count=per_rank, elt_bytes=elt_bytes)
@@ -18,8 +19,12 @@ class ReduceScatter(PerRankCollective):
                                        dtype=dtype, device=device)
         return Buffers(send=whole, recv=chunk)
 
-    def builtin(self, buffers, *, op, group, rank):
-        return partial(torch_api.reduce_scatter_single, buffers.recv, buffers.send, op=op, group=group)
+    def builtin(self, buffers, setup):
+        return partial(torch_api.reduce_scatter_single, buffers.recv, buffers.send, op=setup.reduce_op)
+
+    def ring(self, buffers, setup):
+        return ring.reduce_scatter(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
+                                   backend=setup.backend, op=setup.op, ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):
         return check_data.reduced_pattern(rank * layout.count, layout.count, world=world, op=op, dtype=dtype,

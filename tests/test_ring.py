@@ -1,0 +1,45 @@
+"""The hand-written ring against the backend's own collective, with real gloo ranks."""
+
+import pytest
+
+from commbench.collectives import COLLECTIVES
+from commbench.collectives.ring import default_pieces
+
+FAST = ("--warmup", "1", "--iters", "6")
+MIB = 1024**2
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("nproc", [2, 3, 4])
+def test_ring_is_exact_and_sends_the_ring_bytes(run_sweep, nproc):
+    # 2018 and 4036 bytes: 1009 (prime) bfloat16 or float32 elements for all_reduce, so its chunks are uneven;
+    # three pieces per step exercise the pipelining with uneven pieces too.
+    run = run_sweep("--nproc", str(nproc), "-c", "all_reduce,reduce_scatter,all_gather", "--impl", "builtin,ring",
+                    "--placement", "both", "--dtype", "bfloat16,float32", "--op", "sum,max,min,avg",
+                    "--sizes", "2018,4036", "--ring-chunks", "3", *FAST)
+    assert run.returncode == 0, run.stderr
+    results = run.results
+    assert (results["n_wrong"] == 0).all()
+    assert 1009 in set(results[results["collective"] == "all_reduce"]["count"])
+    ring = results[results["impl"] == "ring"]
+    keys = ["collective", "dtype", "op", "inplace", "size_bytes"]
+    builtin = results[results["impl"] == "builtin"]
+    assert sorted(map(tuple, ring[keys].values)) == sorted(map(tuple, builtin[keys].values))
+    assert (ring["ring_chunks"] == 3).all()
+    for _, row in ring.iterrows():
+        collective = COLLECTIVES[row["collective"]]
+        size = collective.algbw_bytes(collective.layout(row["size_bytes"], 2 if row["dtype"] == "bfloat16" else 4,
+                                                        nproc), nproc)
+        phases = 2 if row["collective"] == "all_reduce" else 1  # reduce-scatter + all-gather
+        assert row["bytes_source"] == "counted"
+        # counted bytes summed over ranks (the column is their mean): exactly phases·(n−1)/n·S per rank
+        assert round(row["bytes_sent_per_rank"] * nproc) == phases * (nproc - 1) * size
+    assert run.stdout.count("# ring vs builtin:") == 3
+
+
+def test_default_pieces_rule():
+    assert default_pieces(1 * MIB) == 1
+    assert default_pieces(4 * MIB) == 1
+    assert default_pieces(8 * MIB) == 2
+    assert default_pieces(32 * MIB) == 4
+    assert default_pieces(1024 * MIB) == 4
