@@ -11,11 +11,10 @@ busbw from the median iteration; the bare loop can only give a mean, so the mean
 """
 
 import argparse
-import os
 import statistics
-import subprocess
-import sys
 import time
+
+from commbench.launch import relaunch_script_under_torchrun
 
 SIZES_MIB = (1, 16, 64)
 
@@ -26,10 +25,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args()
-    if "RANK" not in os.environ:  # relaunch this script as 2 gloo ranks, once
-        from commbench.launch import torchrun_command
-
-        sys.exit(subprocess.call(torchrun_command(nproc=2, program=[__file__, *sys.argv[1:]])))
+    relaunch_script_under_torchrun(2)  # returns only in the ranks
     run_ranks(args)
 
 

@@ -9,10 +9,9 @@ median busbw over rounds per (size, K) relative to K = 1. This is the measuremen
 
 import argparse
 import dataclasses
-import os
 import statistics
-import subprocess
-import sys
+
+from commbench.launch import relaunch_script_under_torchrun
 
 SIZES_MIB = (1, 4, 16, 64)
 CHUNKS = (1, 2, 4, 8, None)  # None = the automatic default
@@ -24,10 +23,7 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--nproc", type=int, default=2)
     args = parser.parse_args()
-    if "RANK" not in os.environ:  # relaunch this script as gloo ranks, once
-        from commbench.launch import torchrun_command
-
-        sys.exit(subprocess.call(torchrun_command(nproc=args.nproc, program=[__file__, *sys.argv[1:]])))
+    relaunch_script_under_torchrun(args.nproc)  # returns only in the ranks
     run_ranks(args)
 
 

@@ -28,6 +28,12 @@ def torchrun_command(*, nproc: int, program: list[str]) -> list[str]:
             "--max-restarts=0", *program]
 
 
+def relaunch_script_under_torchrun(nproc: int) -> None:
+    """For benchmark scripts: unless this process already is a rank, run the script as `nproc` ranks and exit."""
+    if world_size_in_job() is None:
+        sys.exit(subprocess.call(torchrun_command(nproc=nproc, program=[sys.argv[0], *sys.argv[1:]])))
+
+
 @dataclass(frozen=True)
 class LaunchOutcome:
     returncode: int | None
@@ -80,7 +86,7 @@ _FAILED_RANK = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTAL
 
 
 def failed_rank_summary(log_text: str) -> str | None:
-    """The first failed rank and its exit code from torchrun's failure report, e.g. 'rank 1 exited with -9 (SIGKILL)'."""
+    """The first failed rank and its exit code from torchrun's report: 'rank 1 exited with code -9 (SIGKILL)'."""
     # torchrun lists the first observed failure under "Root Cause"; the ranks it then stopped come under "Failures:".
     for heading in ("Root Cause", "Failures:"):
         if heading in log_text:

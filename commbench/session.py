@@ -1,4 +1,4 @@
-"""One sweep from start to verdict: set up results/<run-id>/, run the ranks (launched or in place), record the outcome."""
+"""One sweep from start to verdict: make results/<run-id>/, run the ranks (launched or in place), record the end."""
 
 import os
 from dataclasses import dataclass

@@ -15,7 +15,8 @@ def parse_size(text: str) -> int:
     """One size in bytes: `4096`, `4K`, `4KiB`, `16M`, `1G` (all 1024-based)."""
     match = _SIZE.match(text)
     if not match:
-        raise CommbenchError(f"bad size {text!r}: write a whole number of bytes with an optional K, M or G (1024-based), e.g. 64K")
+        raise CommbenchError(f"bad size {text!r}: write a whole number of bytes with an optional K, M or G "
+                             "(1024-based), e.g. 64K")
     return int(match.group(1)) * _UNITS[match.group(2).upper()]
 
 
@@ -62,7 +63,8 @@ def _range_sizes(spec: str) -> list[int]:
         sizes = list(range(low, high + 1, increment))
         _check_count(spec, sizes)
         return sizes
-    raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step); {_SPEC_HELP}")
+    raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step); "
+                         f"{_SPEC_HELP}")
 
 
 def _check_count(spec: str, sizes: list[int]) -> None:

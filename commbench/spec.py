@@ -152,7 +152,7 @@ def placement_notes(spec: SweepSpec) -> list[str]:
 
 
 def plan(spec: SweepSpec, world: int) -> list[Point]:
-    """Every point in run order: collective, impl, dtype, op, size, then placement (nccl-tests prints both on one line)."""
+    """Every point in run order: collective, impl, dtype, op, size, then placement (nccl-tests' line holds both)."""
     points: list[Point] = []
     for name in spec.collectives:
         collective = get_collective(name)

@@ -132,7 +132,7 @@ def default_run_id() -> str:
 
 
 def create_run_dir(out: Path, run_id: str | None) -> Path:
-    """Make results/<run-id>/ atomically; a default id that is taken gets a -2, -3… suffix, a chosen one is refused."""
+    """Make results/<run-id>/ atomically; a taken default id gets a -2, -3… suffix, a taken chosen one is refused."""
     out = Path(out)
     if run_id is not None and not _RUN_ID.match(run_id):
         raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")

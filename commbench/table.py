@@ -1,4 +1,4 @@
-"""Terminal tables in nccl-tests' layout (size, count, type, redop, root, then time/algbw/busbw/#wrong per placement)."""
+"""Terminal tables in nccl-tests' layout (size, count, type, redop, root, time/algbw/busbw/#wrong per placement)."""
 
 import math
 
@@ -85,7 +85,8 @@ def _is_wrong(n_wrong) -> bool:
 def average_busbw_line(group: pd.DataFrame) -> str:
     large = group[group["size_bytes"] >= AVERAGE_FROM_BYTES]
     if large.empty:
-        return f"# Avg bus bandwidth: no size ≥ {format_bytes(AVERAGE_FROM_BYTES)} measured (small sizes show latency)"
+        return (f"# Avg bus bandwidth: no size ≥ {format_bytes(AVERAGE_FROM_BYTES)} measured "
+                "(small sizes show latency)")
     value = large["busbw_gbps"].mean()
     low, high = format_bytes(int(large["size_bytes"].min())), format_bytes(int(large["size_bytes"].max()))
     value_text = "nan" if math.isnan(value) else f"{value:.3f}"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+
 class SweepRun:
     def __init__(self, completed: subprocess.CompletedProcess, run_dir: Path):
         self.returncode = completed.returncode

@@ -43,3 +43,13 @@ def test_default_pieces_rule():
     assert default_pieces(8 * MIB) == 2
     assert default_pieces(32 * MIB) == 4
     assert default_pieces(1024 * MIB) == 4
+
+
+@pytest.mark.distributed
+def test_ring_runs_every_dtype_gloo_supports(run_sweep):
+    run = run_sweep("-c", "all_reduce,reduce_scatter,all_gather", "--impl", "ring", "--placement", "both",
+                    "--dtype", "int32,float16,float64", "--op", "sum,max,min", "--sizes", "1000", *FAST)
+    assert run.returncode == 0, run.stderr
+    assert set(run.results["dtype"]) == {"int32", "float16", "float64"}
+    assert (run.results["n_wrong"] == 0).all()
+    assert set(run.results["impl"]) == {"ring"}

@@ -29,7 +29,8 @@ def test_plan_order_and_placements():
 def test_in_place_only_collectives_fall_back_and_say_so():
     spec = make_spec(collectives=("all_reduce", "all_to_all"), placement="out")
     assert {p.inplace for p in plan(spec, 2) if p.collective == "all_reduce"} == {True}
-    assert placement_notes(spec) == ["all_reduce: torch.distributed offers it in-place only, so it is measured in-place"]
+    assert placement_notes(spec) == [
+        "all_reduce: torch.distributed offers it in-place only, so it is measured in-place"]
 
 
 @pytest.mark.parametrize("overrides, message", [

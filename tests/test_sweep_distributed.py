@@ -120,9 +120,8 @@ def test_hung_rank_ends_the_sweep_within_the_timeout(run_sweep, tmp_path):
 
 
 def test_two_sweeps_at_once_do_not_collide(tmp_path):
-    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K", "--impl", "builtin", *FAST, *GLOO_CPU,
-                 "-q",
-                 "--out", str(tmp_path / "results")] for _ in range(2)]
+    commands = [[sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K",
+                 "--impl", "builtin", *FAST, *GLOO_CPU, "-q", "--out", str(tmp_path / "results")] for _ in range(2)]
     processes = [subprocess.Popen(command, cwd=tmp_path, env=commbench_env(), stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for command in commands]
     outputs = [process.communicate(timeout=180) for process in processes]

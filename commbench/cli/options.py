@@ -15,5 +15,5 @@ def target_options(function):
     function = click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto",
                             show_default=True, help="Tensor device; auto = cuda when a GPU is visible.")(function)
     function = click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
-                            show_default=True, help="Process-group backend; auto = nccl on cuda, gloo on cpu.")(function)
+                            show_default=True, help="Process-group backend; auto = nccl on cuda, else gloo.")(function)
     return function

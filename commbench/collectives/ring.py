@@ -115,7 +115,7 @@ def _reduce_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: 
                   ) -> list[list[_Piece]]:
     """Reduce-scatter steps ending with the reduction of chunk `rank` in `final`.
 
-    Step s sends chunk (r−s−1) — this rank's input at s = 0, else the partial sum it made in step s−1 — and receives
+    Step s sends chunk (r−s−1) (this rank's input at s = 0, else the partial sum it made in step s−1) and receives
     the peer's partial sum of chunk (r−s−2), reduced with its own input of that chunk into scratch[(s+1) % 2] (or,
     with scratch None, in place into the chunk itself), and into `final` at the last step.
     """
