@@ -53,3 +53,17 @@ def test_ring_runs_every_dtype_gloo_supports(run_sweep):
     assert set(run.results["dtype"]) == {"int32", "float16", "float64"}
     assert (run.results["n_wrong"] == 0).all()
     assert set(run.results["impl"]) == {"ring"}
+
+
+@pytest.mark.distributed
+def test_five_ranks_reuse_scratch_safely_and_handle_empty_chunks(run_sweep):
+    # From 5 ranks on, reduce-scatter writes scratch buffers it sent one step earlier: the wait that guards them
+    # only shows at n ≥ 5. An 8-byte all_reduce has 2 elements for 5 ranks: three chunks are empty.
+    run = run_sweep("--nproc", "5", "-c", "reduce_scatter", "--impl", "ring", "--placement", "both",
+                    "--sizes", "4036", "--ring-chunks", "2", "--op", "sum,max", *FAST)
+    empty_chunks = run_sweep("--nproc", "5", "-c", "all_reduce", "--impl", "ring", "--sizes", "8,4036",
+                             "--ring-chunks", "2", "--op", "sum,max", *FAST)
+    for sweep in (run, empty_chunks):
+        assert sweep.returncode == 0, sweep.stderr
+        assert (sweep.results["n_wrong"] == 0).all()
+    assert 2 in set(empty_chunks.results["count"])

@@ -10,6 +10,7 @@ sends, receives, waits and reductions.
 """
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -32,23 +33,6 @@ _REDUCE = {
 }
 
 
-class _Transport:
-    """Posts one send to rank r+1 and one receive from rank r−1, and counts the bytes it sends."""
-
-    def __init__(self, *, rank: int, world: int, backend: str):
-        self.next, self.prev = (rank + 1) % world, (rank - 1) % world
-        self._batched = backend == "nccl"  # NCCL pairs a step's send and receive in one group
-        self.bytes_sent = 0
-
-    def exchange(self, send: torch.Tensor, recv: torch.Tensor, tag: int) -> tuple[list, list]:
-        self.bytes_sent += send.nbytes
-        if self._batched:
-            works = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, self.next, tag=tag),
-                                            dist.P2POp(dist.irecv, recv, self.prev, tag=tag)])
-            return works, works
-        return [dist.isend(send, self.next, tag=tag)], [dist.irecv(recv, self.prev, tag=tag)]
-
-
 @dataclass
 class _Piece:
     """One piece of one step: what leaves, where the peer's piece lands, and (reduce phases) where it is reduced."""
@@ -57,6 +41,46 @@ class _Piece:
     recv: torch.Tensor
     own: torch.Tensor | None = None  # this rank's contribution to the received chunk
     into: torch.Tensor | None = None  # where own (op) recv is written
+    exchange: "_Exchange | None" = None  # prepared by the transport when the runner is built
+
+
+@dataclass
+class _Phase:
+    steps: list[list[_Piece]]  # [step][piece]
+    rewrites_sent: bool  # writes into buffers it sent one step earlier (reduce-scatter's double-buffered scratch)
+
+
+@dataclass
+class _Exchange:
+    nbytes: int
+    post_send: Callable[[], object] | None = None
+    post_recv: Callable[[], object] | None = None
+    post_both: Callable[[], list] | None = None
+
+
+class _Transport:
+    """Sends to rank r+1 and receives from rank r−1; every exchange is prepared once, outside the timed call."""
+
+    def __init__(self, *, rank: int, world: int, backend: str):
+        self.next, self.prev = (rank + 1) % world, (rank - 1) % world
+        self._batched = backend == "nccl"  # NCCL pairs a step's send and receive in one group
+        self.bytes_sent = 0
+
+    def prepare(self, send: torch.Tensor, recv: torch.Tensor, tag: int) -> _Exchange:
+        if self._batched:
+            operations = [dist.P2POp(dist.isend, send, self.next, tag=tag),
+                          dist.P2POp(dist.irecv, recv, self.prev, tag=tag)]
+            return _Exchange(send.nbytes, post_both=partial(dist.batch_isend_irecv, operations))
+        return _Exchange(send.nbytes, post_send=partial(dist.isend, send, self.next, tag=tag),
+                         post_recv=partial(dist.irecv, recv, self.prev, tag=tag))
+
+    def start(self, exchange: _Exchange) -> tuple[list, list]:
+        """Post one exchange: (works to wait before the sent buffer is reused, works to wait before reading recv)."""
+        self.bytes_sent += exchange.nbytes
+        if exchange.post_both is not None:
+            # one coalesced NCCL work covers both; stream order protects the buffers, so there is no send to wait
+            return [], exchange.post_both()
+        return [exchange.post_send()], [exchange.post_recv()]
 
 
 def _split(tensor: torch.Tensor, parts: int) -> list[torch.Tensor]:
@@ -66,53 +90,60 @@ def _split(tensor: torch.Tensor, parts: int) -> list[torch.Tensor]:
 class RingRunner:
     """One call runs the whole ring once; `bytes_sent` holds what the last call sent from this rank."""
 
-    def __init__(self, *, transport: _Transport, phases: list[list[list[_Piece]]], reduce: Callable | None,
-                 before: Callable[[], None] | None = None, after: Callable[[], None] | None = None):
+    def __init__(self, *, transport: _Transport, phases: list[_Phase], reduce: Callable | None,
+                 before: Callable[[], None] | None = None, between: Callable[[], None] | None = None,
+                 after: Callable[[], None] | None = None):
         self._transport, self._phases, self._reduce = transport, phases, reduce
-        self._before, self._after = before, after
-        self.pieces = len(phases[0][0]) if phases else 1  # K, pieces in flight per step
+        self._before, self._between, self._after = before, between, after
+        for phase in phases:
+            for step in phase.steps:
+                for tag, piece in enumerate(step):
+                    piece.exchange = transport.prepare(piece.send, piece.recv, tag)
+        self.pieces = len(phases[0].steps[0]) if phases else None  # K, pieces in flight per step
         self.bytes_sent = 0
 
     def __call__(self) -> None:
         self._transport.bytes_sent = 0
         if self._before:
             self._before()
-        for steps in self._phases:
-            self._run_phase(steps)
+        for index, phase in enumerate(self._phases):
+            if index and self._between:
+                self._between()
+            self._run_phase(phase)
         if self._after:
             self._after()
         self.bytes_sent = self._transport.bytes_sent
 
-    def _run_phase(self, steps: list[list[_Piece]]) -> None:
-        exchange, reduce = self._transport.exchange, self._reduce
+    def _run_phase(self, phase: _Phase) -> None:
+        start, reduce, steps = self._transport.start, self._reduce, phase.steps
         pieces = len(steps[0])
         sends, recvs = [None] * pieces, [None] * pieces
-        earlier_sends: list = [[] for _ in range(pieces)]
+        previous_sends: list = [[] for _ in range(pieces)]
+        unwaited_sends: list = []  # waited once, at the end of the phase (a gloo send waited twice blocks forever)
         for k, piece in enumerate(steps[0]):
-            sends[k], recvs[k] = exchange(piece.send, piece.recv, k)
+            sends[k], recvs[k] = start(piece.exchange)
         for step_index, step in enumerate(steps):
             following = steps[step_index + 1] if step_index + 1 < len(steps) else None
             for k, piece in enumerate(step):
                 for work in recvs[k]:
                     work.wait()
-                # The scratch piece written now was sent one step earlier: that send must be done.
-                for work in earlier_sends[k]:
-                    work.wait()
+                if phase.rewrites_sent:
+                    for work in previous_sends[k]:  # the scratch piece written now left one step ago
+                        work.wait()
+                    previous_sends[k] = sends[k]
+                else:
+                    unwaited_sends.extend(sends[k])
                 if piece.into is not None:
                     reduce(piece.own, piece.recv, out=piece.into)
-                earlier_sends[k] = sends[k]
                 if following is not None:
-                    sends[k], recvs[k] = exchange(following[k].send, following[k].recv, k)
-        # earlier_sends now holds the last step's sends; every other send was waited for once already (a gloo send
-        # waited for twice blocks forever)
-        for works in earlier_sends:
+                    sends[k], recvs[k] = start(following[k].exchange)
+        for works in (*previous_sends, unwaited_sends):
             for work in works:
                 work.wait()
 
 
 def _reduce_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: int, pieces: int,
-                  scratch: list[torch.Tensor] | None, final: torch.Tensor, recv_space: list[torch.Tensor]
-                  ) -> list[list[_Piece]]:
+                  scratch: list[torch.Tensor] | None, final: torch.Tensor, recv_space: list[torch.Tensor]) -> _Phase:
     """Reduce-scatter steps ending with the reduction of chunk `rank` in `final`.
 
     Step s sends chunk (r−s−1) (this rank's input at s = 0, else the partial sum it made in step s−1) and receives
@@ -122,8 +153,7 @@ def _reduce_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: 
     steps, made = [], None
     for step in range(world - 1):
         sent = chunk_of((rank - step - 1) % world) if made is None else made
-        received = (rank - step - 2) % world
-        own = chunk_of(received)
+        own = chunk_of((rank - step - 2) % world)
         if step == world - 2:
             into = final
         else:
@@ -132,15 +162,14 @@ def _reduce_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: 
         steps.append([_Piece(send, recv, own_piece, into_piece) for send, recv, own_piece, into_piece in zip(
             _split(sent, pieces), _split(landing, pieces), _split(own, pieces), _split(into, pieces))])
         made = into
-    return steps
+    return _Phase(steps, rewrites_sent=scratch is not None)
 
 
-def _gather_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: int,
-                  pieces: int) -> list[list[_Piece]]:
+def _gather_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: int, pieces: int) -> _Phase:
     """All-gather steps: step s forwards chunk (r−s) and receives chunk (r−s−1) straight into its place."""
-    return [[_Piece(send, recv) for send, recv in zip(_split(chunk_of((rank - step) % world), pieces),
-                                                      _split(chunk_of((rank - step - 1) % world), pieces))]
-            for step in range(world - 1)]
+    return _Phase([[_Piece(send, recv) for send, recv in zip(_split(chunk_of((rank - step) % world), pieces),
+                                                              _split(chunk_of((rank - step - 1) % world), pieces))]
+                   for step in range(world - 1)], rewrites_sent=False)
 
 
 def _pieces_for(ring_chunks: int | None, chunk: torch.Tensor) -> int:
@@ -157,18 +186,16 @@ def _average(chunk: torch.Tensor, world: int) -> Callable[[], None]:
 def reduce_scatter(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: int, backend: str, op: str,
                    ring_chunks: int | None) -> RingRunner:
     """recv ← chunk `rank` of the reduction of every rank's send; send is left as it was."""
-    chunks = _split(send, world)
     transport = _Transport(rank=rank, world=world, backend=backend)
     if world == 1:
         return RingRunner(transport=transport, phases=[], reduce=None,
                           before=None if recv.data_ptr() == send.data_ptr() else lambda: recv.copy_(send))
-    pieces = _pieces_for(ring_chunks, recv)
     # double-buffered partial sums and landing space, allocated here, never in the timed call
     scratch = [torch.empty_like(recv) for _ in range(2)]
     landing = [torch.empty_like(recv) for _ in range(2)]
-    steps = _reduce_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces, scratch=scratch,
-                          final=recv, recv_space=landing)
-    return RingRunner(transport=transport, phases=[steps], reduce=_REDUCE[op],
+    phase = _reduce_phase(chunk_of=_split(send, world).__getitem__, rank=rank, world=world,
+                          pieces=_pieces_for(ring_chunks, recv), scratch=scratch, final=recv, recv_space=landing)
+    return RingRunner(transport=transport, phases=[phase], reduce=_REDUCE[op],
                       after=_average(recv, world) if op == "avg" else None)
 
 
@@ -179,14 +206,15 @@ def all_gather(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: int,
     own = chunks[rank]
     copy_own = None if own.data_ptr() == send.data_ptr() else (lambda: own.copy_(send))
     transport = _Transport(rank=rank, world=world, backend=backend)
-    steps = _gather_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=_pieces_for(ring_chunks, send))
-    return RingRunner(transport=transport, phases=[steps] if world > 1 else [], reduce=None, before=copy_own)
+    phases = [] if world == 1 else [
+        _gather_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=_pieces_for(ring_chunks, send))]
+    return RingRunner(transport=transport, phases=phases, reduce=None, before=copy_own)
 
 
 def all_reduce(buffer: torch.Tensor, *, rank: int, world: int, backend: str, op: str,
                ring_chunks: int | None) -> RingRunner:
     """buffer ← the reduction of every rank's buffer, in place: reduce-scatter, then all-gather, over n chunks
-    whose sizes differ by at most one element when the count does not divide by n."""
+    whose sizes differ by at most one element when the count does not divide by n (some may be empty)."""
     transport = _Transport(rank=rank, world=world, backend=backend)
     if world == 1:
         return RingRunner(transport=transport, phases=[], reduce=None)
@@ -194,22 +222,9 @@ def all_reduce(buffer: torch.Tensor, *, rank: int, world: int, backend: str, op:
     largest = chunks[0]
     pieces = _pieces_for(ring_chunks, largest)
     landing = [torch.empty_like(largest) for _ in range(2)]
-    reduce_steps = _reduce_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces, scratch=None,
-                                 final=chunks[rank], recv_space=landing)
-    gather_steps = _gather_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces)
-    average = _average(chunks[rank], world) if op == "avg" else None
-    if average is None:
-        return RingRunner(transport=transport, phases=[reduce_steps, gather_steps], reduce=_REDUCE[op])
+    phases = [_reduce_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces, scratch=None,
+                            final=chunks[rank], recv_space=landing),
+              _gather_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces)]
     # avg: divide the own chunk between the phases, so every rank receives finished averages
-    return _TwoPhaseAverage(transport, reduce_steps, gather_steps, _REDUCE[op], average)
-
-
-class _TwoPhaseAverage(RingRunner):
-    def __init__(self, transport, reduce_steps, gather_steps, reduce, average):
-        super().__init__(transport=transport, phases=[reduce_steps, gather_steps], reduce=reduce)
-        self._average = average
-
-    def _run_phase(self, steps):
-        super()._run_phase(steps)
-        if steps is self._phases[0]:
-            self._average()
+    return RingRunner(transport=transport, phases=phases, reduce=_REDUCE[op],
+                      between=_average(chunks[rank], world) if op == "avg" else None)
