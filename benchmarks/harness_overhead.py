@@ -45,7 +45,7 @@ def run_ranks(args) -> None:
     busbw = {(size, way): [] for size in SIZES_MIB for way in ("commbench", "commbench_mean", "bare")}
 
     def commbench_way(point) -> float:
-        row, _ = measure_point(spec, point, ctx, run_id="overhead")
+        row = measure_point(spec, point, ctx, run_id="overhead")[0]
         busbw[(point.layout.size_bytes // 1024**2, "commbench_mean")].append(
             row["busbw_gbps"] * row["time_us_p50"] / row["time_us_mean"])
         return row["busbw_gbps"]

@@ -43,7 +43,7 @@ def run_ranks(args) -> None:
         for point in plan(base, ctx.world):
             for chunks in order:
                 spec = dataclasses.replace(base, ring_chunks=chunks)
-                row, _ = measure_point(spec, point, ctx, run_id="ring-chunks")
+                row = measure_point(spec, point, ctx, run_id="ring-chunks")[0]
                 key = (point.collective, point.layout.size_bytes, chunks)
                 busbw.setdefault(key, []).append(row["busbw_gbps"])
                 if chunks is None:

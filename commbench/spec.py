@@ -43,6 +43,10 @@ class SweepSpec:
     """Adaptive mode: the time budget of one point."""
     ring_chunks: int | None = None
     """Pieces in flight per ring step (--ring-chunks); None = the measured default (collectives/ring.py)."""
+    profile_iters: int = 0
+    """Iterations per point to record with torch.profiler after timing (0 = no traces)."""
+    gpu_sample_interval_s: float = 0.05
+    """NVML sampling interval while a point is timed (GPU runs)."""
     check: bool = True
     timeout_s: float = 300.0
     """A point that makes no progress for this long ends the sweep as failed."""
@@ -91,6 +95,10 @@ def validate(spec: SweepSpec) -> None:
             has = ", ".join(get_collective(name).implementations)
             raise CommbenchError(f"{name} has no {' or '.join(spec.impls)} implementation (it has: {has}); "
                                  f"add --impl {has.split(', ')[0]}")
+    if spec.profile_iters < 0:
+        raise CommbenchError(f"--profile-iters {spec.profile_iters} is negative; use 1 or more with --profile")
+    if spec.gpu_sample_interval_s <= 0:
+        raise CommbenchError(f"--gpu-sample-interval {spec.gpu_sample_interval_s:g} must be above 0 seconds")
     if spec.warmup < 0:
         raise CommbenchError(f"--warmup {spec.warmup} is negative; use 0 or more")
     if spec.timeout_s <= 0:

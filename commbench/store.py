@@ -16,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from commbench.errors import CommbenchError
+from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
 
 SCHEMA_VERSION = 1
-META_FILE, RESULTS_FILE, SAMPLES_FILE, SPEC_FILE, LAUNCH_LOG = (
-    "meta.json", "results.csv", "samples.csv", "spec.json", "launch.log")
+META_FILE, RESULTS_FILE, SAMPLES_FILE, GPU_SAMPLES_FILE, SPEC_FILE, LAUNCH_LOG = (
+    "meta.json", "results.csv", "samples.csv", "gpu_samples.csv", "spec.json", "launch.log")
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_FAILED = "running", "complete", "failed"
 
@@ -28,8 +29,9 @@ KEY_COLUMNS = ["bench", "collective", "impl", "backend", "device", "world_size",
 RESULT_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
                   "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
-                  "ring_chunks", "n_wrong"]
+                  "ring_chunks", "n_wrong", *SUMMARY_COLUMNS]
 SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us"]
+GPU_SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS]
 
 
 class RowWriter:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torch.distributed as dist
 
 from commbench import faults, runinfo, store
 from commbench.backends import DTYPES
@@ -13,6 +14,15 @@ from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
 from commbench.distributed import RankContext, init_rank, shutdown
+from commbench.profiling.capture import TRACES_DIR, capture, trace_file_name
+from commbench.profiling.nvml_sampler import (
+    SUMMARY_COLUMNS,
+    GpuSampler,
+    combine_ranks,
+    nvml_unavailable_reason,
+    sample_rows,
+)
+from commbench.profiling.nvml_sampler import summarize as summarize_gpu
 from commbench.spec import Point, SweepSpec, plan
 from commbench.stats import summarize
 from commbench.timing import measure
@@ -31,21 +41,30 @@ def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str, collective_
     ctx = init_rank(backend=spec.backend, device_type=spec.device, timeout_s=collective_timeout_s)
     writes = ctx.rank == 0
     fault = faults.from_env()
+    sampler = None
     try:
         facts = ctx.gather_objects(runinfo.rank_facts(ctx.device))
+        sampler, sampling = _gpu_sampler(spec, ctx)
+        trace_dir = _trace_dir(spec, ctx, run_dir)
         if writes:
-            store.update_meta(run_dir, **runinfo.job_meta(backend=spec.backend, world=ctx.world, device=ctx.device,
-                                                          facts=facts))
+            store.update_meta(run_dir, gpu_sampling=sampling, traces_dir=str(trace_dir) if trace_dir else None,
+                              **runinfo.job_meta(backend=spec.backend, world=ctx.world, device=ctx.device,
+                                                 facts=facts))
             results = store.RowWriter(run_dir / store.RESULTS_FILE, store.RESULT_COLUMNS)
             samples = store.RowWriter(run_dir / store.SAMPLES_FILE, store.SAMPLE_COLUMNS)
+            gpu_samples = store.RowWriter(run_dir / store.GPU_SAMPLES_FILE, store.GPU_SAMPLE_COLUMNS) if sampler \
+                else None
         for point in plan(spec, ctx.world):
             faults.before_point(fault, rank=ctx.rank, point=point.index)
-            row, times_us = measure_point(spec, point, ctx, run_id=run_id, fault=fault)
+            row, times_us, gpu_rows = measure_point(spec, point, ctx, run_id=run_id, fault=fault, sampler=sampler,
+                                                    trace_dir=trace_dir)
             if writes:
+                stamp = {**_keys(row), "schema_version": store.SCHEMA_VERSION, "run_id": run_id}
                 # samples first: a row in results.csv promises its samples are on disk
-                samples.write([{**_keys(row), "schema_version": store.SCHEMA_VERSION, "run_id": run_id,
-                                "iteration": iteration, "time_us": time_us}
+                samples.write([{**stamp, "iteration": iteration, "time_us": time_us}
                                for iteration, time_us in enumerate(times_us)])
+                if gpu_samples:
+                    gpu_samples.write([{**stamp, **sample} for sample in gpu_rows])
                 results.write([row])
                 if on_point:
                     on_point(point, row)
@@ -58,12 +77,35 @@ def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str, collective_
             store.update_meta(run_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
         raise
     finally:
+        if sampler:
+            sampler.close()
         shutdown()
 
 
+def _gpu_sampler(spec: SweepSpec, ctx: RankContext) -> tuple[GpuSampler | None, str]:
+    """This rank's NVML sampler, and what meta.json says about GPU sampling."""
+    if ctx.device.type != "cuda":
+        return None, "not sampled: the sweep runs on CPU tensors"
+    reason = nvml_unavailable_reason()
+    if reason:
+        return None, f"not sampled: {reason}"
+    return GpuSampler(ctx.device.index, spec.gpu_sample_interval_s), f"NVML every {spec.gpu_sample_interval_s:g} s"
+
+
+def _trace_dir(spec: SweepSpec, ctx: RankContext, run_dir: Path | None) -> Path | None:
+    """results/<run>/traces when profiling; ranks that were not handed the run folder learn it from rank 0."""
+    if not spec.profile_iters:
+        return None
+    shared = [str(run_dir) if run_dir else None]
+    dist.broadcast_object_list(shared, src=0)
+    return Path(shared[0]) / TRACES_DIR
+
+
 def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: str,
-                  fault: faults.Fault | None = None) -> tuple[dict, list[float]]:
-    """Time one point, then check it in a separate untimed run; returns its row and per-iteration times (µs)."""
+                  fault: faults.Fault | None = None, sampler: GpuSampler | None = None,
+                  trace_dir: Path | None = None) -> tuple[dict, list[float], list[dict]]:
+    """Time one point (sampling the GPU meanwhile), check it in a separate untimed run and, when asked, record a
+    trace of a few more runs; returns its row, per-iteration times (µs) and this rank's GPU samples."""
     collective = get_collective(point.collective)
     layout, dtype = point.layout, DTYPES[point.dtype]
     buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank,
@@ -72,10 +114,18 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
     setup = RunSetup(rank=ctx.rank, world=ctx.world, backend=ctx.backend, op=point.op, ring_chunks=spec.ring_chunks)
     run = collective.runner(point.impl, buffers, setup)
 
+    if sampler:
+        sampler.start()
     measurement = measure(run, ctx=ctx, warmup=spec.warmup, iters=spec.iters, target_ci_pct=spec.target_ci_pct,
                           max_time_s=spec.max_time_s)
+    gpu_samples = sampler.stop() if sampler else []
+    gpu_summary = _gpu_summary(gpu_samples, ctx)
     n_wrong = _check(collective, buffers, run, point, ctx, fault) if spec.check else None
     bytes_sent, bytes_source = _bytes_sent_per_rank(collective, run, layout, ctx)
+    if trace_dir is not None:
+        name = trace_file_name(rank=ctx.rank, collective=point.collective, impl=point.impl, dtype=point.dtype,
+                               op=point.op, inplace=point.inplace, size_bytes=layout.size_bytes)
+        capture(run, barrier=ctx.barrier, iterations=spec.profile_iters, device=ctx.device, path=trace_dir / name)
 
     times_us = [seconds * 1e6 for seconds in measurement.samples_s]
     summary = summarize(times_us)
@@ -95,8 +145,9 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
         "bytes_sent_per_rank": bytes_sent, "bytes_source": bytes_source,
         "ring_chunks": getattr(run, "pieces", None),
         "n_wrong": n_wrong,
+        **gpu_summary,
     }
-    return row, times_us
+    return row, times_us, sample_rows(gpu_samples)
 
 
 def _check(collective, buffers, run, point: Point, ctx: RankContext, fault) -> int:
@@ -121,6 +172,13 @@ def _bytes_sent_per_rank(collective, run, layout, ctx: RankContext) -> tuple[flo
     if counted is None:
         return collective.bus_bytes(layout, ctx.world), "model"
     return ctx.sum_over_ranks(counted) / ctx.world, "counted"
+
+
+def _gpu_summary(samples: list, ctx: RankContext) -> dict:
+    """The GPU columns of a row, combined over ranks; empty on CPU runs (no collective is spent on them)."""
+    if ctx.device.type != "cuda":
+        return dict.fromkeys(SUMMARY_COLUMNS)
+    return combine_ranks(ctx.gather_objects(summarize_gpu(samples) if samples else {}))
 
 
 def _keys(row: dict) -> dict:

@@ -38,9 +38,11 @@ def main() -> None:
 def _register() -> None:
     from commbench.cli.env import env
     from commbench.cli.sweep import sweep
+    from commbench.cli.trace import trace
 
     main.add_command(sweep)
     main.add_command(env)
+    main.add_command(trace)
 
 
 _register()

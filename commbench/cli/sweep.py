@@ -54,9 +54,16 @@ def default_impls(target) -> tuple[str, ...]:
 @click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host].")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds without a finished point before the sweep is ended as failed.")
+@click.option("--profile", is_flag=True,
+              help="Record torch.profiler traces (per rank and point) under results/<run>/traces/.")
+@click.option("--profile-iters", type=int, default=3, show_default=True,
+              help="Iterations per point in each trace (recorded after timing, untimed).")
+@click.option("--gpu-sample-interval", type=float, default=0.05, show_default=True,
+              help="Seconds between NVML samples of each GPU while a point is timed.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path only.")
 def sweep(collectives, sizes, dtypes, ops, impls, ring_chunks, backend, device, nproc, warmup, iters, target_ci,
-          max_time, placement, check, out, run_id, timeout, quiet) -> None:
+          max_time, placement, check, out, run_id, timeout, profile, profile_iters, gpu_sample_interval,
+          quiet) -> None:
     """Measure collectives at each message size with statistics and a correctness check on every point.
 
     Launches torchrun once for the whole sweep; inside torchrun or srun (RANK and WORLD_SIZE set) it runs in place.
@@ -69,7 +76,8 @@ def sweep(collectives, sizes, dtypes, ops, impls, ring_chunks, backend, device, 
         ring_chunks=ring_chunks, sizes=parse_size_spec(sizes),
         dtypes=dtypes or ("float32",), ops=ops or ("sum",), placement=placement, backend=target.backend,
         device=target.device, nproc=target.nproc, warmup=warmup, iters=iters, target_ci_pct=target_ci,
-        max_time_s=max_time, check=check, timeout_s=timeout)
+        max_time_s=max_time, check=check, timeout_s=timeout, profile_iters=profile_iters if profile else 0,
+        gpu_sample_interval_s=gpu_sample_interval)
     validate(spec)
     run = in_place_sweep if world_in_job is not None else launched_sweep
     outcome = run(spec, out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]], quiet=quiet)

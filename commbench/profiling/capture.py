@@ -1,0 +1,33 @@
+"""torch.profiler capture of a few extra iterations of a point, after it was timed and checked."""
+
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+TRACES_DIR = "traces"
+
+
+def trace_file_name(*, rank: int, collective: str, impl: str, dtype: str, op: str, inplace: bool,
+                    size_bytes: int) -> str:
+    placement = "inplace" if inplace else "outofplace"
+    return f"rank{rank}-{collective}-{impl}-{dtype}-{op}-{placement}-{size_bytes}B.json.gz"
+
+
+def capture(run: Callable[[], object], *, barrier: Callable[[], None], iterations: int, device: torch.device,
+            path: Path) -> Path:
+    """Profile `iterations` ProfilerSteps of run() (one more, untraced, warms the profiler up) into a gzipped
+    Chrome/Kineto trace that Perfetto opens. Not timed: the point's numbers come from the timed loop. One barrier
+    lines the ranks up before the profiler starts; inside, only the collective runs, so the trace shows it alone."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    barrier()
+    with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=iterations),
+                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as profiler:
+        for _ in range(iterations + 1):
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            profiler.step()
+    return path
