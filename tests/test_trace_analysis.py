@@ -3,6 +3,8 @@
 import json
 import logging
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from commbench.cli import main
 from commbench.profiling import intervals
 from commbench.profiling.overlap import analyze
 from commbench.profiling.trace_file import load_trace
+from tests.conftest import commbench_env
 
 GPU_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "gpu"
 needs_gpu_traces = pytest.mark.skipif(not GPU_TRACES.is_dir(),
@@ -112,3 +115,22 @@ def test_profiled_gloo_sweep_records_and_analyses_traces(run_sweep):
     for entry in report.values():
         assert 0 <= entry["overlap_pct"] <= 100
         assert entry["exposed_comm_us"] == pytest.approx(entry["comm_us"] - entry["overlap_us"])
+
+
+@pytest.mark.distributed
+def test_cpu_overlap_of_async_all_reduce_with_matmuls(tmp_path):
+    """gloo's all_reduce runs on its own thread while the main thread computes: the analyser must see overlap,
+    and exposed communication below the communication time."""
+    job = Path(__file__).parent / "jobs" / "overlapped_job.py"
+    completed = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                                str(job), str(tmp_path)], env=commbench_env(), capture_output=True, text=True,
+                               timeout=180)
+    assert completed.returncode == 0, completed.stderr
+    for rank in (0, 1):
+        result = analyze(load_trace(tmp_path / f"trace-rank{rank}.json.gz"))
+        assert result["device"] == "cpu" and result["rank"] == rank and len(result["steps"]) == 3
+        kinds = {entry["kind"]: entry["count"] for entry in result["collectives"]}
+        assert kinds["all_reduce"] == 3
+        assert result["compute_us"] > 0 and result["comm_us"] > 0
+        assert 0 < result["overlap_pct"] < 100
+        assert 0 < result["exposed_comm_us"] < result["comm_us"]
