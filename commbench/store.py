@@ -104,8 +104,18 @@ def read_rows(path: Path, required: list[str]) -> pd.DataFrame:
     return frame
 
 
+# A results file must have these; columns added later (ring bytes, GPU sampling) are filled in empty when absent.
+CORE_RESULT_COLUMNS = ["schema_version", *KEY_COLUMNS, "count", "iters", "warmup", "time_us_p50", "time_us_p95",
+                       "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps",
+                       "n_wrong"]
+
+
 def read_results(run_dir: Path) -> pd.DataFrame:
-    return read_rows(Path(run_dir) / RESULTS_FILE, RESULT_COLUMNS)
+    frame = read_rows(Path(run_dir) / RESULTS_FILE, CORE_RESULT_COLUMNS)
+    for column in RESULT_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    return frame
 
 
 def read_samples(run_dir: Path) -> pd.DataFrame:

@@ -70,3 +70,13 @@ def test_run_dirs_never_collide(tmp_path):
         store.create_run_dir(tmp_path, "mine")
     with pytest.raises(CommbenchError, match="not a folder name"):
         store.create_run_dir(tmp_path, "../escape")
+
+
+def test_results_without_later_columns_still_read(tmp_path):
+    core = store.CORE_RESULT_COLUMNS
+    writer = store.RowWriter(tmp_path / "results.csv", core)
+    writer.write([{column: 1 for column in core}])
+    writer.close()
+    frame = store.read_results(tmp_path)
+    assert set(store.RESULT_COLUMNS) <= set(frame.columns)
+    assert frame["bytes_source"].isna().all()

@@ -37,12 +37,16 @@ def main() -> None:
 
 def _register() -> None:
     from commbench.cli.env import env
+    from commbench.cli.fit import fit
+    from commbench.cli.model import model
     from commbench.cli.sweep import sweep
     from commbench.cli.trace import trace
 
     main.add_command(sweep)
     main.add_command(env)
     main.add_command(trace)
+    main.add_command(model)
+    main.add_command(fit)
 
 
 _register()

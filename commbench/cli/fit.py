@@ -1,0 +1,45 @@
+"""`commbench fit RUN_DIR`: α–β fits of a run's collectives, written to fit.csv and fit_residuals.csv."""
+
+import csv
+from pathlib import Path
+
+import click
+
+from commbench import store
+from commbench.models.alpha_beta import fit_results
+
+FIT_FILE, RESIDUALS_FILE = "fit.csv", "fit_residuals.csv"
+FIT_COLUMNS = ["schema_version", "collective", "impl", "backend", "world_size", "n_points", "alpha_us", "algbw_gbps",
+               "busbw_gbps", "r2", "note"]
+RESIDUAL_COLUMNS = ["schema_version", "collective", "impl", "backend", "world_size", "size_bytes",
+                    "time_us_measured", "time_us_fit", "residual_pct"]
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def fit(run_dir: Path) -> None:
+    """Fit t = α + S/bandwidth per (collective, impl, backend, world size), weighted by relative error."""
+    fits = fit_results(store.read_results(run_dir))
+    with open(run_dir / FIT_FILE, "w", newline="") as fit_file, \
+            open(run_dir / RESIDUALS_FILE, "w", newline="") as residual_file:
+        fit_writer, residual_writer = csv.writer(fit_file), csv.writer(residual_file)
+        fit_writer.writerow(FIT_COLUMNS)
+        residual_writer.writerow(RESIDUAL_COLUMNS)
+        for result in fits:
+            key = [result.collective, result.impl, result.backend, result.world_size]
+            fit_writer.writerow([store.SCHEMA_VERSION, *key, result.n_points, result.alpha_us, result.algbw_gbps,
+                                 result.busbw_gbps, result.r2, result.note])
+            for residual in result.residuals:
+                residual_writer.writerow([store.SCHEMA_VERSION, *key, *residual.values()])
+    click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
+    click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'points':>6} {'α (us)':>10} "
+               f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13} {'R²':>7}  worst residual")
+    for result in fits:
+        worst = max(result.residuals, key=lambda r: abs(r["residual_pct"]))
+        click.echo(f"{result.collective:<15} {result.impl:<8} {result.backend:<7} {result.world_size:>5} "
+                   f"{result.n_points:>6} {result.alpha_us:>10.1f} {result.algbw_gbps:>13.3f} "
+                   f"{result.busbw_gbps:>13.3f} {result.r2:>7.4f}  {worst['residual_pct']:+.1f} % at "
+                   f"{worst['size_bytes']} B")
+        if result.note:
+            click.echo(f"  note: {result.note}")
+    click.echo(f"# written: {run_dir / FIT_FILE}, {run_dir / RESIDUALS_FILE}")

@@ -1,0 +1,139 @@
+"""`commbench model memory|comm`: what the ZeRO formulas predict per rank, before there is a cluster."""
+
+import json
+from pathlib import Path
+
+import click
+
+from commbench import store
+from commbench.errors import CommbenchError
+from commbench.models import comm_volume, memory
+from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce
+from commbench.models.quantities import UNITS, parse_count, parse_memory
+
+
+@click.group()
+def model() -> None:
+    """Analytic models: model-state memory and communication per step."""
+
+
+def _state_bytes(preset: str, param_bytes, grad_bytes, optim_bytes) -> memory.StateBytes:
+    custom = (param_bytes, grad_bytes, optim_bytes)
+    if any(value is not None for value in custom):
+        if any(value is None or value < 0 for value in custom):
+            raise CommbenchError("--param-bytes, --grad-bytes and --optim-bytes go together, each 0 or more "
+                                 "(bytes per parameter)")
+        return memory.StateBytes(*custom)
+    return memory.PRESETS[preset]
+
+
+def _check_ranks(ranks: int) -> None:
+    if ranks < 1:
+        raise CommbenchError(f"--ranks {ranks} must be 1 or more")
+
+
+@model.command(name="memory")
+@click.option("--params", required=True, help="Parameter count: 7B, 125M, 1.5e9 (decimal K/M/B/T).")
+@click.option("--ranks", type=int, required=True, help="Data-parallel ranks N.")
+@click.option("--preset", type=click.Choice(list(memory.PRESETS)), default="mixed-adam", show_default=True,
+              help="Bytes per parameter: mixed-adam P2 G2 O12, fp32-adam P4 G4 O8, bf16-fp32grad-adam P2 G4 O12.")
+@click.option("--param-bytes", type=float, default=None, help="Custom bytes per parameter for parameters.")
+@click.option("--grad-bytes", type=float, default=None, help="Custom bytes per parameter for gradients.")
+@click.option("--optim-bytes", type=float, default=None, help="Custom bytes per parameter for optimizer state.")
+@click.option("--shard-group", type=int, default=None, help="HSDP shard-group size (adds an HSDP row).")
+@click.option("--units", type=click.Choice(["GB", "GiB"]), default="GB", show_default=True,
+              help="GB = 1e9 bytes, GiB = 2^30 bytes.")
+@click.option("--fit", "fit_memory", default=None, help="Memory per rank, e.g. 80GB: add the fewest ranks that fit.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable results (bytes).")
+def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, shard_group, units, fit_memory,
+                   as_json) -> None:
+    """Model-state memory per rank for DDP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP (and HSDP)."""
+    psi = parse_count(params, option="--params")
+    _check_ranks(ranks)
+    state = _state_bytes(preset, param_bytes, grad_bytes, optim_bytes)
+    capacity = parse_memory(fit_memory, option="--fit") if fit_memory else None
+    rows = memory.table(params=psi, ranks=ranks, state=state, shard_group=shard_group)
+    ddp_total = rows[0].total_bytes
+    fits = {row.strategy: memory.min_ranks_to_fit(row.strategy, params=psi, state=state, capacity_bytes=capacity)
+            for row in rows} if capacity else {}
+    if as_json:
+        click.echo(json.dumps({"params": psi, "ranks": ranks, "bytes_per_param": vars(state), "per_rank": [
+            {"strategy": row.strategy, "shards": row.shards, "param_bytes": row.param_bytes,
+             "grad_bytes": row.grad_bytes, "optim_bytes": row.optim_bytes, "total_bytes": row.total_bytes,
+             "reduction_vs_ddp": ddp_total / row.total_bytes, **({"min_ranks_to_fit": fits[row.strategy]}
+                                                                 if capacity else {})} for row in rows]}, indent=2))
+        return
+    scale = UNITS[units]
+    click.echo(f"# model state per rank: {psi:.4g} parameters, {ranks} ranks; {state.describe()}; "
+               f"1 {units} = {scale} B")
+    header = f"{'strategy':<12} {f'params ({units})':>14} {f'grads ({units})':>14} {f'optim ({units})':>14} " \
+             f"{f'total ({units})':>14} {'vs DDP':>8}"
+    if capacity:
+        header += f" {'min ranks to fit ' + fit_memory:>24}"
+    click.echo(header)
+    for row in rows:
+        line = (f"{row.strategy:<12} {row.param_bytes / scale:>14.2f} {row.grad_bytes / scale:>14.2f} "
+                f"{row.optim_bytes / scale:>14.2f} {row.total_bytes / scale:>14.2f} "
+                f"{ddp_total / row.total_bytes:>7.2f}x")
+        if capacity:
+            needed = fits[row.strategy]
+            label = "never" if needed is None else (f"shard group {needed}" if row.strategy == memory.HSDP
+                                                    else str(needed))
+            line += f" {label:>24}"
+        click.echo(line)
+    click.echo("# not included: activations, all-gather buffers, communication workspaces, fragmentation")
+
+
+@model.command(name="comm")
+@click.option("--params", required=True, help="Parameter count: 7B, 125M, 1.5e9.")
+@click.option("--ranks", type=int, required=True, help="Data-parallel ranks N.")
+@click.option("--dtype-bytes", type=float, default=2.0, show_default=True,
+              help="Bytes per communicated element (2 for bf16/fp16 gradients and parameters).")
+@click.option("--alpha-us", type=float, default=None, help="Latency α of one ring step, µs.")
+@click.option("--bw-gbps", type=float, default=None, help="Link (bus) bandwidth, GB/s (1e9 B/s).")
+@click.option("--from", "from_run", type=click.Path(path_type=Path), default=None,
+              help="Fit α and bandwidth from a run's all_reduce results instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable results.")
+def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_json) -> None:
+    """Bytes sent per rank per step with ring collectives for DDP and ZeRO-1/2/3, and (with α–β) the time."""
+    psi = parse_count(params, option="--params")
+    _check_ranks(ranks)
+    if dtype_bytes <= 0:
+        raise CommbenchError(f"--dtype-bytes {dtype_bytes:g} must be above 0")
+    source = None
+    if from_run is not None:
+        if alpha_us is not None or bw_gbps is not None:
+            raise CommbenchError("--from fits α and bandwidth from a run: drop --alpha-us/--bw-gbps, or drop --from")
+        alpha_us, bw_gbps, source = _alpha_beta_from_run(from_run)
+    elif (alpha_us is None) != (bw_gbps is None):
+        raise CommbenchError("--alpha-us and --bw-gbps go together (or use --from RUN_DIR)")
+    if bw_gbps is not None and bw_gbps <= 0 or alpha_us is not None and alpha_us < 0:
+        raise CommbenchError("--bw-gbps must be above 0 and --alpha-us 0 or more")
+    rows = comm_volume.traffic(params=psi, ranks=ranks, dtype_bytes=dtype_bytes, alpha_us=alpha_us,
+                               busbw_gbps=bw_gbps)
+    if as_json:
+        click.echo(json.dumps({"params": psi, "ranks": ranks, "dtype_bytes": dtype_bytes, "alpha_us": alpha_us,
+                               "bw_gbps": bw_gbps, "source": source, "per_step": [vars(row) for row in rows]},
+                              indent=2))
+        return
+    timing = f"; α {alpha_us:g} µs per ring step, {bw_gbps:g} GB/s" + (f" ({source})" if source else "") \
+        if alpha_us is not None else ""
+    click.echo(f"# bytes sent per rank per step, ring collectives: {psi:.4g} parameters x {dtype_bytes:g} B, "
+               f"{ranks} ranks{timing}")
+    click.echo(f"{'strategy':<12} {'sent per rank (GB)':>19} {'vs DDP':>8}" + (f" {'time (ms)':>10}" if timing else ""))
+    for row in rows:
+        line = f"{row.strategy:<12} {row.bytes_sent_per_rank / 1e9:>19.3f} {row.ratio_to_ddp:>7.2f}x"
+        if row.time_s is not None:
+            line += f" {row.time_s * 1e3:>10.2f}"
+        click.echo(line)
+
+
+def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
+    fits = [fit for fit in fit_results(store.read_results(run_dir)) if fit.collective == "all_reduce"
+            and fit.impl == "builtin" and fit.world_size > 1]
+    if not fits:
+        raise CommbenchError(f"{run_dir} has no builtin all_reduce measured at 2+ ranks and 2+ sizes to fit α–β "
+                             "from; run commbench sweep -c all_reduce first")
+    fit = max(fits, key=lambda f: f.world_size)
+    alpha, bandwidth = hockney_from_all_reduce(fit)
+    return alpha, bandwidth, f"fitted from {run_dir} all_reduce at {fit.world_size} ranks, R² {fit.r2:.3f}"

@@ -1,0 +1,105 @@
+"""α–β (Hockney) fits of measured collective times: t(S) = α + S/bandwidth, per collective, impl, backend and world.
+
+Least squares weighted by relative error (each point counts by its error in percent, so the microsecond latencies
+of small messages weigh as much as the milliseconds of large ones). α is the latency of one collective in µs;
+the slope gives the asymptotic algbw, and busbw = algbw × the collective's factor.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from commbench.collectives import COLLECTIVES
+from commbench.errors import CommbenchError
+
+GROUP_KEYS = ["collective", "impl", "backend", "world_size"]
+_MIN_SIZES = 2
+_MIN_SIZES_PER_SEGMENT = 3
+_PIECEWISE_GAIN = 4.0  # two segments fit this many times better: the curve has a knee (protocol switch)
+
+
+@dataclass
+class LineFit:
+    alpha_us: float
+    us_per_byte: float
+    r2: float
+    sse: float
+
+
+@dataclass
+class AlphaBetaFit:
+    collective: str
+    impl: str
+    backend: str
+    world_size: int
+    n_points: int
+    alpha_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    r2: float
+    note: str
+    residuals: list[dict] = field(default_factory=list)
+
+
+def fit_line(sizes_bytes: np.ndarray, times_us: np.ndarray) -> LineFit:
+    """Weighted least squares of t = α + β·S with weights 1/t² (relative error)."""
+    sizes_bytes, times_us = np.asarray(sizes_bytes, float), np.asarray(times_us, float)
+    weights = 1.0 / times_us**2
+    design = np.column_stack([np.ones_like(sizes_bytes), sizes_bytes])
+    root = np.sqrt(weights)
+    (alpha, beta), *_ = np.linalg.lstsq(design * root[:, None], times_us * root, rcond=None)
+    predicted = alpha + beta * sizes_bytes
+    sse = float(np.sum(weights * (times_us - predicted) ** 2))
+    mean = np.sum(weights * times_us) / np.sum(weights)
+    sst = float(np.sum(weights * (times_us - mean) ** 2))
+    return LineFit(float(alpha), float(beta), 1.0 - sse / sst if sst > 0 else 1.0, sse)
+
+
+def _piecewise_note(sizes: np.ndarray, times: np.ndarray, whole: LineFit) -> str:
+    distinct = np.unique(sizes)
+    best = None
+    for split in distinct[_MIN_SIZES_PER_SEGMENT:len(distinct) - _MIN_SIZES_PER_SEGMENT + 1]:
+        low, high = sizes < split, sizes >= split
+        sse = fit_line(sizes[low], times[low]).sse + fit_line(sizes[high], times[high]).sse
+        if best is None or sse < best[0]:
+            best = (sse, split)
+    if best and best[0] * _PIECEWISE_GAIN < whole.sse:
+        return (f"piecewise: two lines split at {int(best[1])} B fit {whole.sse / max(best[0], 1e-300):.0f}x "
+                "better (protocol or algorithm switch); fit the ranges separately")
+    return ""
+
+
+def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
+    first = rows.iloc[0]
+    sizes, times = rows["size_bytes"].to_numpy(float), rows["time_us_p50"].to_numpy(float)
+    line = fit_line(sizes, times)
+    algbw_gbps = 1e-3 / line.us_per_byte if line.us_per_byte > 0 else float("inf")
+    factor = COLLECTIVES[first["collective"]].busbw_factor(int(first["world_size"]))
+    note = _piecewise_note(sizes, times, line)
+    if line.alpha_us < 0:
+        note = "; ".join(filter(None, [note, "negative α: latency is below what this size range resolves"]))
+    predicted = line.alpha_us + line.us_per_byte * sizes
+    residuals = [{"size_bytes": int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
+                  "residual_pct": float((fit - time) / time * 100)} for size, time, fit in zip(sizes, times, predicted)]
+    return AlphaBetaFit(first["collective"], first["impl"], first["backend"], int(first["world_size"]), len(rows),
+                        line.alpha_us, algbw_gbps, algbw_gbps * factor, line.r2, note, residuals)
+
+
+def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
+    """One fit per (collective, impl, backend, world size) that has at least two message sizes."""
+    fits = []
+    for _, rows in results[results["bench"] == "collective"].groupby(GROUP_KEYS, sort=False):
+        if rows["size_bytes"].nunique() >= _MIN_SIZES:
+            fits.append(fit_group(rows))
+    if not fits:
+        raise CommbenchError("no collective was measured at two or more sizes; an α–β fit needs a size sweep "
+                             "(e.g. --sizes 1K:64M:x4)")
+    return fits
+
+
+def hockney_from_all_reduce(fit: AlphaBetaFit) -> tuple[float, float]:
+    """(α per ring step in µs, link bandwidth in GB/s) from an all_reduce fit at n ranks:
+    t = 2(n−1)α + 2(n−1)/n·S/B, so α = intercept / 2(n−1) and B = busbw."""
+    steps = 2 * (fit.world_size - 1)
+    return fit.alpha_us / steps, fit.busbw_gbps
