@@ -89,7 +89,13 @@ def _gpu_sampler(spec: SweepSpec, ctx: RankContext) -> tuple[GpuSampler | None, 
     reason = nvml_unavailable_reason()
     if reason:
         return None, f"not sampled: {reason}"
-    return GpuSampler(ctx.device.index, spec.gpu_sample_interval_s), f"NVML every {spec.gpu_sample_interval_s:g} s"
+    uuid = getattr(torch.cuda.get_device_properties(ctx.device), "uuid", None)
+    uuid_text = None if uuid is None else (str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}")
+    try:
+        sampler = GpuSampler(ctx.device.index, spec.gpu_sample_interval_s, uuid=uuid_text)
+    except Exception as error:  # e.g. the UUID is unknown to NVML: sampling another GPU would be wrong
+        return None, f"not sampled: NVML could not open this rank's GPU ({type(error).__name__})"
+    return sampler, f"NVML every {spec.gpu_sample_interval_s:g} s"
 
 
 def _trace_dir(spec: SweepSpec, ctx: RankContext, run_dir: Path | None) -> Path | None:
@@ -116,9 +122,11 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
 
     if sampler:
         sampler.start()
-    measurement = measure(run, ctx=ctx, warmup=spec.warmup, iters=spec.iters, target_ci_pct=spec.target_ci_pct,
-                          max_time_s=spec.max_time_s)
-    gpu_samples = sampler.stop() if sampler else []
+    try:
+        measurement = measure(run, ctx=ctx, warmup=spec.warmup, iters=spec.iters, target_ci_pct=spec.target_ci_pct,
+                              max_time_s=spec.max_time_s)
+    finally:
+        gpu_samples = sampler.stop() if sampler else []
     gpu_summary = _gpu_summary(gpu_samples, ctx)
     n_wrong = _check(collective, buffers, run, point, ctx, fault) if spec.check else None
     bytes_sent, bytes_source = _bytes_sent_per_rank(collective, run, layout, ctx)

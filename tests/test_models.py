@@ -136,9 +136,35 @@ def test_fit_of_a_real_sweep_writes_files(run_sweep):
     result = CliRunner().invoke(main, ["fit", str(run.run_dir)])
     assert result.exit_code == 0, result.output
     fits = (run.run_dir / "fit.csv").read_text().splitlines()
-    assert fits[0].startswith("schema_version,collective,impl,backend,world_size,n_points,alpha_us")
-    assert fits[1].split(",")[1:6] == ["all_reduce", "builtin", "gloo", "2", "4"]
+    assert fits[0].startswith("schema_version,collective,impl,backend,world_size,dtype,op,inplace,n_points,alpha_us")
+    assert fits[1].split(",")[1:9] == ["all_reduce", "builtin", "gloo", "2", "float32", "sum", "True", "4"]
     assert len((run.run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 4
     comm = CliRunner().invoke(main, ["model", "comm", "--params", "1B", "--ranks", "4", "--from", str(run.run_dir)])
     assert comm.exit_code == 0, comm.output
     assert "fitted from" in comm.output and "time (ms)" in comm.output
+
+
+def _rows(times_by_size: dict[int, float]):
+    import pandas as pd
+
+    return pd.DataFrame([{"bench": "collective", "collective": "all_reduce", "impl": "builtin", "backend": "gloo",
+                          "world_size": 2, "dtype": "float32", "op": "sum", "inplace": True, "size_bytes": size,
+                          "time_us_p50": time} for size, time in times_by_size.items()])
+
+
+def test_piecewise_note_needs_a_real_knee():
+    from commbench.models.alpha_beta import fit_results
+
+    sizes = [2**k for k in range(10, 24)]
+    straight = fit_results(_rows({s: 20 + s / 1000 for s in sizes}))[0]
+    assert straight.note == "" and straight.r2 == pytest.approx(1.0)
+    # protocol switch at 1 MiB: latency-bound below, a slower bandwidth above
+    knee = fit_results(_rows({s: (20 + s / 1000) if s < 2**20 else (500 + s / 300) for s in sizes}))[0]
+    assert knee.note.startswith("piecewise: two lines split at 1048576 B")
+
+
+def test_fit_ignores_unusable_times():
+    from commbench.models.alpha_beta import fit_results
+
+    fit = fit_results(_rows({1024: 0.0, 2048: float("nan"), 4096: 24.0, 8192: 28.0, 16384: 36.0}))[0]
+    assert fit.n_points == 3

@@ -134,3 +134,19 @@ def test_cpu_overlap_of_async_all_reduce_with_matmuls(tmp_path):
         assert result["compute_us"] > 0 and result["comm_us"] > 0
         assert 0 < result["overlap_pct"] < 100
         assert 0 < result["exposed_comm_us"] < result["comm_us"]
+
+
+def test_empty_and_truncated_traces_exit_2(tmp_path):
+    import gzip
+
+    (tmp_path / "empty.json").write_text('{"traceEvents": []}')
+    (tmp_path / "meta-only.json").write_text('{"traceEvents": [{"ph": "M", "name": "process_name"}]}')
+    with gzip.open(tmp_path / "whole.json.gz", "wt") as file:
+        file.write('{"traceEvents": [' + ", ".join(['{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, '
+                                                    '"dur": 2}'] * 2000) + "]}")
+    (tmp_path / "truncated.json.gz").write_bytes((tmp_path / "whole.json.gz").read_bytes()[:300])
+    for name in ("empty.json", "meta-only.json", "truncated.json.gz"):
+        result = CliRunner().invoke(main, ["trace", "analyze", str(tmp_path / name)])
+        assert result.exit_code == 2, (name, result.output)
+        assert len(result.output.strip().splitlines()) == 1
+    assert CliRunner().invoke(main, ["trace", "analyze", str(tmp_path / "whole.json.gz")]).exit_code == 0

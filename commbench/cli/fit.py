@@ -9,10 +9,9 @@ from commbench import store
 from commbench.models.alpha_beta import fit_results
 
 FIT_FILE, RESIDUALS_FILE = "fit.csv", "fit_residuals.csv"
-FIT_COLUMNS = ["schema_version", "collective", "impl", "backend", "world_size", "n_points", "alpha_us", "algbw_gbps",
-               "busbw_gbps", "r2", "note"]
-RESIDUAL_COLUMNS = ["schema_version", "collective", "impl", "backend", "world_size", "size_bytes",
-                    "time_us_measured", "time_us_fit", "residual_pct"]
+KEY = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace"]
+FIT_COLUMNS = ["schema_version", *KEY, "n_points", "alpha_us", "algbw_gbps", "busbw_gbps", "r2", "note"]
+RESIDUAL_COLUMNS = ["schema_version", *KEY, "size_bytes", "time_us_measured", "time_us_fit", "residual_pct"]
 
 
 @click.command()
@@ -26,18 +25,21 @@ def fit(run_dir: Path) -> None:
         fit_writer.writerow(FIT_COLUMNS)
         residual_writer.writerow(RESIDUAL_COLUMNS)
         for result in fits:
-            key = [result.collective, result.impl, result.backend, result.world_size]
+            key = [getattr(result, column) for column in KEY]
             fit_writer.writerow([store.SCHEMA_VERSION, *key, result.n_points, result.alpha_us, result.algbw_gbps,
                                  result.busbw_gbps, result.r2, result.note])
             for residual in result.residuals:
                 residual_writer.writerow([store.SCHEMA_VERSION, *key, *residual.values()])
     click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
-    click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'points':>6} {'α (us)':>10} "
+    click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'dtype':>9} {'op':>5} {'placement':>9} "
+               f"{'points':>6} {'α (us)':>10} "
                f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13} {'R²':>7}  worst residual")
     for result in fits:
         worst = max(result.residuals, key=lambda r: abs(r["residual_pct"]))
+        placement = "in" if result.inplace else "out"
         click.echo(f"{result.collective:<15} {result.impl:<8} {result.backend:<7} {result.world_size:>5} "
-                   f"{result.n_points:>6} {result.alpha_us:>10.1f} {result.algbw_gbps:>13.3f} "
+                   f"{result.dtype:>9} {result.op:>5} {placement:>9} {result.n_points:>6} {result.alpha_us:>10.1f} "
+                   f"{result.algbw_gbps:>13.3f} "
                    f"{result.busbw_gbps:>13.3f} {result.r2:>7.4f}  {worst['residual_pct']:+.1f} % at "
                    f"{worst['size_bytes']} B")
         if result.note:

@@ -1,6 +1,7 @@
 """`commbench model memory|comm`: what the ZeRO formulas predict per rank, before there is a cluster."""
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -20,9 +21,9 @@ def model() -> None:
 def _state_bytes(preset: str, param_bytes, grad_bytes, optim_bytes) -> memory.StateBytes:
     custom = (param_bytes, grad_bytes, optim_bytes)
     if any(value is not None for value in custom):
-        if any(value is None or value < 0 for value in custom):
-            raise CommbenchError("--param-bytes, --grad-bytes and --optim-bytes go together, each 0 or more "
-                                 "(bytes per parameter)")
+        if any(value is None or not math.isfinite(value) or value < 0 for value in custom) or not any(custom):
+            raise CommbenchError("--param-bytes, --grad-bytes and --optim-bytes go together, each a finite 0 or "
+                                 "more and not all 0 (bytes per parameter)")
         return memory.StateBytes(*custom)
     return memory.PRESETS[preset]
 
@@ -57,11 +58,12 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
     fits = {row.strategy: memory.min_ranks_to_fit(row.strategy, params=psi, state=state, capacity_bytes=capacity)
             for row in rows} if capacity else {}
     if as_json:
-        click.echo(json.dumps({"params": psi, "ranks": ranks, "bytes_per_param": vars(state), "per_rank": [
-            {"strategy": row.strategy, "shards": row.shards, "param_bytes": row.param_bytes,
-             "grad_bytes": row.grad_bytes, "optim_bytes": row.optim_bytes, "total_bytes": row.total_bytes,
-             "reduction_vs_ddp": ddp_total / row.total_bytes, **({"min_ranks_to_fit": fits[row.strategy]}
-                                                                 if capacity else {})} for row in rows]}, indent=2))
+        per_rank = [{"strategy": row.strategy, "shards": row.shards, "param_bytes": row.param_bytes,
+                     "grad_bytes": row.grad_bytes, "optim_bytes": row.optim_bytes, "total_bytes": row.total_bytes,
+                     "reduction_vs_ddp": ddp_total / row.total_bytes if row.total_bytes else None,
+                     **({"min_ranks_to_fit": fits[row.strategy]} if capacity else {})} for row in rows]
+        click.echo(json.dumps({"params": psi, "ranks": ranks, "bytes_per_param": vars(state), "per_rank": per_rank},
+                              indent=2))
         return
     scale = UNITS[units]
     click.echo(f"# model state per rank: {psi:.4g} parameters, {ranks} ranks; {state.describe()}; "
@@ -74,7 +76,7 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
     for row in rows:
         line = (f"{row.strategy:<12} {row.param_bytes / scale:>14.2f} {row.grad_bytes / scale:>14.2f} "
                 f"{row.optim_bytes / scale:>14.2f} {row.total_bytes / scale:>14.2f} "
-                f"{ddp_total / row.total_bytes:>7.2f}x")
+                f"{ddp_total / row.total_bytes if row.total_bytes else math.nan:>7.2f}x")
         if capacity:
             needed = fits[row.strategy]
             label = "never" if needed is None else (f"shard group {needed}" if row.strategy == memory.HSDP
@@ -98,8 +100,8 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
     """Bytes sent per rank per step with ring collectives for DDP and ZeRO-1/2/3, and (with α–β) the time."""
     psi = parse_count(params, option="--params")
     _check_ranks(ranks)
-    if dtype_bytes <= 0:
-        raise CommbenchError(f"--dtype-bytes {dtype_bytes:g} must be above 0")
+    if not math.isfinite(dtype_bytes) or dtype_bytes <= 0:
+        raise CommbenchError(f"--dtype-bytes {dtype_bytes:g} must be a finite number above 0")
     source = None
     if from_run is not None:
         if alpha_us is not None or bw_gbps is not None:
@@ -107,8 +109,9 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
         alpha_us, bw_gbps, source = _alpha_beta_from_run(from_run)
     elif (alpha_us is None) != (bw_gbps is None):
         raise CommbenchError("--alpha-us and --bw-gbps go together (or use --from RUN_DIR)")
-    if bw_gbps is not None and bw_gbps <= 0 or alpha_us is not None and alpha_us < 0:
-        raise CommbenchError("--bw-gbps must be above 0 and --alpha-us 0 or more")
+    if from_run is None and (bw_gbps is not None and not (math.isfinite(bw_gbps) and bw_gbps > 0)
+                             or alpha_us is not None and not (math.isfinite(alpha_us) and alpha_us >= 0)):
+        raise CommbenchError("--bw-gbps must be a finite number above 0 and --alpha-us a finite 0 or more")
     rows = comm_volume.traffic(params=psi, ranks=ranks, dtype_bytes=dtype_bytes, alpha_us=alpha_us,
                                busbw_gbps=bw_gbps)
     if as_json:
@@ -122,7 +125,8 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
                f"{ranks} ranks{timing}")
     click.echo(f"{'strategy':<12} {'sent per rank (GB)':>19} {'vs DDP':>8}" + (f" {'time (ms)':>10}" if timing else ""))
     for row in rows:
-        line = f"{row.strategy:<12} {row.bytes_sent_per_rank / 1e9:>19.3f} {row.ratio_to_ddp:>7.2f}x"
+        ratio = "n/a" if row.ratio_to_ddp is None else f"{row.ratio_to_ddp:.2f}x"
+        line = f"{row.strategy:<12} {row.bytes_sent_per_rank / 1e9:>19.3f} {ratio:>8}"
         if row.time_s is not None:
             line += f" {row.time_s * 1e3:>10.2f}"
         click.echo(line)
@@ -134,6 +138,11 @@ def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
     if not fits:
         raise CommbenchError(f"{run_dir} has no builtin all_reduce measured at 2+ ranks and 2+ sizes to fit α–β "
                              "from; run commbench sweep -c all_reduce first")
-    fit = max(fits, key=lambda f: f.world_size)
+    fit = max(fits, key=lambda f: (f.world_size, f.n_points))
     alpha, bandwidth = hockney_from_all_reduce(fit)
-    return alpha, bandwidth, f"fitted from {run_dir} all_reduce at {fit.world_size} ranks, R² {fit.r2:.3f}"
+    if not (alpha >= 0 and bandwidth > 0 and math.isfinite(bandwidth)):
+        raise CommbenchError(f"the all_reduce fit of {run_dir} gives α {alpha:.3g} µs and {bandwidth:.3g} GB/s, "
+                             "which predict nothing; measure more sizes (e.g. --sizes 1K:64M:x4)")
+    note = f"; {fit.note}" if fit.note else ""
+    return alpha, bandwidth, (f"fitted from {run_dir} all_reduce {fit.dtype} at {fit.world_size} ranks, "
+                              f"R² {fit.r2:.3f}{note}")

@@ -9,7 +9,8 @@ from commbench.errors import CommbenchError
 from commbench.profiling.overlap import analyze, skew
 from commbench.profiling.trace_file import load_trace
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+# in folders: gzipped JSON and torch's *.pt.trace.json; plain *.json there are often not traces (meta.json)
+_FOLDER_SUFFIXES = (".json.gz", ".pt.trace.json")
 
 
 @click.group()
@@ -22,7 +23,7 @@ def _trace_paths(paths: tuple[Path, ...]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)))
+            found.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_FOLDER_SUFFIXES)))
         else:
             found.append(path)
     if not found:

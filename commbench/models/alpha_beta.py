@@ -13,10 +13,11 @@ import pandas as pd
 from commbench.collectives import COLLECTIVES
 from commbench.errors import CommbenchError
 
-GROUP_KEYS = ["collective", "impl", "backend", "world_size"]
+GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace"]
 _MIN_SIZES = 2
 _MIN_SIZES_PER_SEGMENT = 3
 _PIECEWISE_GAIN = 4.0  # two segments fit this many times better: the curve has a knee (protocol switch)
+_PIECEWISE_MIN_RMS = 0.05  # … and the single line misses by more than 5 % RMS: below that it is noise
 
 
 @dataclass
@@ -33,6 +34,9 @@ class AlphaBetaFit:
     impl: str
     backend: str
     world_size: int
+    dtype: str
+    op: str
+    inplace: bool
     n_points: int
     alpha_us: float
     algbw_gbps: float
@@ -57,6 +61,8 @@ def fit_line(sizes_bytes: np.ndarray, times_us: np.ndarray) -> LineFit:
 
 
 def _piecewise_note(sizes: np.ndarray, times: np.ndarray, whole: LineFit) -> str:
+    if np.sqrt(whole.sse / len(sizes)) < _PIECEWISE_MIN_RMS:
+        return ""
     distinct = np.unique(sizes)
     best = None
     for split in distinct[_MIN_SIZES_PER_SEGMENT:len(distinct) - _MIN_SIZES_PER_SEGMENT + 1]:
@@ -65,31 +71,39 @@ def _piecewise_note(sizes: np.ndarray, times: np.ndarray, whole: LineFit) -> str
         if best is None or sse < best[0]:
             best = (sse, split)
     if best and best[0] * _PIECEWISE_GAIN < whole.sse:
-        return (f"piecewise: two lines split at {int(best[1])} B fit {whole.sse / max(best[0], 1e-300):.0f}x "
-                "better (protocol or algorithm switch); fit the ranges separately")
+        gain = whole.sse / best[0] if best[0] > 0 else float("inf")
+        gain_text = f"{gain:.0f}x" if gain < 1000 else "over 1000x"
+        return (f"piecewise: two lines split at {int(best[1])} B fit {gain_text} better (protocol or algorithm "
+                "switch); fit the ranges separately")
     return ""
 
 
 def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
     first = rows.iloc[0]
     sizes, times = rows["size_bytes"].to_numpy(float), rows["time_us_p50"].to_numpy(float)
+    if len(sizes) < 2:
+        raise ValueError("a fit needs two points")
     line = fit_line(sizes, times)
     algbw_gbps = 1e-3 / line.us_per_byte if line.us_per_byte > 0 else float("inf")
-    factor = COLLECTIVES[first["collective"]].busbw_factor(int(first["world_size"]))
+    collective = COLLECTIVES.get(first["collective"])
+    factor = collective.busbw_factor(int(first["world_size"])) if collective else float("nan")
     note = _piecewise_note(sizes, times, line)
     if line.alpha_us < 0:
         note = "; ".join(filter(None, [note, "negative α: latency is below what this size range resolves"]))
     predicted = line.alpha_us + line.us_per_byte * sizes
     residuals = [{"size_bytes": int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
                   "residual_pct": float((fit - time) / time * 100)} for size, time, fit in zip(sizes, times, predicted)]
-    return AlphaBetaFit(first["collective"], first["impl"], first["backend"], int(first["world_size"]), len(rows),
-                        line.alpha_us, algbw_gbps, algbw_gbps * factor, line.r2, note, residuals)
+    return AlphaBetaFit(first["collective"], first["impl"], first["backend"], int(first["world_size"]),
+                        str(first["dtype"]), str(first["op"]), bool(first["inplace"]), len(rows), line.alpha_us,
+                        algbw_gbps, algbw_gbps * factor, line.r2, note, residuals)
 
 
 def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
     """One fit per (collective, impl, backend, world size) that has at least two message sizes."""
     fits = []
-    for _, rows in results[results["bench"] == "collective"].groupby(GROUP_KEYS, sort=False):
+    usable = results[(results["bench"] == "collective") & np.isfinite(results["time_us_p50"].astype(float))
+                     & (results["time_us_p50"].astype(float) > 0)]
+    for _, rows in usable.groupby(GROUP_KEYS, sort=False):
         if rows["size_bytes"].nunique() >= _MIN_SIZES:
             fits.append(fit_group(rows))
     if not fits:

@@ -16,7 +16,7 @@ PHASES = {"DDP": 2, "ZeRO-1": 2, "ZeRO-2": 2, "ZeRO-3/FSDP": 3}
 class StepTraffic:
     strategy: str
     bytes_sent_per_rank: float
-    ratio_to_ddp: float
+    ratio_to_ddp: float | None  # None at one rank, where nothing is sent
     time_s: float | None  # α–β estimate, when α and bandwidth are known
 
 
@@ -36,5 +36,6 @@ def traffic(*, params: float, ranks: int, dtype_bytes: float, alpha_us: float | 
         time_s = None
         if alpha_us is not None and busbw_gbps is not None:
             time_s = ring_time_s(phases, ranks=ranks, payload_bytes=payload, alpha_us=alpha_us, busbw_gbps=busbw_gbps)
-        rows.append(StepTraffic(strategy, phases * per_phase, phases / PHASES["DDP"], time_s))
+        ratio = phases / PHASES["DDP"] if per_phase > 0 else None
+        rows.append(StepTraffic(strategy, phases * per_phase, ratio, time_s))
     return rows

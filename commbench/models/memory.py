@@ -87,6 +87,6 @@ def min_ranks_to_fit(strategy: str, *, params: float, state: StateBytes, capacit
 
 
 def table(*, params: float, ranks: int, state: StateBytes, shard_group: int | None = None) -> list[StatePerRank]:
-    strategies = list(STRATEGIES) + ([HSDP] if shard_group else [])
+    strategies = list(STRATEGIES) + ([HSDP] if shard_group is not None else [])
     return [state_per_rank(strategy, params=params, ranks=ranks, state=state, shard_group=shard_group)
             for strategy in strategies]

@@ -1,5 +1,6 @@
 """Counts and memory sizes as people write them: 7B parameters, 1.5e9, 125M; 80GB (1e9) or 80GiB (2^30)."""
 
+import math
 import re
 
 from commbench.errors import CommbenchError
@@ -16,8 +17,8 @@ def parse_count(text: str, *, option: str) -> float:
     if not match:
         raise CommbenchError(f"bad {option} {text!r}: write a count like 7B, 125M, 1.5e9 or 671B")
     value = float(match.group(1)) * _COUNT_SCALE[match.group(2).upper()]
-    if value <= 0:
-        raise CommbenchError(f"{option} {text!r} must be above 0")
+    if not math.isfinite(value) or value <= 0:
+        raise CommbenchError(f"{option} {text!r} must be a finite number above 0")
     return value
 
 
@@ -29,6 +30,6 @@ def parse_memory(text: str, *, option: str) -> float:
                              "80GiB (2^30 B)")
     unit = next(name for name in UNITS if name.lower() == match.group(2).lower())
     value = float(match.group(1)) * UNITS[unit]
-    if value <= 0:
-        raise CommbenchError(f"{option} {text!r} must be above 0")
+    if not math.isfinite(value) or value <= 0:
+        raise CommbenchError(f"{option} {text!r} must be a finite number above 0")
     return value

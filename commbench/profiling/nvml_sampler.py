@@ -46,18 +46,20 @@ def _call(function, *args):
 class GpuSampler:
     """Samples GPU `index` every `interval_s` seconds from start() to stop(); NVML calls release the GIL."""
 
-    def __init__(self, index: int, interval_s: float):
+    def __init__(self, index: int, interval_s: float, *, uuid: str | None = None):
         import pynvml
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        # NVML numbers GPUs physically, torch after CUDA_VISIBLE_DEVICES: the UUID names the same GPU in both
+        self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index)
         self._interval_s = interval_s
         self._samples: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         fields = ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX")
-        self._nvlink_fields = [getattr(pynvml, name) for name in fields if hasattr(pynvml, name)]
+        # scope UINT_MAX sums all links; a bare field id would read link 0 only
+        self._nvlink_fields = [(getattr(pynvml, name), 0xFFFFFFFF) for name in fields if hasattr(pynvml, name)]
 
     def sample(self) -> GpuSample:
         nvml, handle = self._nvml, self._handle

@@ -69,8 +69,8 @@ def _classify_gpu(trace, gpu_side, cpu_side, steps) -> Classified:
 
 
 def _classify_cpu(trace, steps) -> Classified:
-    comm = (trace.cat == "user_annotation") & np.array([name.startswith("gloo:") for name in trace.name])
-    aten = (trace.cat == "cpu_op") & np.array([name.startswith("aten::") for name in trace.name])
+    comm = (trace.cat == "user_annotation") & np.array([name.startswith("gloo:") for name in trace.name], dtype=bool)
+    aten = (trace.cat == "cpu_op") & np.array([name.startswith("aten::") for name in trace.name], dtype=bool)
     step_threads = [trace.tid[i] for i in range(len(trace)) if PROFILER_STEP.match(trace.name[i])]
     threads = Counter(step_threads) or Counter(trace.tid[aten])
     main_thread = threads.most_common(1)[0][0] if threads else None
@@ -94,7 +94,7 @@ def window_metrics(trace: TraceEvents, classified: Classified, selected: np.ndar
         "overlap_us": overlap_us,
         "overlap_pct": round(100 * overlap_us / comm_us, 2) if comm_us > 0 else None,
         "exposed_comm_us": comm_us - overlap_us,
-        "idle_us": span_us - busy_us,
+        "idle_us": max(0.0, span_us - busy_us),
     }
 
 
@@ -109,16 +109,18 @@ def analyze(trace: TraceEvents) -> dict:
               "device": classified.device}
     if steps:
         last_start, last_end = max(start for _, start, _ in steps), max(end for _, _, end in steps)
-        result.update(window_metrics(trace, classified, placed & (owner <= last_end)))
+        whole = placed & (owner <= last_end)
+        result.update(window_metrics(trace, classified, whole))
         result["complete_steps"] = window_metrics(trace, classified, placed & (owner < last_start))
         result["steps"] = [{"step": number, **window_metrics(trace, classified,
                                                               placed & (owner >= start) & (owner <= end))}
                            for number, start, end in steps]
     else:
-        result.update(window_metrics(trace, classified, placed))
+        whole = placed
+        result.update(window_metrics(trace, classified, whole))
         result["complete_steps"] = None
         result["steps"] = []
-    result["collectives"] = collective_kinds(trace, classified, placed)
+    result["collectives"] = collective_kinds(trace, classified, whole)
     return result
 
 
@@ -143,7 +145,7 @@ def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.nd
     for i in np.flatnonzero(classified.comm & selected):
         entry = kinds[_kind(trace.name[i], classified.device)]
         entry["count"] += 1
-        entry["total_us"] += float(trace.end[i] - trace.ts[i])
+        entry["total_us"] += max(0.0, float(trace.end[i] - trace.ts[i]))  # sub-µs events can round to < 0
         message = _message_bytes(trace.args[i])
         if message is not None:
             entry["bytes"] = (entry["bytes"] or 0) + message

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def load_trace(path: str | Path) -> TraceEvents:
             document = json.load(file)
     except FileNotFoundError:
         raise CommbenchError(f"{path} does not exist; pass a Kineto trace (.json or .json.gz)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, zlib.error) as error:
         raise CommbenchError(f"{path} is not a JSON trace ({type(error).__name__}); pass a torch.profiler "
                              "Chrome/Kineto trace (.json or .json.gz)") from None
     events = document.get("traceEvents") if isinstance(document, dict) else None
@@ -66,7 +67,7 @@ def load_trace(path: str | Path) -> TraceEvents:
         if not isinstance(event, dict):
             continue
         cat, duration = event.get("cat"), event.get("dur")
-        if duration is None or cat is None or cat == "Trace":
+        if duration is None or cat is None or cat == "Trace" or event.get("ts") is None:
             continue
         args = event.get("args")
         columns["name"].append(str(event.get("name", "")))
@@ -79,6 +80,9 @@ def load_trace(path: str | Path) -> TraceEvents:
         columns["stream"].append(_int(args.get("stream")) if has_args and "stream" in args else -1)
         columns["correlation"].append(_int(args.get("correlation")) if has_args and "correlation" in args else -1)
         float_times = float_times or isinstance(event["ts"], float)
+    if not columns["ts"]:
+        raise CommbenchError(f"{path} holds no timed events (ts, dur, cat); record a trace with torch.profiler "
+                             "while the job runs")
     ts = np.array(columns["ts"], dtype=np.float64)
     end = ts + np.array(columns["dur"], dtype=np.float64)
     if float_times:
