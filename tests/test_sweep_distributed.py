@@ -135,7 +135,8 @@ def test_two_sweeps_at_once_do_not_collide(tmp_path):
 
 def test_inside_torchrun_it_runs_in_place(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", *FAST, *GLOO_CPU,
+               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", *FAST, *GLOO_CPU, "--profile",
+               "--profile-iters", "2",
                "--out", str(tmp_path / "results"), "--run-id", "inplace"]
     completed = subprocess.run(command, cwd=tmp_path, env=commbench_env(), capture_output=True, text=True,
                                timeout=180)
@@ -145,6 +146,8 @@ def test_inside_torchrun_it_runs_in_place(tmp_path):
     assert not (run_dir / store.LAUNCH_LOG).exists()  # no nested torchrun
     assert store.read_meta(run_dir)["world_size"] == 2
     assert list(store.read_results(run_dir)["impl"]) == ["builtin", "ring"]
+    # rank 1 was not handed the run folder; it learns it from rank 0 and writes its own traces there
+    assert sorted(path.name.split("-")[0] for path in (run_dir / "traces").iterdir()) == ["rank0"] * 2 + ["rank1"] * 2
     assert completed.stdout.count("# Results:") == 1
 
 
