@@ -1,0 +1,45 @@
+"""Model-state bytes held by this rank, counted from its local tensors (what the ZeRO formulas predict)."""
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelStateBytes:
+    param_bytes: int
+    grad_bytes: int
+    optim_bytes: int  # optimizer tensors the size of parameters (Adam m and v, master copies)
+    optim_scalar_bytes: int  # per-tensor scalars such as Adam's step counter: not in the ZeRO formulas
+
+    @property
+    def total_bytes(self) -> int:
+        return self.param_bytes + self.grad_bytes + self.optim_bytes + self.optim_scalar_bytes
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """The part of a (possibly sharded, DTensor) tensor stored on this rank."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
+
+
+def _bytes(tensor: torch.Tensor) -> int:
+    local = _local(tensor)
+    return local.numel() * local.element_size()
+
+
+def count(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> ModelStateBytes:
+    parameters = list(model.parameters())
+    param_bytes = sum(_bytes(p) for p in parameters)
+    grad_bytes = sum(_bytes(p.grad) for p in parameters if p.grad is not None)
+    optim_bytes = optim_scalar_bytes = 0
+    if optimizer is not None:
+        # ZeroRedundancyOptimizer keeps this rank's shard of the state in its local optimizer
+        local_optimizer = getattr(optimizer, "optim", optimizer)
+        for state in local_optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    if _local(value).dim() == 0:
+                        optim_scalar_bytes += _bytes(value)
+                    else:
+                        optim_bytes += _bytes(value)
+    return ModelStateBytes(param_bytes, grad_bytes, optim_bytes, optim_scalar_bytes)
