@@ -1,7 +1,6 @@
 """The rank's view of the job: process-group setup and the few cross-rank reductions the harness needs."""
 
 import os
-import socket
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -66,7 +65,3 @@ def init_rank(*, backend: str, device_type: str, timeout_s: float) -> RankContex
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
-
-
-def host_name() -> str:
-    return socket.gethostname()

@@ -5,7 +5,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from commbench.backends import DTYPES, REDUCE_OPS, nccl_version, unsupported_reason
-from commbench.collectives import COLLECTIVES, IMPLEMENTATIONS, get_collective
+from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
 from commbench.sizes import format_bytes
@@ -186,7 +186,3 @@ def _layouts(collective, sizes, elt_bytes: int, world: int, dtype: str) -> list[
                                  "or more")
         layouts.setdefault(layout.size_bytes, layout)  # sizes that round to the same message are measured once
     return list(layouts.values())
-
-
-def known_collectives() -> list[str]:
-    return list(COLLECTIVES)

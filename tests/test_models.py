@@ -168,3 +168,11 @@ def test_fit_ignores_unusable_times():
 
     fit = fit_results(_rows({1024: 0.0, 2048: float("nan"), 4096: 24.0, 8192: 28.0, 16384: 36.0}))[0]
     assert fit.n_points == 3
+
+
+def test_fit_says_when_it_resolves_nothing():
+    from commbench.models.alpha_beta import fit_results
+
+    fit = fit_results(_rows({1024: 900.0, 1048576: 800.0}))[0]
+    assert np.isnan(fit.algbw_gbps)
+    assert "bandwidth unresolved" in fit.note and "two sizes only" in fit.note

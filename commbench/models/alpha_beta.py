@@ -84,12 +84,18 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
     if len(sizes) < 2:
         raise ValueError("a fit needs two points")
     line = fit_line(sizes, times)
-    algbw_gbps = 1e-3 / line.us_per_byte if line.us_per_byte > 0 else float("inf")
+    algbw_gbps = 1e-3 / line.us_per_byte if line.us_per_byte > 0 else float("nan")
     collective = COLLECTIVES.get(first["collective"])
     factor = collective.busbw_factor(int(first["world_size"])) if collective else float("nan")
     note = _piecewise_note(sizes, times, line)
+    problems = [note]
     if line.alpha_us < 0:
-        note = "; ".join(filter(None, [note, "negative α: latency is below what this size range resolves"]))
+        problems.append("negative α: latency is below what this size range resolves")
+    if line.us_per_byte <= 0:
+        problems.append("time does not grow with size here: bandwidth unresolved (noise, or sizes too small)")
+    if len(np.unique(sizes)) == 2:
+        problems.append("two sizes only: the line passes through both, R² = 1 says nothing")
+    note = "; ".join(filter(None, problems))
     predicted = line.alpha_us + line.us_per_byte * sizes
     residuals = [{"size_bytes": int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
                   "residual_pct": float((fit - time) / time * 100)} for size, time, fit in zip(sizes, times, predicted)]

@@ -35,10 +35,3 @@ def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, n
     times, running = times[order], np.cumsum(deltas[order])
     both_open = running[:-1] == 3
     return float(np.sum((times[1:] - times[:-1])[both_open]))
-
-
-def clip(starts: np.ndarray, ends: np.ndarray, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
-    """The parts of the intervals inside [low, high]."""
-    clipped_starts, clipped_ends = np.maximum(starts, low), np.minimum(ends, high)
-    keep = clipped_ends > clipped_starts
-    return clipped_starts[keep], clipped_ends[keep]
