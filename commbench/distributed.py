@@ -62,6 +62,11 @@ def init_rank(*, backend: str, device_type: str, timeout_s: float) -> RankContex
     return RankContext(rank=rank, world=world, local_rank=local_rank, backend=backend, device=device)
 
 
-def shutdown() -> None:
+def shutdown(*, clean: bool = True) -> None:
+    """Leave the process group. After a clean run, wait for every rank first: a rank that tears gloo down while a
+    peer still talks to it makes that peer abort ("terminate called without an active exception", seen at the end
+    of training sweeps). After a failure, do not wait: a peer may be dead."""
     if dist.is_initialized():
+        if clean:
+            dist.barrier()
         dist.destroy_process_group()

@@ -1,9 +1,12 @@
 """Test-only fault injection, so tests can prove that wrong results, dead ranks and hung ranks are caught.
 
-COMMBENCH_FAULT="KIND:RANK:POINT" makes rank RANK misbehave at point index POINT. KIND is
-  wrong  add 1 to one output element before the check (the check must report it),
+COMMBENCH_FAULT="KIND:RANK:POINT" makes rank RANK misbehave at point index POINT (a training sweep: configuration
+index). KIND is
+  wrong  add 1 to one output element before the check (the check must report it; training: one parameter),
   kill   SIGKILL itself before the point (the sweep must end as failed, keeping earlier rows),
-  hang   sleep forever before the point (the sweep must end within --timeout).
+  hang   sleep forever before the point (the sweep must end within --timeout),
+  leak   training only: keep the configuration's model and optimizer alive after it (the next configuration's
+         mem_carryover_bytes must show it).
 """
 
 import os
@@ -14,7 +17,8 @@ from dataclasses import dataclass
 import torch
 
 ENV_VAR = "COMMBENCH_FAULT"
-_KINDS = ("wrong", "kill", "hang")
+_KINDS = ("wrong", "kill", "hang", "leak")
+_LEAKED: list = []  # what a "leak" fault keeps alive
 
 
 @dataclass(frozen=True)
@@ -50,3 +54,8 @@ def before_point(fault: Fault | None, *, rank: int, point: int) -> None:
 def corrupt_output(fault: Fault | None, output: torch.Tensor, *, rank: int, point: int) -> None:
     if fault is not None and fault.applies("wrong", rank, point):
         output.view(-1)[0] += 1
+
+
+def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:
+    if fault is not None and fault.applies("leak", rank, point):
+        _LEAKED.append(obj)

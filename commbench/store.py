@@ -31,6 +31,26 @@ RESULT_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "w
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
                   "ring_chunks", "n_wrong", *SUMMARY_COLUMNS]
 SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us"]
+
+# Training sweeps (bench ddp / fsdp / strategy) write the same files with their own columns: one row per
+# configuration; settings that do not apply to a configuration are empty.
+TRAIN_KEY_COLUMNS = ["bench", "config_index", "config"]
+TRAIN_RESULT_COLUMNS = [
+    "schema_version", "run_id", *TRAIN_KEY_COLUMNS, "strategy", "impl", "backend", "device", "world_size",
+    "model_kind", "params", "layers", "hidden", "heads", "seq_len", "micro_batch", "accum_steps", "global_batch",
+    "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "reshard_after_forward",
+    "forward_prefetch", "backward_prefetch", "limit_all_gathers", "wrap", "mixed_precision", "shard_group",
+    "steps", "warmup_steps", "step_time_ms_p50", "step_time_ms_p95", "step_time_ms_min", "step_time_ms_mean",
+    "step_time_ms_ci_lo", "step_time_ms_ci_hi", "samples_per_s", "tokens_per_s", "step_time_ms_nosync_p50",
+    "exposed_comm_ms_nosync", "comm_ms", "exposed_comm_ms", "overlap_pct", "comm_calls", "comm_msg_elems",
+    "comm_msg_elems_predicted", "comm_bytes_per_rank_predicted", "bucket_count", "bucket_sizes_bytes",
+    "ddp_backward_comm_ms", "ddp_comm_overlap_ms", "peak_mem_bytes", "peak_mem_reserved_bytes",
+    "gpu_mem_used_peak_bytes", "mem_carryover_bytes", "memory_budget_bytes", "fits", "model_state_bytes",
+    "model_param_bytes", "model_grad_bytes", "model_optim_bytes", "optim_scalar_bytes",
+    "model_state_bytes_predicted", "model_state_exact_ranks", "model_state_formula", "model_state_bytes_formula",
+    "loss_last", "n_wrong"]
+TRAIN_SAMPLE_COLUMNS = ["schema_version", "run_id", *TRAIN_KEY_COLUMNS, "phase", "step", "step_time_ms"]
+TRAIN_BENCHES = ("ddp", "fsdp", "strategy")
 GPU_SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS]
 
 
@@ -110,7 +130,25 @@ CORE_RESULT_COLUMNS = ["schema_version", *KEY_COLUMNS, "count", "iters", "warmup
                        "n_wrong"]
 
 
-def read_results(run_dir: Path) -> pd.DataFrame:
+def is_training_run(run_dir: Path) -> bool:
+    """Whether results/<run> holds training rows (from `commbench ddp|fsdp|zero`) rather than collective rows."""
+    path = Path(run_dir) / RESULTS_FILE
+    try:
+        with open(path, encoding="utf-8") as file:
+            return "step_time_ms_p50" in file.readline().split(",")
+    except FileNotFoundError:
+        raise _not_found(path) from None
+
+
+def read_results(run_dir: Path, *, expect: str | None = None) -> pd.DataFrame:
+    """Collective or training rows, whichever the run holds (column `bench` tells them apart); expect
+    "collective" or "training" refuses the other kind with a one-line error."""
+    training = is_training_run(run_dir)
+    if expect is not None and training != (expect == "training"):
+        found = "a training sweep (commbench ddp/fsdp/zero)" if training else "a collective sweep (commbench sweep)"
+        raise CommbenchError(f"{run_dir} holds {found}; pass the run folder of a {expect} sweep")
+    if training:
+        return read_rows(Path(run_dir) / RESULTS_FILE, TRAIN_RESULT_COLUMNS)
     frame = read_rows(Path(run_dir) / RESULTS_FILE, CORE_RESULT_COLUMNS)
     for column in RESULT_COLUMNS:
         if column not in frame.columns:

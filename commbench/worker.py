@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-import torch.distributed as dist
 
 from commbench import faults, runinfo, store
 from commbench.backends import DTYPES
@@ -15,14 +14,9 @@ from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
 from commbench.distributed import RankContext, init_rank, shutdown
 from commbench.profiling.capture import TRACES_DIR, capture, trace_file_name
-from commbench.profiling.nvml_sampler import (
-    SUMMARY_COLUMNS,
-    GpuSampler,
-    combine_ranks,
-    nvml_unavailable_reason,
-    sample_rows,
-)
+from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, GpuSampler, combine_ranks, sample_rows
 from commbench.profiling.nvml_sampler import summarize as summarize_gpu
+from commbench.rank_run import gpu_sampler, recorded_end, shared_run_dir
 from commbench.spec import Point, SweepSpec, plan
 from commbench.stats import summarize
 from commbench.timing import measure
@@ -41,70 +35,39 @@ def run_sweep(spec: SweepSpec, *, run_dir: Path | None, run_id: str, collective_
     ctx = init_rank(backend=spec.backend, device_type=spec.device, timeout_s=collective_timeout_s)
     writes = ctx.rank == 0
     fault = faults.from_env()
-    sampler = None
+    sampler, clean = None, False
     try:
-        facts = ctx.gather_objects(runinfo.rank_facts(ctx.device))
-        sampler, sampling = _gpu_sampler(spec, ctx)
-        trace_dir = _trace_dir(spec, ctx, run_dir)
-        if writes:
-            store.update_meta(run_dir, gpu_sampling=sampling, traces_dir=str(trace_dir) if trace_dir else None,
-                              **runinfo.job_meta(backend=spec.backend, world=ctx.world, device=ctx.device,
-                                                 facts=facts))
-            results = store.RowWriter(run_dir / store.RESULTS_FILE, store.RESULT_COLUMNS)
-            samples = store.RowWriter(run_dir / store.SAMPLES_FILE, store.SAMPLE_COLUMNS)
-            gpu_samples = store.RowWriter(run_dir / store.GPU_SAMPLES_FILE, store.GPU_SAMPLE_COLUMNS) if sampler \
-                else None
-        for point in plan(spec, ctx.world):
-            faults.before_point(fault, rank=ctx.rank, point=point.index)
-            row, times_us, gpu_rows = measure_point(spec, point, ctx, run_id=run_id, fault=fault, sampler=sampler,
-                                                    trace_dir=trace_dir)
+        with recorded_end(run_dir, writes=writes):
+            facts = ctx.gather_objects(runinfo.rank_facts(ctx.device))
+            sampler, sampling = gpu_sampler(ctx, spec.gpu_sample_interval_s)
+            trace_dir = shared_run_dir(run_dir) / TRACES_DIR if spec.profile_iters else None
             if writes:
-                stamp = {**_keys(row), "schema_version": store.SCHEMA_VERSION, "run_id": run_id}
-                # samples first: a row in results.csv promises its samples are on disk
-                samples.write([{**stamp, "iteration": iteration, "time_us": time_us}
-                               for iteration, time_us in enumerate(times_us)])
-                if gpu_samples:
-                    gpu_samples.write([{**stamp, **sample} for sample in gpu_rows])
-                results.write([row])
-                if on_point:
-                    on_point(point, row)
-        if writes:
-            store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
-    except BaseException as error:
-        if writes:
-            message = str(error).strip().splitlines()
-            reason = f"rank 0: {type(error).__name__}: {message[0] if message else ''}"
-            store.update_meta(run_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
-        raise
+                store.update_meta(run_dir, gpu_sampling=sampling, traces_dir=str(trace_dir) if trace_dir else None,
+                                  **runinfo.job_meta(backend=spec.backend, world=ctx.world, device=ctx.device,
+                                                     facts=facts))
+                results = store.RowWriter(run_dir / store.RESULTS_FILE, store.RESULT_COLUMNS)
+                samples = store.RowWriter(run_dir / store.SAMPLES_FILE, store.SAMPLE_COLUMNS)
+                gpu_samples = store.RowWriter(run_dir / store.GPU_SAMPLES_FILE, store.GPU_SAMPLE_COLUMNS) if sampler \
+                    else None
+            for point in plan(spec, ctx.world):
+                faults.before_point(fault, rank=ctx.rank, point=point.index)
+                row, times_us, gpu_rows = measure_point(spec, point, ctx, run_id=run_id, fault=fault, sampler=sampler,
+                                                        trace_dir=trace_dir)
+                if writes:
+                    stamp = {**_keys(row), "schema_version": store.SCHEMA_VERSION, "run_id": run_id}
+                    # samples first: a row in results.csv promises its samples are on disk
+                    samples.write([{**stamp, "iteration": iteration, "time_us": time_us}
+                                   for iteration, time_us in enumerate(times_us)])
+                    if gpu_samples:
+                        gpu_samples.write([{**stamp, **sample} for sample in gpu_rows])
+                    results.write([row])
+                    if on_point:
+                        on_point(point, row)
+        clean = True
     finally:
         if sampler:
             sampler.close()
-        shutdown()
-
-
-def _gpu_sampler(spec: SweepSpec, ctx: RankContext) -> tuple[GpuSampler | None, str]:
-    """This rank's NVML sampler, and what meta.json says about GPU sampling."""
-    if ctx.device.type != "cuda":
-        return None, "not sampled: the sweep runs on CPU tensors"
-    reason = nvml_unavailable_reason()
-    if reason:
-        return None, f"not sampled: {reason}"
-    uuid = getattr(torch.cuda.get_device_properties(ctx.device), "uuid", None)
-    uuid_text = None if uuid is None else (str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}")
-    try:
-        sampler = GpuSampler(ctx.device.index, spec.gpu_sample_interval_s, uuid=uuid_text)
-    except Exception as error:  # e.g. the UUID is unknown to NVML: sampling another GPU would be wrong
-        return None, f"not sampled: NVML could not open this rank's GPU ({type(error).__name__})"
-    return sampler, f"NVML every {spec.gpu_sample_interval_s:g} s"
-
-
-def _trace_dir(spec: SweepSpec, ctx: RankContext, run_dir: Path | None) -> Path | None:
-    """results/<run>/traces when profiling; ranks that were not handed the run folder learn it from rank 0."""
-    if not spec.profile_iters:
-        return None
-    shared = [str(run_dir) if run_dir else None]
-    dist.broadcast_object_list(shared, src=0)
-    return Path(shared[0]) / TRACES_DIR
+        shutdown(clean=clean)
 
 
 def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: str,

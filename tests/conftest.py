@@ -1,5 +1,6 @@
 """Shared helpers: run the real `commbench` CLI in a subprocess (real torchrun, real gloo ranks)."""
 
+import functools
 import json
 import os
 import subprocess
@@ -38,17 +39,25 @@ def commbench_env(**extra: str) -> dict:
 
 
 @pytest.fixture
-def run_sweep(tmp_path):
-    """Run `python -m commbench sweep ARGS` in tmp_path and return its outcome and run folder."""
+def run_commbench(tmp_path):
+    """Run `python -m commbench COMMAND ARGS` (a command that launches ranks) in tmp_path and return its outcome
+    and run folder."""
     counter = iter(range(1000))
 
-    def run(*args: str, env: dict | None = None, timeout: float = 240, run_id: str | None = None) -> SweepRun:
+    def run(subcommand: str, *args: str, env: dict | None = None, timeout: float = 240,
+            run_id: str | None = None) -> SweepRun:
         run_id = run_id or f"run{next(counter)}"
         # gloo on CPU on every machine, so a GPU host runs the same tests
-        command = [sys.executable, "-m", "commbench", "sweep", "--backend", "gloo", "--device", "cpu",
+        command = [sys.executable, "-m", "commbench", subcommand, "--backend", "gloo", "--device", "cpu",
                    "--out", str(tmp_path / "results"), "--run-id", run_id, *args]
         completed = subprocess.run(command, cwd=tmp_path, env=env or commbench_env(), capture_output=True,
                                    text=True, timeout=timeout)
         return SweepRun(completed, tmp_path / "results" / run_id)
 
     return run
+
+
+@pytest.fixture
+def run_sweep(run_commbench):
+    """Run `python -m commbench sweep ARGS`."""
+    return functools.partial(run_commbench, "sweep")

@@ -41,12 +41,16 @@ def _register() -> None:
     from commbench.cli.model import model
     from commbench.cli.sweep import sweep
     from commbench.cli.trace import trace
+    from commbench.cli.train import ddp, fsdp, zero
 
     main.add_command(sweep)
     main.add_command(env)
     main.add_command(trace)
     main.add_command(model)
     main.add_command(fit)
+    main.add_command(ddp)
+    main.add_command(fsdp)
+    main.add_command(zero)
 
 
 _register()

@@ -18,7 +18,7 @@ RESIDUAL_COLUMNS = ["schema_version", *KEY, "size_bytes", "time_us_measured", "t
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def fit(run_dir: Path) -> None:
     """Fit t = α + S/bandwidth per (collective, impl, backend, world size), weighted by relative error."""
-    fits = fit_results(store.read_results(run_dir))
+    fits = fit_results(store.read_results(run_dir, expect="collective"))
     with open(run_dir / FIT_FILE, "w", newline="") as fit_file, \
             open(run_dir / RESIDUALS_FILE, "w", newline="") as residual_file:
         fit_writer, residual_writer = csv.writer(fit_file), csv.writer(residual_file)

@@ -133,8 +133,9 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
 
 
 def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
-    fits = [fit for fit in fit_results(store.read_results(run_dir)) if fit.collective == "all_reduce"
-            and fit.impl == "builtin" and fit.world_size > 1]
+    results = store.read_results(run_dir, expect="collective")
+    fits = [fit for fit in fit_results(results) if fit.collective == "all_reduce" and fit.impl == "builtin"
+            and fit.world_size > 1]
     if not fits:
         raise CommbenchError(f"{run_dir} has no builtin all_reduce measured at 2+ ranks and 2+ sizes to fit α–β "
                              "from; run commbench sweep -c all_reduce first")

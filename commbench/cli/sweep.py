@@ -1,6 +1,5 @@
 """`commbench sweep`: measure collectives over message sizes, verify every point, store and print the results."""
 
-import sys
 from pathlib import Path
 
 import click
@@ -8,14 +7,13 @@ import click
 from commbench import launch
 from commbench.backends import resolve_target
 from commbench.cli.options import split_commas, target_options
-from commbench.session import in_place_sweep, launched_sweep
+from commbench.cli.run_job import run_job
+from commbench.session import Job
 from commbench.sizes import parse_size_spec
-from commbench.spec import SweepSpec, placement_notes, validate
-from commbench.store import STATUS_COMPLETE
+from commbench.spec import SweepSpec, placement_notes, plan, validate
 from commbench.table import format_tables
+from commbench.worker import run_sweep
 
-EXIT_WRONG_RESULTS = 1
-EXIT_RUN_FAILED = 3
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 
 
@@ -79,21 +77,6 @@ def sweep(collectives, sizes, dtypes, ops, impls, ring_chunks, backend, device, 
         max_time_s=max_time, check=check, timeout_s=timeout, profile_iters=profile_iters if profile else 0,
         gpu_sample_interval_s=gpu_sample_interval)
     validate(spec)
-    run = in_place_sweep if world_in_job is not None else launched_sweep
-    outcome = run(spec, out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]], quiet=quiet)
-    if outcome.run_dir is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
-        sys.exit(0 if outcome.status == STATUS_COMPLETE else EXIT_RUN_FAILED)
-
-    if not quiet:
-        for note in placement_notes(spec):
-            click.echo(f"# note: {note}")
-        if outcome.results is not None and not outcome.results.empty:
-            click.echo(format_tables(outcome.results))
-    click.echo(f"# Results: {outcome.run_dir}")
-    if outcome.status != STATUS_COMPLETE:
-        click.echo(f"commbench: sweep failed: {outcome.reason}", err=True)
-        sys.exit(EXIT_RUN_FAILED)
-    if outcome.n_wrong:
-        click.echo(f"commbench: {outcome.n_wrong} wrong element(s) in the check (see #wrong); results are not valid",
-                   err=True)
-        sys.exit(EXIT_WRONG_RESULTS)
+    job = Job(spec=spec, points=plan(spec, spec.nproc), worker_module="commbench.worker", run_ranks=run_sweep)
+    run_job(job, in_job=world_in_job is not None, out=out, run_id=run_id, quiet=quiet, render=format_tables,
+            wrong_message="{n} wrong element(s) in the check (see #wrong)", notes=placement_notes(spec))

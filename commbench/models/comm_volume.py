@@ -6,6 +6,7 @@ reduce-scatter gradients and all-gather parameters (the same bytes); ZeRO-3/FSDP
 and again in backward and reduce-scatters gradients: 3 phases, 1.5× DDP.
 """
 
+import math
 from dataclasses import dataclass
 
 # ring phases (one reduce-scatter or all-gather of the whole model) per step
@@ -39,3 +40,59 @@ def traffic(*, params: float, ranks: int, dtype_bytes: float, alpha_us: float | 
         ratio = phases / PHASES["DDP"] if per_phase > 0 else None
         rows.append(StepTraffic(strategy, phases * per_phase, ratio, time_s))
     return rows
+
+
+@dataclass(frozen=True)
+class TrainingTraffic:
+    """Communication of one optimizer step of a training configuration."""
+
+    msg_elements: int
+    """Σ over collectives of the message size in elements (the larger of input and output, nccl-tests' size)."""
+    bytes_sent_per_rank: float
+    """What ring algorithms send per rank for those messages (all-reduce 2(n−1)/n, the others (n−1)/n)."""
+
+
+def _unit_message(unit: list[tuple[int, ...]], *, impl: str, shards: int) -> int:
+    """Elements of one FSDP unit's all-gather output (= its reduce-scatter input), padding included: FSDP2 pads
+    each parameter's dim-0 chunk, FSDP1 the unit's flat parameter."""
+    if impl == "fsdp1":
+        return shards * math.ceil(sum(math.prod(shape) for shape in unit) / shards)
+    return shards * sum(math.ceil(shape[0] / shards) * math.prod(shape[1:]) if shape else 1 for shape in unit)
+
+
+def training_traffic(*, strategy: str, impl: str, units: list[list[tuple[int, ...]]], world: int, accum_steps: int,
+                     shard_group: int | None = None, gather_bytes: int = 4, reduce_bytes: int = 4) -> TrainingTraffic:
+    """Per optimizer step of `accum_steps` micro-batches whose gradient sync is skipped on all but the last:
+      ddp    one all-reduce of the gradients;
+      zero1  torch's ZeroRedundancyOptimizer: that all-reduce, then each parameter broadcast from its owner (the
+             paper's ZeRO-1 reduce-scatters and all-gathers instead: 2 phases, not 3);
+      zero2  an all-gather per micro-batch (forward) and one reduce-scatter; FSDP1 (SHARD_GRAD_OP) keeps the
+             parameters gathered across no_sync micro-batches, so it gathers once per optimizer step;
+      zero3  two all-gathers per micro-batch (forward and backward) and one reduce-scatter; FSDP1 never reshards
+             the root unit after forward, so the root is gathered once (FSDP2 gathers it twice);
+      hsdp   zero3 inside each shard group, plus an all-reduce of each gradient shard across the replicas.
+    `units` lists the FSDP units' parameter shapes with the root's own unit last.
+    """
+    everything = sum(math.prod(shape) for unit in units for shape in unit)
+    ring = lambda n: (n - 1) / n if n > 1 else 0.0  # noqa: E731  (the (n−1)/n of one ring phase)
+    if impl in ("ddp", "zero1"):
+        elements, sent = everything, 2 * ring(world) * everything * reduce_bytes
+        if impl == "zero1":
+            elements, sent = elements + everything, sent + ring(world) * everything * gather_bytes
+        return TrainingTraffic(elements, sent)
+    shards = shard_group or world
+    messages = [_unit_message(unit, impl=impl, shards=shards) if unit else 0 for unit in units]
+    unit_elements = sum(messages)
+    gathered = 0  # elements all-gathered per micro-batch
+    for index, message in enumerate(messages):
+        root = index == len(messages) - 1
+        gathered += message * (1 if strategy == "zero2" or (impl == "fsdp1" and root) else 2)
+    gathered *= 1 if (impl, strategy) == ("fsdp1", "zero2") else accum_steps
+    elements = gathered + unit_elements
+    sent = ring(shards) * (gathered * gather_bytes + unit_elements * reduce_bytes)
+    replicas = world // shards
+    if replicas > 1:
+        shard_elements = unit_elements // shards
+        elements += shard_elements
+        sent += 2 * ring(replicas) * shard_elements * reduce_bytes
+    return TrainingTraffic(elements, sent)

@@ -16,14 +16,16 @@ def trace_file_name(*, rank: int, collective: str, impl: str, dtype: str, op: st
 
 
 def capture(run: Callable[[], object], *, barrier: Callable[[], None], iterations: int, device: torch.device,
-            path: Path) -> Path:
+            path: Path, record_shapes: bool = False) -> Path:
     """Profile `iterations` ProfilerSteps of run() (one more, untraced, warms the profiler up) into a gzipped
     Chrome/Kineto trace that Perfetto opens. Not timed: the point's numbers come from the timed loop. One barrier
-    lines the ranks up before the profiler starts; inside, only the collective runs, so the trace shows it alone."""
+    lines the ranks up before the profiler starts; inside, only run() runs, so the trace shows it alone.
+    record_shapes keeps operator input shapes (what profiling/comm_calls.py reads message sizes from)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     path.parent.mkdir(parents=True, exist_ok=True)
     barrier()
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=iterations),
+                 record_shapes=record_shapes,
                  on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as profiler:
         for _ in range(iterations + 1):
             run()

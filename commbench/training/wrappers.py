@@ -37,15 +37,16 @@ def apply_zero1(model: nn.Module, *, device: torch.device, lr: float, bucket_cap
 
 
 def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int = True, forward_prefetch: int = 0,
-                backward_prefetch: int | None = None, bf16: bool = False) -> nn.Module:
-    """FSDP2 `fully_shard` on each block, then on the root. reshard_after_forward False keeps parameters gathered
-    from forward to backward (ZeRO-2); a 2-D mesh (replicate, shard) makes it HSDP. forward_prefetch /
-    backward_prefetch name how many blocks ahead to gather explicitly (backward None = FSDP2's own default)."""
+                backward_prefetch: int | None = None, bf16: bool = False, per_block: bool = True) -> nn.Module:
+    """FSDP2 `fully_shard` on each block (unless per_block is False: one unit), then on the root.
+    reshard_after_forward False keeps parameters gathered from forward to backward (ZeRO-2); a 2-D mesh
+    (replicate, shard) makes it HSDP. forward_prefetch / backward_prefetch name how many blocks ahead to gather
+    explicitly (backward None = FSDP2's own default)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 \
         else MixedPrecisionPolicy()
-    blocks = list(model.blocks)
+    blocks = list(model.blocks) if per_block else []
     for block in blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=policy)
@@ -59,12 +60,13 @@ def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int = T
 
 def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: str = "FULL_SHARD",
                 backward_prefetch: str | None = "BACKWARD_PRE", forward_prefetch: bool = False,
-                limit_all_gathers: bool = True, per_block: bool = True, device_mesh=None) -> nn.Module:
+                limit_all_gathers: bool = True, per_block: bool = True, device_mesh=None, bf16: bool = False
+                ) -> nn.Module:
     """FSDP1. HYBRID_SHARD needs an explicit 2-D device_mesh: without one it silently stops syncing replicas
     (measured on torch 2.13 CPU/gloo), so it is refused here."""
     import functools
 
-    from torch.distributed.fsdp import BackwardPrefetch, ShardingStrategy
+    from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
@@ -76,7 +78,9 @@ def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: st
         raise CommbenchError("FSDP1 HYBRID_SHARD needs a 2-D device mesh (replicate × shard); without one its "
                              "replicas silently stop syncing. Give --shard-group N")
     wrap = functools.partial(ModuleWrapPolicy, {Block})() if per_block else None
+    precision = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
     return FSDP(model, sharding_strategy=strategy, auto_wrap_policy=wrap, device_mesh=device_mesh,
                 backward_prefetch=BackwardPrefetch[backward_prefetch] if backward_prefetch else None,
                 forward_prefetch=forward_prefetch, limit_all_gathers=limit_all_gathers,
+                mixed_precision=precision,
                 device_id=device if device.type == "cuda" else torch.device("cpu"))

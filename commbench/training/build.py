@@ -1,0 +1,77 @@
+"""Turn one configuration into a model and optimizer on this rank, plus what the measurements need to know of it."""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from commbench.training.spec import TrainConfig, TrainSpec
+from commbench.training.synthetic import build_model
+from commbench.training.wrappers import apply_ddp, apply_fsdp1, apply_fsdp2, apply_zero1
+
+_FSDP1_BACKWARD = {"pre": "BACKWARD_PRE", "post": "BACKWARD_POST", "none": None}
+
+
+@dataclass
+class Built:
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    ddp: nn.Module | None  # the DistributedDataParallel module, whose logging data we read
+    units: list[list[tuple[int, ...]]]  # parameter shapes per FSDP unit (blocks, then the root's own)
+    replica_of: int  # ranks with the same value hold identical state (DDP: all; FSDP: a shard's replicas)
+
+
+def parameter_units(model: nn.Module, *, per_block: bool) -> list[list[tuple[int, ...]]]:
+    """Parameter shapes grouped as FSDP wraps them, in parameter order."""
+    if not per_block:
+        return [[tuple(p.shape) for p in model.parameters()]]
+    in_blocks = {id(p) for p in model.blocks.parameters()}
+    units = [[tuple(p.shape) for p in block.parameters()] for block in model.blocks]
+    return units + [[tuple(p.shape) for p in model.parameters() if id(p) not in in_blocks]]
+
+
+def _mesh(config: TrainConfig, device: torch.device, world: int):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if config.shard_group:
+        return init_device_mesh(device.type, (world // config.shard_group, config.shard_group),
+                                mesh_dim_names=("replicate", "shard"))
+    return init_device_mesh(device.type, (world,))
+
+
+def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device: torch.device) -> Built:
+    model = build_model(spec.shape, seed=spec.seed, device=device)
+    per_block = config.wrap != "model"
+    units = parameter_units(model, per_block=per_block)
+    optimizer, ddp = None, None
+    if config.impl == "ddp":
+        model = ddp = apply_ddp(model, device=device, bucket_cap_mb=config.bucket_cap_mb,
+                                gradient_as_bucket_view=bool(config.gradient_as_bucket_view),
+                                static_graph=bool(config.static_graph), comm_hook=config.comm_hook or "none")
+    elif config.impl == "zero1":
+        model, optimizer = apply_zero1(model, device=device, lr=spec.lr, bucket_cap_mb=config.bucket_cap_mb)
+        ddp = model
+    elif config.impl == "fsdp2":
+        backward = config.backward_prefetch
+        model = apply_fsdp2(model, mesh=_mesh(config, device, world),
+                            reshard_after_forward=config.reshard_after_forward,
+                            forward_prefetch=config.forward_prefetch or 0,
+                            backward_prefetch=None if backward in (None, "default") else int(backward),
+                            bf16=config.mixed_precision == "bf16", per_block=per_block)
+    elif config.impl == "fsdp1":
+        strategy = ("HYBRID_SHARD" if config.shard_group else "FULL_SHARD") if config.reshard_after_forward \
+            else ("_HYBRID_SHARD_ZERO2" if config.shard_group else "SHARD_GRAD_OP")
+        model = apply_fsdp1(model, device=device, sharding_strategy=strategy,
+                            backward_prefetch=_FSDP1_BACKWARD[config.backward_prefetch or "pre"],
+                            forward_prefetch=bool(config.forward_prefetch),
+                            limit_all_gathers=config.limit_all_gathers is not False, per_block=per_block,
+                            device_mesh=_mesh(config, device, world) if config.shard_group else None,
+                            bf16=config.mixed_precision == "bf16")
+    else:
+        raise ValueError(f"unknown implementation {config.impl!r}")
+    if ddp is not None:
+        ddp._set_ddp_runtime_logging_sample_rate(1)  # log every iteration, not a sample of them
+    optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=spec.lr)
+    shards = config.shard_group or world
+    replica_of = 0 if config.impl in ("ddp", "zero1") else rank % shards
+    return Built(model, optimizer, ddp, units, replica_of)

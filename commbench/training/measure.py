@@ -1,0 +1,228 @@
+"""Measure one training configuration on every rank and (rank 0) turn it into a row.
+
+Order: build, warm-up steps (DDP rebuilds its buckets at step 2), reset the peak-memory counter, timed steps
+(barrier before each; a step lasts as long as its slowest rank), model state and the replica check, a profiled
+trace of a few more steps, and last, for DDP, steps with and without gradient sync in alternation: the median of
+the paired differences is the time the sync adds (pairs cancel the machine's drift). Steps under no_sync let
+replicas drift apart, so nothing that needs them in sync comes after.
+"""
+
+import hashlib
+import itertools
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from commbench import faults, store
+from commbench.models import comm_volume, memory
+from commbench.models.shard_layout import FORMULA_AT_REST, local_state
+from commbench.profiling import overlap
+from commbench.profiling.capture import capture
+from commbench.profiling.comm_calls import comm_calls
+from commbench.profiling.nvml_sampler import GpuSampler, combine_ranks
+from commbench.profiling.nvml_sampler import summarize as summarize_gpu
+from commbench.profiling.trace_file import load_trace
+from commbench.stats import summarize
+from commbench.training import peak_memory
+from commbench.training.build import Built, build
+from commbench.training.model_state import count
+from commbench.training.spec import ConfigPoint, TrainSpec
+from commbench.training.step import train_step
+from commbench.training.synthetic import count_params
+
+FP32_ADAM = memory.PRESETS["fp32-adam"]  # what every configuration holds at rest: fp32 parameters, AdamW
+SETTING_COLUMNS = ["bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "reshard_after_forward",
+                   "forward_prefetch", "backward_prefetch", "limit_all_gathers", "wrap", "mixed_precision",
+                   "shard_group"]
+
+
+def measure_config(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id: str, trace_dir: Path | None,
+                   sampler: GpuSampler | None, baseline_bytes: int | None, budget_bytes: float | None,
+                   fault: faults.Fault | None = None) -> tuple[dict | None, list[dict]]:
+    """Every rank runs this; rank 0 gets (row, per-step samples), the others (None, [])."""
+    config, device = point.config, ctx.device
+    peak_memory.release(device)
+    start_bytes = peak_memory.current(device)
+    built = build(config, spec, rank=ctx.rank, world=ctx.world, device=device)
+    step_numbers = itertools.count()
+
+    def step(sync: bool = True) -> float:
+        return train_step(built.model, built.optimizer, shape=spec.shape, micro_batch=spec.micro_batch,
+                          accum_steps=config.accum_steps, seed=spec.seed, step=next(step_numbers), rank=ctx.rank,
+                          device=device, sync=sync)
+
+    for _ in range(spec.warmup_steps):
+        step()
+    peak_memory.reset(device)
+    if sampler:
+        sampler.start()
+    try:
+        times_ms, losses = _timed_steps(step, ctx, [True] * spec.steps)
+    finally:
+        gpu_samples = sampler.stop() if sampler else []
+    peak = peak_memory.peak(device)
+    with torch.no_grad():  # a test's injected fault: the replica check must catch it
+        faults.corrupt_output(fault, _local(next(built.model.parameters())), rank=ctx.rank, point=point.index)
+    state = count(built.model, built.optimizer)
+    predicted = local_state(impl=config.impl, units=built.units, rank=ctx.rank, world=ctx.world,
+                            shard_group=config.shard_group).bytes(FP32_ADAM)
+    measured_state = state.param_bytes + state.grad_bytes + state.optim_bytes
+    n_wrong = _replica_mismatches(built, ctx) + ctx.sum_over_ranks(sum(not math.isfinite(x) for x in losses))
+    ddp_figures = _ddp_logging(built.ddp)
+    traced = _traced_comm(step, spec, point, ctx, trace_dir) if spec.profile_steps else {}
+    paired_ms = None
+    if config.impl == "ddp":
+        step(sync=False)  # untimed: the first step without sync may take another path
+        paired_ms, _ = _timed_steps(step, ctx, [True, False] * spec.steps)
+    per_rank = ctx.gather_objects({
+        "peak": peak, "carryover": None if start_bytes is None or baseline_bytes is None
+        else start_bytes - baseline_bytes, "state": state, "state_exact": measured_state == predicted,
+        "measured_state": measured_state, "predicted_state": predicted,
+        "gpu": summarize_gpu(gpu_samples) if gpu_samples else {}})
+    faults.keep_alive(fault, built, rank=ctx.rank, point=point.index)
+    units, built = built.units, None  # the next configuration starts from released memory
+    if ctx.rank != 0:
+        return None, []
+    row = _row(spec, point, ctx, run_id=run_id, times_ms=times_ms, paired_ms=paired_ms, losses=losses,
+               per_rank=per_rank, traced=traced, ddp_figures=ddp_figures, n_wrong=n_wrong, budget_bytes=budget_bytes,
+               units=units)
+    samples = [{"phase": "sync", "step": index, "step_time_ms": value} for index, value in enumerate(times_ms)]
+    samples += [{"phase": "paired_sync" if index % 2 == 0 else "paired_nosync", "step": index // 2,
+                 "step_time_ms": value} for index, value in enumerate(paired_ms or [])]
+    return row, samples
+
+
+def _timed_steps(step, ctx, syncs: list[bool]) -> tuple[list[float], list[float]]:
+    """Per-step time (ms, the slowest rank's) and this rank's losses; syncs says which steps sync gradients."""
+    times_s, losses = [], []
+    for sync in syncs:
+        ctx.barrier()
+        start = time.perf_counter()
+        losses.append(step(sync))  # returns a Python float: the device has finished the step's computation
+        if ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)
+        times_s.append(time.perf_counter() - start)
+    return [seconds * 1e3 for seconds in ctx.max_over_ranks(times_s)], losses
+
+
+def _digest(built: Built) -> str:
+    """A hash of the parameters this rank holds (its shards, for sharded strategies)."""
+    digest = hashlib.sha1()
+    for parameter in built.model.parameters():
+        digest.update(_local(parameter).detach().contiguous().view(torch.uint8).cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _local(parameter: torch.Tensor) -> torch.Tensor:
+    return parameter.to_local() if hasattr(parameter, "to_local") else parameter
+
+
+def _replica_mismatches(built: Built, ctx) -> int:
+    """Ranks whose parameters differ from the first rank holding the same state (all ranks for DDP and ZeRO-1,
+    each shard's replicas for HSDP; a fully sharded rank has no replica to compare with)."""
+    held = ctx.gather_objects((built.replica_of, _digest(built)))
+    first: dict[int, str] = {}
+    mismatches = 0
+    for replica_of, digest in held:
+        mismatches += first.setdefault(replica_of, digest) != digest
+    return mismatches
+
+
+def _ddp_logging(ddp) -> dict:
+    """DDP's own figures (its reducer's logging, sampled every step): buckets after the rebuild, comm time."""
+    if ddp is None:
+        return {}
+    data = ddp._get_ddp_logging_data()
+    sizes_text = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
+    sizes = [int(size) for size in str(sizes_text).split(",") if size.strip()]
+    return {"bucket_count": len(sizes), "bucket_sizes_bytes": ";".join(map(str, sizes)),
+            "ddp_backward_comm_ms": data.get("avg_backward_comm_time", 0) / 1e6 or None,
+            "ddp_comm_overlap_ms": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e6 or None}
+
+
+def _traced_comm(step, spec: TrainSpec, point: ConfigPoint, ctx, trace_dir: Path) -> dict:
+    """Communication per optimizer step from this rank's trace of spec.profile_steps steps, averaged over ranks."""
+    path = trace_dir / f"rank{ctx.rank}-{spec.bench}-config{point.index:03d}.json.gz"
+    capture(step, barrier=ctx.barrier, iterations=spec.profile_steps, device=ctx.device, path=path,
+            record_shapes=True)
+    trace = load_trace(path)
+    analysis = overlap.analyze(trace)
+    steps = analysis["steps"] or [analysis]
+    calls = comm_calls(trace, gather_group_size=point.config.shard_group or ctx.world)
+    mine = {"comm_ms": sum(s["comm_us"] for s in steps) / len(steps) / 1e3,
+            "exposed_comm_ms": sum(s["exposed_comm_us"] for s in steps) / len(steps) / 1e3,
+            "comm_calls": len(calls) / len(steps),
+            "comm_msg_elems": None if any(call.elements is None for call in calls)
+            else sum(call.elements for call in calls) / len(steps)}
+    ranks = ctx.gather_objects(mine)
+    mean = {key: None if any(rank[key] is None for rank in ranks) else sum(rank[key] for rank in ranks) / len(ranks)
+            for key in mine}
+    mean["overlap_pct"] = round(100 * (1 - mean["exposed_comm_ms"] / mean["comm_ms"]), 2) if mean["comm_ms"] else None
+    return mean
+
+
+def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_ms, losses, per_rank, traced,
+         ddp_figures, n_wrong, budget_bytes, units) -> dict:
+    config = point.config
+    summary = summarize(times_ms)
+    global_batch = spec.micro_batch * config.accum_steps * ctx.world
+    samples_per_s = global_batch / (summary.p50 / 1e3)
+    nosync = summarize(paired_ms[1::2]) if paired_ms else None
+    sync_cost = summarize([with_sync - without for with_sync, without in zip(paired_ms[::2], paired_ms[1::2])]) \
+        if paired_ms else None
+    params = count_params(spec.shape)
+    traffic = comm_volume.training_traffic(
+        strategy=config.strategy, impl=config.impl, units=units, world=ctx.world,
+        accum_steps=config.accum_steps, shard_group=config.shard_group,
+        gather_bytes=2 if config.mixed_precision == "bf16" else 4,
+        reduce_bytes=2 if config.comm_hook in ("bf16", "fp16") else 4)
+    formula = FORMULA_AT_REST[config.strategy]
+    formula_bytes = memory.state_per_rank(formula, params=params, ranks=ctx.world, state=FP32_ADAM,
+                                          shard_group=config.shard_group).total_bytes
+    peaks = [rank["peak"] for rank in per_rank]
+    worst = max(range(len(per_rank)), key=lambda r: per_rank[r]["measured_state"])
+    carryovers = [rank["carryover"] for rank in per_rank if rank["carryover"] is not None]
+    peak_bytes = _max(p["peak_mem_bytes"] for p in peaks)
+    gpu = combine_ranks([rank["gpu"] for rank in per_rank])
+    state = per_rank[worst]["state"]
+    return {
+        "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": spec.bench, "config": config.label(),
+        "config_index": point.index, "strategy": config.strategy, "impl": config.impl, "backend": ctx.backend,
+        "device": ctx.device.type, "world_size": ctx.world, "model_kind": spec.shape.kind, "params": params,
+        "layers": spec.shape.layers, "hidden": spec.shape.hidden, "heads": spec.shape.heads,
+        "seq_len": spec.shape.seq_len, "micro_batch": spec.micro_batch, "accum_steps": config.accum_steps,
+        "global_batch": global_batch,
+        **{column: getattr(config, column) for column in SETTING_COLUMNS},
+        "steps": summary.n, "warmup_steps": spec.warmup_steps,
+        "step_time_ms_p50": summary.p50, "step_time_ms_p95": summary.p95, "step_time_ms_min": summary.min,
+        "step_time_ms_mean": summary.mean, "step_time_ms_ci_lo": summary.ci_lo, "step_time_ms_ci_hi": summary.ci_hi,
+        "samples_per_s": samples_per_s, "tokens_per_s": samples_per_s * spec.shape.seq_len,
+        "step_time_ms_nosync_p50": nosync.p50 if nosync else None,
+        "exposed_comm_ms_nosync": sync_cost.p50 if sync_cost else None,
+        "comm_ms": traced.get("comm_ms"), "exposed_comm_ms": traced.get("exposed_comm_ms"),
+        "overlap_pct": traced.get("overlap_pct"), "comm_calls": traced.get("comm_calls"),
+        "comm_msg_elems": traced.get("comm_msg_elems"), "comm_msg_elems_predicted": traffic.msg_elements,
+        "comm_bytes_per_rank_predicted": traffic.bytes_sent_per_rank,
+        "bucket_count": ddp_figures.get("bucket_count"), "bucket_sizes_bytes": ddp_figures.get("bucket_sizes_bytes"),
+        "ddp_backward_comm_ms": ddp_figures.get("ddp_backward_comm_ms"),
+        "ddp_comm_overlap_ms": ddp_figures.get("ddp_comm_overlap_ms"),
+        "peak_mem_bytes": peak_bytes, "peak_mem_reserved_bytes": _max(p["peak_mem_reserved_bytes"] for p in peaks),
+        "gpu_mem_used_peak_bytes": gpu.get("gpu_mem_used_peak_bytes"),
+        "mem_carryover_bytes": max(carryovers) if carryovers else None,
+        "memory_budget_bytes": budget_bytes,
+        "fits": None if peak_bytes is None or budget_bytes is None else bool(peak_bytes <= budget_bytes),
+        "model_state_bytes": per_rank[worst]["measured_state"], "model_param_bytes": state.param_bytes,
+        "model_grad_bytes": state.grad_bytes, "model_optim_bytes": state.optim_bytes,
+        "optim_scalar_bytes": state.optim_scalar_bytes,
+        "model_state_bytes_predicted": per_rank[worst]["predicted_state"],
+        "model_state_exact_ranks": sum(rank["state_exact"] for rank in per_rank),
+        "model_state_formula": formula, "model_state_bytes_formula": formula_bytes,
+        "loss_last": losses[-1], "n_wrong": n_wrong,
+    }
+
+
+def _max(values) -> float | None:
+    present = [value for value in values if value is not None]
+    return max(present) if present else None

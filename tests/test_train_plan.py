@@ -1,0 +1,131 @@
+"""Training sweeps before anything launches: axes, validation, one-line errors, and the layout-exact models."""
+
+import subprocess
+import sys
+
+import pytest
+
+from commbench.errors import CommbenchError
+from commbench.models import comm_volume
+from commbench.models.shard_layout import dim0_chunk_elements, flat_padded_elements, greedy_partition, local_state
+from commbench.training import plan
+from commbench.training.spec import TrainConfig, TrainSpec, validate
+from commbench.training.synthetic import ModelShape
+from tests.conftest import commbench_env
+
+
+def _spec(configs, **overrides) -> TrainSpec:
+    fields = dict(bench="ddp", configs=tuple(configs), shape=ModelShape(), micro_batch=2, steps=10, warmup_steps=2,
+                  profile_steps=3, seed=0, lr=1e-4, backend="gloo", device="cpu", nproc=2)
+    fields.update(overrides)
+    return TrainSpec(**fields)
+
+
+def test_ddp_axes_are_a_cross_product():
+    configs = plan.ddp_configs(bucket_cap_mb=(1.0, 25.0), gradient_as_bucket_view=(False, True),
+                               static_graph=(False,), comm_hooks=("none", "bf16"), accum_steps=(1, 4))
+    assert len(configs) == 2 * 2 * 2 * 2
+    assert {config.comm_hook for config in configs} == {"none", "bf16"}
+
+
+def test_fsdp_axes_give_each_implementation_its_own_values():
+    configs = plan.fsdp_configs(impls=("fsdp2", "fsdp1"), reshard_after_forward=(True, False),
+                                forward_prefetch=(0, 2), backward_prefetch=("default", "pre"),
+                                limit_all_gathers=(True,), wraps=("block",), precisions=("fp32",), accum_steps=(1,),
+                                world=2)
+    fsdp2 = [c for c in configs if c.impl == "fsdp2"]
+    fsdp1 = [c for c in configs if c.impl == "fsdp1"]
+    assert {c.backward_prefetch for c in fsdp2} == {"default"} and {c.backward_prefetch for c in fsdp1} == {"pre"}
+    assert {c.forward_prefetch for c in fsdp2} == {0, 2} and {c.forward_prefetch for c in fsdp1} == {0}
+    assert len(fsdp2) == 4 and len(fsdp1) == 2
+    assert {c.strategy for c in configs if c.reshard_after_forward is False} == {"zero2"}
+
+
+def test_spec_survives_json_and_labels_name_the_settings():
+    config = TrainConfig(strategy="hsdp", impl="fsdp2", reshard_after_forward=True, shard_group=2, wrap="block")
+    spec = _spec([config], nproc=4)
+    assert TrainSpec.from_json(spec.to_json()) == spec
+    assert config.label() == "hsdp/fsdp2 accum=1 reshard=true wrap=block shard_group=2"
+
+
+@pytest.mark.parametrize("overrides, config, message", [
+    ({"steps": 3}, {}, "--steps 3 is too few"),
+    ({"warmup_steps": 1}, {}, "rebuilds its buckets"),
+    ({"nproc": 4}, {"strategy": "hsdp", "impl": "fsdp2", "shard_group": 3}, "--shard-group 3 must divide"),
+    ({}, {"strategy": "hsdp", "impl": "fsdp2", "shard_group": 2}, "at least two replicas"),
+    ({}, {"accum_steps": 0}, "--accum-steps 0"),
+])
+def test_validation_names_the_fix(overrides, config, message):
+    fields = {"strategy": "ddp", "impl": "ddp", **config}
+    with pytest.raises(CommbenchError, match=message):
+        validate(_spec([TrainConfig(**fields)], **overrides))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["ddp", "--comm-hook", "int8"], "unknown --comm-hook 'int8'"),
+    (["ddp", "--bucket-cap-mb", "big"], "--bucket-cap-mb takes numbers"),
+    (["ddp", "--bucket-cap-mb", "0"], "must be above 0 MiB"),
+    (["ddp", "--gradient-as-bucket-view", "maybe"], "is not true or false"),
+    (["ddp", "--params", "lots"], "bad --params 'lots'"),
+    (["ddp", "--memory-budget", "80"], "bad --memory-budget '80'"),
+    (["ddp", "--steps", "2"], "--steps 2 is too few"),
+    (["zero", "--strategy", "zero4"], "unknown --strategy 'zero4'"),
+    (["zero", "--strategy", "hsdp"], "at least two replicas"),
+    (["zero", "--nproc", "4", "--strategy", "hsdp", "--shard-group", "3"], "--shard-group 3 must divide"),
+    (["fsdp", "--reshard-after-forward", "sometimes"], "is not true, false or a rank count"),
+    (["fsdp", "--impl", "fsdp3"], "unknown --impl 'fsdp3'"),
+    (["fsdp", "--impl", "fsdp1", "--forward-prefetch", "2"], "give --forward-prefetch 0 or 1"),
+    (["fsdp", "--backward-prefetch", "later"], "unknown --backward-prefetch 'later'"),
+    (["fsdp", "--wrap", "model", "--forward-prefetch", "1", "--backward-prefetch", "1"], "nothing to prefetch"),
+    (["fsdp", "--hidden", "100", "--heads", "3"], "must divide by --heads 3"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    completed = subprocess.run([sys.executable, "-m", "commbench", *args, "--backend", "gloo", "--device", "cpu",
+                                "--out", str(tmp_path)], env=commbench_env(), capture_output=True, text=True,
+                               timeout=60)
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.count("\n") == 1 and "Traceback" not in completed.stderr
+    assert message in completed.stderr
+    assert not list(tmp_path.iterdir())  # nothing created before the input was accepted
+
+
+def test_fsdp2_shards_by_rows_and_fsdp1_pads_its_flat_parameter():
+    # 10 rows over 4 ranks: torch.chunk gives 3, 3, 3, 1 rows
+    assert [dim0_chunk_elements((10, 5), shard, 4) for shard in range(4)] == [15, 15, 15, 5]
+    assert [dim0_chunk_elements((2, 5), shard, 4) for shard in range(4)] == [5, 5, 0, 0]
+    # one FSDP1 unit of 50 + 7 elements over 4 ranks: ⌈57/4⌉ = 15 each, 3 of them padding in all
+    assert flat_padded_elements([(10, 5), (7,)], 4) == 15
+
+
+def test_zero1_partition_is_greedy_largest_first():
+    shapes = [(4,), (10,), (3,), (9,)]
+    assert greedy_partition(shapes, 2) == [[1, 2], [3, 0]]  # 10 → rank 0, 9 → 1, 4 → 1 (9 < 10), 3 → 0
+    state = local_state(impl="zero1", units=[shapes], rank=1, world=2)
+    assert (state.param_elements, state.optim_elements) == (26, 13)
+
+
+def test_fsdp_moves_one_and_a_half_times_the_bytes_of_ddp():
+    units = [[(64, 64), (64,)], [(64, 64), (64,)], [(64,)]]
+    ddp = comm_volume.training_traffic(strategy="ddp", impl="ddp", units=units, world=8, accum_steps=1)
+    zero3 = comm_volume.training_traffic(strategy="zero3", impl="fsdp2", units=units, world=8, accum_steps=1)
+    zero2 = comm_volume.training_traffic(strategy="zero2", impl="fsdp2", units=units, world=8, accum_steps=1)
+    assert zero3.bytes_sent_per_rank / ddp.bytes_sent_per_rank == pytest.approx(1.5, rel=0.02)  # root padding
+    assert zero2.bytes_sent_per_rank / ddp.bytes_sent_per_rank == pytest.approx(1.0, rel=0.02)
+    # accumulation over 4 micro-batches: DDP's one all-reduce stays one; ZeRO-3 gathers on every micro-batch
+    ddp4 = comm_volume.training_traffic(strategy="ddp", impl="ddp", units=units, world=8, accum_steps=4)
+    zero3_4 = comm_volume.training_traffic(strategy="zero3", impl="fsdp2", units=units, world=8, accum_steps=4)
+    assert ddp4 == ddp
+    assert zero3_4.msg_elements == pytest.approx(3 * zero3.msg_elements, rel=0.01)  # 8 gathers + 1 reduce vs 2 + 1
+
+
+def test_fit_refuses_a_training_run_in_one_line(tmp_path):
+    from commbench import store
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    store.write_meta(run_dir, {"schema_version": store.SCHEMA_VERSION, "status": "complete"})
+    (run_dir / store.RESULTS_FILE).write_text(",".join(store.TRAIN_RESULT_COLUMNS) + "\n")
+    completed = subprocess.run([sys.executable, "-m", "commbench", "fit", str(run_dir)], env=commbench_env(),
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert "holds a training sweep" in completed.stderr and completed.stderr.count("\n") == 1
