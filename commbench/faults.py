@@ -7,6 +7,8 @@ index). KIND is
   hang   sleep forever before the point (the sweep must end within --timeout),
   leak   training only: keep the configuration's model and optimizer alive after it (the next configuration's
          mem_carryover_bytes must show it).
+COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval),
+so the regression gate can be shown to catch a slowdown.
 """
 
 import os
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 ENV_VAR = "COMMBENCH_FAULT"
+SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
 _KINDS = ("wrong", "kill", "hang", "leak")
 _LEAKED: list = []  # what a "leak" fault keeps alive
 
@@ -59,3 +62,20 @@ def corrupt_output(fault: Fault | None, output: torch.Tensor, *, rank: int, poin
 def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:
     if fault is not None and fault.applies("leak", rank, point):
         _LEAKED.append(obj)
+
+
+def slowed(run):
+    """run itself, or (with COMMBENCH_SLOWDOWN_PCT set) run followed by a busy wait of that share of its duration."""
+    percent = float(os.environ.get(SLOWDOWN_ENV_VAR) or 0)
+    if percent <= 0:
+        return run
+
+    def slow_run():
+        start = time.perf_counter()
+        result = run()
+        until = time.perf_counter() + (time.perf_counter() - start) * percent / 100
+        while time.perf_counter() < until:
+            pass
+        return result
+
+    return slow_run

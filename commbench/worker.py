@@ -86,8 +86,8 @@ def measure_point(spec: SweepSpec, point: Point, ctx: RankContext, *, run_id: st
     if sampler:
         sampler.start()
     try:
-        measurement = measure(run, ctx=ctx, warmup=spec.warmup, iters=spec.iters, target_ci_pct=spec.target_ci_pct,
-                              max_time_s=spec.max_time_s)
+        measurement = measure(faults.slowed(run), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
+                              target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s)
     finally:
         gpu_samples = sampler.stop() if sampler else []
     gpu_summary = _gpu_summary(gpu_samples, ctx)

@@ -33,7 +33,8 @@ class SweepRun:
 
 def commbench_env(**extra: str) -> dict:
     env = {key: value for key, value in os.environ.items()
-           if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COMMBENCH_FAULT")}
+           if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COMMBENCH_FAULT",
+                          "COMMBENCH_SLOWDOWN_PCT")}
     env.update(extra)
     return env
 

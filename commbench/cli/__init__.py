@@ -36,9 +36,11 @@ def main() -> None:
 
 
 def _register() -> None:
+    from commbench.cli.compare import compare_command
     from commbench.cli.env import env
     from commbench.cli.fit import fit
     from commbench.cli.model import model
+    from commbench.cli.report import report
     from commbench.cli.sweep import sweep
     from commbench.cli.trace import trace
     from commbench.cli.train import ddp, fsdp, zero
@@ -51,6 +53,8 @@ def _register() -> None:
     main.add_command(ddp)
     main.add_command(fsdp)
     main.add_command(zero)
+    main.add_command(compare_command)
+    main.add_command(report)
 
 
 _register()

@@ -1,0 +1,22 @@
+"""`commbench report RUN_DIR [RUN_DIR ...]`: plots (PNG and SVG), report.html and summary.md."""
+
+from pathlib import Path
+
+import click
+
+from commbench.report.render import render
+
+
+@click.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Folder for the report [default: plots/<last run's name>].")
+def report(run_dirs, out) -> None:
+    """Draw the plots whose data exist in the runs, and write a self-contained report.html and summary.md."""
+    out = out or Path("plots") / Path(run_dirs[-1]).name
+    result = render(list(run_dirs), out)
+    for _, caption, png in result.drawn:
+        click.echo(f"drew {caption}: {png} (+ .svg)")
+    for caption, why in result.skipped:
+        click.echo(f"skipped {caption}: {why}")
+    click.echo(f"# Report: {out / 'report.html'}  Markdown: {out / 'summary.md'}")

@@ -1,0 +1,247 @@
+"""The regression gate: join two runs on their configuration keys and give each row a ratio and a verdict.
+
+A row regresses only when it is worse beyond the threshold AND the per-iteration samples say so: a one-sided
+Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new run's times are larger than the baseline's, p < ALPHA.
+Beyond the threshold without significance is `~` (noise cannot be ruled out). Peak memory has one value per row, no
+samples: it is a deterministic quantity here, so beyond the threshold is a regression by itself.
+
+Either side may be a run set: a folder of run folders (the same sweep launched several times). A row's value is
+then the median over the runs and its samples are pooled, so launch-to-launch variation (which on a shared 2-core
+machine exceeds the variation within a launch) is part of what a difference must stand out from.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from scipy.stats import mannwhitneyu
+
+from commbench import store
+from commbench.errors import CommbenchError
+
+ALPHA = 0.01
+REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
+NEW, MISSING, NOT_COMPARABLE = "new", "missing", "not comparable"
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str
+    higher_is_better: bool
+    kind: str  # "collective" or "training"
+    samples: str | None  # the per-iteration column in samples.csv, where one exists
+
+
+METRICS = {
+    "busbw": Metric("busbw_gbps", True, "collective", "time_us"),
+    "time": Metric("time_us_p50", False, "collective", "time_us"),
+    "step_time": Metric("step_time_ms_p50", False, "training", "step_time_ms"),
+    "peak_mem": Metric("peak_mem_bytes", False, "training", None),
+}
+DEFAULT_THRESHOLDS = {"busbw": 5.0, "step_time": 3.0, "peak_mem": 2.0}
+
+IDENTITY = {"collective": ["bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype"],
+            "training": ["bench", "config"]}
+COMPARABILITY = {"collective": ["schema_version", "backend", "device", "world_size"],
+                 "training": ["schema_version", "backend", "device", "world_size", "params", "micro_batch",
+                              "seq_len"]}
+
+
+def parse_threshold(text: str) -> tuple[str, float]:
+    """busbw:5% → ("busbw", 5.0)."""
+    name, _, value = text.partition(":")
+    if name not in METRICS or not value:
+        raise CommbenchError(f"bad --fail {text!r}: write METRIC:PERCENT with METRIC one of {', '.join(METRICS)}, "
+                             "e.g. busbw:5%")
+    try:
+        percent = float(value.strip().removesuffix("%"))
+    except ValueError:
+        raise CommbenchError(f"bad --fail {text!r}: the threshold must be a percentage, e.g. busbw:5%") from None
+    if percent < 0:
+        raise CommbenchError(f"bad --fail {text!r}: the threshold cannot be negative")
+    return name, percent
+
+
+@dataclass
+class Run:
+    path: Path
+    kind: str
+    results: pd.DataFrame
+    samples: pd.DataFrame
+
+
+def run_folders(path: Path) -> list[Path]:
+    """The run itself, or the run folders of a run set."""
+    path = Path(path)
+    if (path / store.META_FILE).exists() or not path.is_dir():
+        return [path]
+    folders = sorted(child for child in path.iterdir() if (child / store.META_FILE).exists())
+    if not folders:
+        raise CommbenchError(f"{path} is neither a run folder (no meta.json) nor a folder of runs; pass "
+                             "results/<run-id> or a folder holding several")
+    return folders
+
+
+def load_run(path: Path) -> Run:
+    results, samples, kinds = [], [], set()
+    for run_dir in run_folders(path):
+        kind = "training" if store.is_training_run(run_dir) else "collective"
+        kinds.add(kind)
+        frame = store.read_results(run_dir, expect=kind)
+        if frame.empty:
+            raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
+                                 "measured something")
+        columns = store.TRAIN_SAMPLE_COLUMNS if kind == "training" else store.SAMPLE_COLUMNS
+        results.append(frame)
+        samples.append(store.read_rows(run_dir / store.SAMPLES_FILE, columns))
+    if len(kinds) > 1:
+        raise CommbenchError(f"{path} mixes collective and training runs; a run set holds one sweep run repeatedly")
+    return Run(Path(path), kinds.pop(), pd.concat(results, ignore_index=True), pd.concat(samples, ignore_index=True))
+
+
+def _label(row: pd.Series, kind: str) -> str:
+    if kind == "training":
+        return f"{row['bench']}: {row['config']}"
+    placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
+    return f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} {int(row['size_bytes'])} B"
+
+
+def _samples_of(run: Run, row: pd.Series, metric: Metric) -> list[float]:
+    frame = run.samples
+    if run.kind == "training":
+        mask = (frame["config_index"] == row["config_index"]) & (frame["phase"] == "sync")
+    else:
+        mask = pd.Series(True, index=frame.index)
+        for column in store.KEY_COLUMNS:
+            mask &= frame[column].astype(str) == str(row[column])
+    values = frame.loc[mask, metric.samples].dropna().tolist()
+    if not values:
+        raise CommbenchError(f"{run.path / store.SAMPLES_FILE} has no samples for {_label(row, run.kind)}; the run is "
+                             "incomplete or the file was edited: re-run it")
+    return values
+
+
+def _verdict(worse_pct: float, threshold: float, p_worse: float | None, p_better: float | None) -> str:
+    if abs(worse_pct) <= threshold:
+        return OK
+    if worse_pct > 0:
+        return REGRESSION if p_worse is None or p_worse < ALPHA else NOISE
+    return IMPROVED if p_better is None or p_better < ALPHA else NOISE
+
+
+def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> list[dict]:
+    """One entry per (row, metric) with a threshold, plus entries for rows new, missing or not comparable."""
+    base, new = load_run(baseline_dir), load_run(new_dir)
+    if base.kind != new.kind:
+        raise CommbenchError(f"cannot compare a {base.kind} run ({baseline_dir}) with a {new.kind} run ({new_dir})")
+    kind = base.kind
+    metrics = {name: threshold for name, threshold in thresholds.items() if METRICS[name].kind == kind}
+    if not metrics:
+        names = ", ".join(name for name, metric in METRICS.items() if metric.kind == kind)
+        raise CommbenchError(f"no --fail threshold applies to a {kind} run; use {names}")
+    identity, comparability = IDENTITY[kind], COMPARABILITY[kind]
+    base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
+    entries = []
+    for row_key, old in base_rows.items():
+        label = _label(old, kind)
+        if row_key not in new_rows:
+            entries.append({"row": label, "verdict": MISSING, "why": _why_unmatched(old, new.results, identity)})
+            continue
+        current = new_rows[row_key]
+        differences = [f"{column} {old[column]} vs {current[column]}" for column in comparability
+                       if str(old[column]) != str(current[column])]
+        if differences:
+            entries.append({"row": label, "verdict": NOT_COMPARABLE, "why": "; ".join(differences)})
+            continue
+        for name, threshold in metrics.items():
+            entries.append(_compare_metric(name, threshold, old, current, base, new, label))
+    for row_key, current in new_rows.items():
+        if row_key not in base_rows:
+            entries.append({"row": _label(current, kind), "verdict": NEW, "why": "not in the baseline"})
+    return entries
+
+
+def _rows_by_key(run: Run, identity: list[str]) -> dict[tuple, pd.Series]:
+    """One row per configuration; in a run set, each metric is the median over the runs."""
+    groups: dict[tuple, list[pd.Series]] = {}
+    for _, row in run.results.iterrows():
+        groups.setdefault(tuple(str(row[column]) for column in identity), []).append(row)
+    merged = {}
+    for key, rows in groups.items():
+        row = rows[0].copy()
+        for metric in METRICS.values():
+            if metric.column in row.index:
+                row[metric.column] = float(pd.Series([r[metric.column] for r in rows], dtype=float).median())
+        merged[key] = row
+    return merged
+
+
+def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity: list[str]) -> str:
+    """Say when the other run has this row in another dtype (not comparable) rather than not at all."""
+    if "dtype" in identity:
+        loose = [column for column in identity if column != "dtype"]
+        mask = pd.Series(True, index=other.index)
+        for column in loose:
+            mask &= other[column].astype(str) == str(row[column])
+        if mask.any():
+            return f"not comparable: dtype {row['dtype']} vs {', '.join(sorted(set(other.loc[mask, 'dtype'])))}"
+    return "not in the new run"
+
+
+def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Series, base: Run, new: Run,
+                    label: str) -> dict:
+    metric = METRICS[name]
+    before, after = float(old[metric.column]), float(current[metric.column])
+    ratio = after / before if before else float("nan")
+    worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
+    p_worse = p_better = None
+    if metric.samples:
+        # samples are times: worse means larger, for bandwidth and step time alike
+        old_samples, new_samples = _samples_of(base, old, metric), _samples_of(new, current, metric)
+        p_worse = float(mannwhitneyu(new_samples, old_samples, alternative="greater").pvalue)
+        p_better = float(mannwhitneyu(new_samples, old_samples, alternative="less").pvalue)
+    verdict = _verdict(worse_pct, threshold, p_worse, p_better)
+    p_value = p_better if worse_pct < 0 else p_worse
+    return {"row": label, "metric": name, "baseline": before, "new": after, "ratio": ratio, "worse_pct": worse_pct,
+            "threshold_pct": threshold, "p_value": p_value, "verdict": verdict, "why": ""}
+
+
+def regressions(entries: list[dict]) -> int:
+    return sum(entry["verdict"] == REGRESSION for entry in entries)
+
+
+def format_terminal(entries: list[dict]) -> str:
+    lines = [f"{'row':<52} {'metric':>9} {'baseline':>11} {'new':>11} {'ratio':>7} {'worse':>7} {'p':>8} verdict",
+             f"{'':<52} {'':>9} {'':>11} {'':>11} {'(new/b)':>7} {'(%)':>7} {'(MWU)':>8}"]
+    for entry in entries:
+        if "metric" not in entry:
+            lines.append(f"{entry['row']:<52} {entry['verdict']}: {entry['why']}")
+            continue
+        p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
+        lines.append(f"{entry['row']:<52} {entry['metric']:>9} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
+                     f"{entry['ratio']:>7.3f} {entry['worse_pct']:>+7.1f} {p:>8} {entry['verdict']}")
+    lines.append(f"# {_summary(entries)}")
+    return "\n".join(lines)
+
+
+def format_markdown(entries: list[dict], *, baseline: Path, new: Path) -> str:
+    lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
+             "| row | metric | baseline | new | ratio (new/baseline) | worse (%) | p (Mann–Whitney) | verdict |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for entry in entries:
+        if "metric" not in entry:
+            lines.append(f"| {entry['row']} | | | | | | | {entry['verdict']}: {entry['why']} |")
+            continue
+        p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
+        verdict = f"**{entry['verdict']}**" if entry["verdict"] == REGRESSION else entry["verdict"]
+        lines.append(f"| {entry['row']} | {entry['metric']} | {entry['baseline']:.4g} | {entry['new']:.4g} | "
+                     f"{entry['ratio']:.3f} | {entry['worse_pct']:+.1f} | {p} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def _summary(entries: list[dict]) -> str:
+    counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
+              for verdict in (REGRESSION, NOISE, IMPROVED, OK, NEW, MISSING, NOT_COMPARABLE)}
+    text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
+    return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
+           "Mann–Whitney U on per-iteration samples; ~ = beyond threshold, not significant)"

@@ -1,0 +1,178 @@
+"""Render runs into a report folder: each plot as PNG and SVG, report.html (one file, images embedded) and
+summary.md (GitHub Markdown for CI job summaries and PR comments)."""
+
+import base64
+import html
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from commbench import store
+from commbench.errors import CommbenchError
+from commbench.report.plots import PLOTS, LoadedRun
+from commbench.table import AVERAGE_FROM_BYTES
+from commbench.training.table import best_config, short_labels
+
+META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
+               "world_size", "device_type", "device_names", "torch_version", "cuda_version", "driver_version",
+               "git_commit", "isolation"]
+
+
+@dataclass
+class Report:
+    out: Path
+    drawn: list[tuple[str, str, Path]] = field(default_factory=list)  # (stem, caption, png path)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (caption, why)
+
+
+def load_runs(run_dirs: list[Path]) -> list[LoadedRun]:
+    runs = []
+    for run_dir in run_dirs:
+        run_dir = Path(run_dir)
+        meta = store.read_meta(run_dir)
+        kind = "training" if store.is_training_run(run_dir) else "collective"
+        results = store.read_results(run_dir)
+        if results.empty:
+            raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); nothing to report")
+        runs.append(LoadedRun(run_dir.name, run_dir, kind, results, meta))
+    return runs
+
+
+def render(run_dirs: list[Path], out: Path) -> Report:
+    runs = load_runs(run_dirs)
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report(out)
+    for stem, caption, draw in PLOTS:
+        figure, why = draw(runs)
+        if figure is None:
+            report.skipped.append((caption, why))
+            continue
+        for suffix in ("png", "svg"):
+            figure.savefig(out / f"{stem}.{suffix}", dpi=110)
+        plt.close(figure)
+        report.drawn.append((stem, caption, out / f"{stem}.png"))
+    (out / "report.html").write_text(_html(runs, report), encoding="utf-8")
+    (out / "summary.md").write_text(_markdown(runs, report), encoding="utf-8")
+    return report
+
+
+def key_numbers(run: LoadedRun) -> pd.DataFrame:
+    """Collective runs: per collective and implementation, busbw averaged over sizes ≥ 1 MiB and its peak, and the
+    check; training runs: the end table's columns."""
+    rows = run.results
+    if run.kind == "training":
+        table = pd.DataFrame({
+            "configuration": short_labels(rows), "step p50 (ms)": rows["step_time_ms_p50"].round(1),
+            "samples/s": rows["samples_per_s"].round(1), "exposed comm, trace (ms)": rows["exposed_comm_ms"].round(1),
+            "no_sync Δ (ms)": rows["exposed_comm_ms_nosync"].round(1), "overlap (%)": rows["overlap_pct"],
+            "peak mem (MiB)": (rows["peak_mem_bytes"] / 2**20).round(0),
+            "model state (MiB)": (rows["model_state_bytes"] / 2**20).round(2),
+            "predicted state (MiB)": (rows["model_state_bytes_predicted"] / 2**20).round(2),
+            "#wrong": rows["n_wrong"]})
+        best = best_config(rows)
+        table["best"] = ["◀ best" if best is not None and index == best.name else "" for index in rows.index]
+        return table
+    large = rows[rows["size_bytes"] >= AVERAGE_FROM_BYTES]
+    grouped = (large if not large.empty else rows).groupby(["collective", "impl", "backend", "dtype"], sort=False)
+    return grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max"),
+                          "sizes": ("size_bytes", "count"), "#wrong": ("n_wrong", "sum")}).round(3).reset_index()
+
+
+def _meta_table(runs: list[LoadedRun]) -> pd.DataFrame:
+    """One column per run, one row per metadata field (runs side by side read better than a wide table)."""
+    return pd.DataFrame({run.name: [_text(run.meta.get(name)) for name in META_FIELDS] for run in runs},
+                        index=META_FIELDS)
+
+
+def _text(value) -> str:
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+def _traces(run: LoadedRun, out: Path) -> list[tuple[str, str]]:
+    folder = run.path / "traces"
+    if not folder.is_dir():
+        return []
+    return [(trace.name, os.path.relpath(trace, out)) for trace in sorted(folder.glob("*.json*"))]
+
+
+# Loaded with the page: counts images that decoded to a non-zero size and records script errors, so a headless
+# browser (and a person) can tell that the page is whole.
+_SELF_CHECK = """
+<script>
+window.reportErrors = [];
+window.addEventListener("error", function (event) { window.reportErrors.push(String(event.message)); }, true);
+var consoleError = console.error;
+console.error = function () { window.reportErrors.push(Array.prototype.join.call(arguments, " "));
+                              consoleError.apply(console, arguments); };
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  var ok = images.filter(function (image) { return image.naturalWidth > 0 && image.naturalHeight > 0; }).length;
+  document.body.setAttribute("data-images", ok + "/" + images.length);
+  document.body.setAttribute("data-errors", String(window.reportErrors.length));
+});
+</script>
+"""
+_STYLE = """
+<style>
+body { font-family: sans-serif; margin: 2em; max-width: 1200px; }
+table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
+th { background: #f0f0f0; }
+img { max-width: 100%; border: 1px solid #eee; }
+</style>
+"""
+
+
+def _html(runs: list[LoadedRun], report: Report) -> str:
+    parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>commbench report</title>", _STYLE,
+             _SELF_CHECK, "</head><body>", "<h1>commbench report</h1>", "<h2>Runs</h2>",
+             _meta_table(runs).to_html(escape=True)]
+    for run in runs:
+        parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind})</h2>")
+        parts.append(key_numbers(run).to_html(index=False, escape=True, na_rep="-"))
+    parts.append("<h2>Plots</h2>")
+    for stem, caption, png in report.drawn:
+        encoded = base64.b64encode(png.read_bytes()).decode("ascii")
+        parts.append(f"<h3>{html.escape(caption)}</h3><img alt='{html.escape(caption)}' "
+                     f"src='data:image/png;base64,{encoded}'><p><a href='{stem}.svg'>SVG</a></p>")
+    if report.skipped:
+        parts.append("<h2>Skipped plots</h2><ul>")
+        parts += [f"<li>{html.escape(caption)}: {html.escape(why)}</li>" for caption, why in report.skipped]
+        parts.append("</ul>")
+    for run in runs:
+        traces = _traces(run, report.out)
+        if traces:
+            parts.append(f"<h2>Traces: {html.escape(run.name)}</h2><p>Open in Perfetto (ui.perfetto.dev) or "
+                         "chrome://tracing.</p><ul>")
+            parts += [f"<li><a href='{html.escape(link)}'>{html.escape(name)}</a></li>" for name, link in traces]
+            parts.append("</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _markdown(runs: list[LoadedRun], report: Report) -> str:
+    lines = ["## commbench report", ""]
+    for run in runs:
+        meta = run.meta
+        lines += [f"### {run.name} ({run.kind}, {_text(meta.get('backend'))}, {_text(meta.get('world_size'))} ranks, "
+                  f"{_text(meta.get('device_type'))}, status {_text(meta.get('status'))})", "",
+                  _markdown_table(key_numbers(run)), ""]
+    lines.append("Plots: " + (", ".join(f"`{png.name}`" for _, _, png in report.drawn) or "none"))
+    for caption, why in report.skipped:
+        lines.append(f"- skipped {caption}: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_table(frame: pd.DataFrame) -> str:
+    buffer = io.StringIO()
+    buffer.write("| " + " | ".join(map(str, frame.columns)) + " |\n")
+    buffer.write("|" + "---|" * len(frame.columns) + "\n")
+    for _, row in frame.iterrows():
+        buffer.write("| " + " | ".join("-" if pd.isna(value) else str(value) for value in row) + " |\n")
+    return buffer.getvalue().rstrip("\n")

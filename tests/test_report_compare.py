@@ -1,0 +1,204 @@
+"""`commbench report` (plots, HTML checked in headless Chromium, Markdown) and `commbench compare` (the gate)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from commbench import store
+from commbench.cli import main
+from commbench.compare import run_folders
+from tests.conftest import commbench_env
+
+ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
+GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "4M,16M", "--iters", "12")
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def commbench_cli(capsys):
+    """The real CLI called in this process (no torch import per call): exit code, stdout, stderr."""
+    def run(*args: str) -> Outcome:
+        capsys.readouterr()
+        try:
+            main.main(args=list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code or 0
+        out, err = capsys.readouterr()
+        return Outcome(code, out, err)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A collective sweep (builtin and ring), a DDP sweep and a strategy sweep: every plot has its data."""
+    out = tmp_path_factory.mktemp("runs")
+    common = ("--backend", "gloo", "--device", "cpu", "--out", str(out), "-q")
+    small = ("--params", "1M", "--steps", "6", "--profile-steps", "1", "--isolation", "reset")
+    for args in (("sweep", "-c", "all_reduce", "--sizes", "64K,1M", "--iters", "6", "--run-id", "collective"),
+                 ("ddp", "--bucket-cap-mb", "1,25", *small, "--run-id", "ddp"),
+                 ("zero", "--strategy", "ddp,zero3", *small, "--run-id", "zero")):
+        completed = subprocess.run([sys.executable, "-m", "commbench", *args, *common], env=commbench_env(),
+                                   capture_output=True, text=True, timeout=300)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+    return out
+
+
+@pytest.mark.distributed
+def test_report_draws_every_plot_with_data_and_writes_html_and_markdown(runs, tmp_path, commbench_cli):
+    completed = commbench_cli("report", str(runs / "collective"), str(runs / "ddp"), str(runs / "zero"), "--out",
+                           str(tmp_path / "report"))
+    assert completed.returncode == 0, completed.stderr
+    report = tmp_path / "report"
+    for stem in ("busbw_vs_size", "latency_fit", "ring_vs_builtin", "ddp_buckets", "strategy_steps_memory",
+                 "model_state"):
+        assert (report / f"{stem}.png").stat().st_size > 1000 and (report / f"{stem}.svg").exists()
+    page = (report / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 6 and "<img" in page
+    assert "world_size" in page and "traces" in page.lower()  # metadata table and trace links
+    summary = (report / "summary.md").read_text()
+    assert "| collective | impl |" in summary and "avg busbw ≥ 1 MiB (GB/s)" in summary
+    assert "step p50 (ms)" in summary and "◀ best" in summary
+
+
+@pytest.mark.distributed
+def test_report_names_the_plots_it_skips(runs, tmp_path, commbench_cli):
+    completed = commbench_cli("report", str(runs / "collective"), "--out", str(tmp_path / "report"))
+    assert completed.returncode == 0, completed.stderr
+    assert "skipped DDP: step time by bucket size" in completed.stdout
+    assert "no DDP sweep (commbench ddp) among the runs" in completed.stdout
+    assert "skipped" in (tmp_path / "report" / "summary.md").read_text()
+
+
+@pytest.mark.distributed
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed (.ci/run installs "
+                    "the Debian package chromium)")
+def test_report_html_loads_in_headless_chromium(runs, tmp_path, commbench_cli):
+    commbench_cli("report", str(runs / "collective"), str(runs / "ddp"), str(runs / "zero"), "--out",
+               str(tmp_path / "report"))
+    page = (tmp_path / "report" / "report.html").as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-first-run",
+             "--disable-extensions", "--enable-logging=stderr", "--v=0"]
+    dom = subprocess.run(["chromium", *flags, "--virtual-time-budget=5000", "--dump-dom", page], capture_output=True,
+                         text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # the page's own check, run on load: every image decoded to a non-zero size, no script error or console.error
+    assert 'data-images="6/6"' in dom.stdout, dom.stdout[:500]
+    assert 'data-errors="0"' in dom.stdout
+    assert "Uncaught" not in dom.stderr and ":CONSOLE(" not in dom.stderr
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    screenshot = ARTIFACTS / "report-screenshot.png"
+    shot = subprocess.run(["chromium", *flags, f"--screenshot={screenshot}", "--window-size=1280,4000", page],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and screenshot.stat().st_size > 10_000
+
+
+def _gate_run(run_sweep, **env) -> Path:
+    run = run_sweep(*GATE_SWEEP, env=commbench_env(**env))
+    assert run.returncode == 0, run.stderr[-2000:]
+    return run.run_dir
+
+
+@pytest.mark.distributed
+def test_compare_passes_a_run_against_itself_and_catches_a_doubled_time(run_sweep, tmp_path, commbench_cli):
+    baseline = _gate_run(run_sweep)
+    same = commbench_cli("compare", str(baseline), str(baseline), "--markdown", str(tmp_path / "gate.md"))
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "2 ok" in same.stdout and "REGRESSION" not in same.stdout
+    assert "| all_reduce builtin float32 sum in 4194304 B | busbw |" in (tmp_path / "gate.md").read_text()
+    # a run set (two copies of the run): medians unchanged, samples pooled
+    for name in ("a", "b"):
+        shutil.copytree(baseline, tmp_path / "set" / name)
+    pooled = commbench_cli("compare", str(tmp_path / "set"), str(baseline))
+    assert pooled.returncode == 0 and "2 ok" in pooled.stdout, pooled.stdout + pooled.stderr
+    # every timed call twice as long (test-only switch): beyond 20 % and significant on the samples
+    slow = _gate_run(run_sweep, COMMBENCH_SLOWDOWN_PCT="100")
+    gate = commbench_cli("compare", str(baseline), str(slow), "--fail", "busbw:20%")
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    regressions = [line for line in gate.stdout.splitlines() if line.endswith("REGRESSION")]
+    assert len(regressions) == 2
+    for line in regressions:
+        ratio, worse, p_value = line.split()[-4:-1]
+        assert float(ratio) < 0.8 and float(worse) > 20 and float(p_value) < 0.01
+
+
+@pytest.mark.distributed
+def test_compare_calls_out_rows_that_cannot_be_compared(run_sweep, commbench_cli):
+    small = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "64K,256K", "--iters", "6")
+    baseline = run_sweep(*small).run_dir
+    three_ranks = run_sweep(*small, "--nproc", "3")
+    other_dtype = run_sweep(*small, "--dtype", "bfloat16")
+    gate = commbench_cli("compare", str(baseline), str(three_ranks.run_dir))
+    assert gate.returncode == 0 and gate.stdout.count("not comparable: world_size 2 vs 3") == 2
+    gate = commbench_cli("compare", str(baseline), str(other_dtype.run_dir))
+    assert gate.returncode == 0
+    assert gate.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 2
+    assert gate.stdout.count("new: not in the baseline") == 2
+
+
+@pytest.mark.distributed
+def test_compare_training_runs_on_step_time_and_peak_memory(runs, commbench_cli):
+    gate = commbench_cli("compare", str(runs / "ddp"), str(runs / "ddp"))
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert gate.stdout.count(" step_time ") == 2 and gate.stdout.count(" peak_mem ") == 2
+
+
+def _corrupt(tmp_path: Path, source: Path, change) -> Path:
+    target = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(source, target)
+    change(target)
+    return target
+
+
+@pytest.mark.distributed
+def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
+    good = runs / "collective"
+
+    def newer_schema(run_dir):
+        text = (run_dir / "results.csv").read_text().splitlines()
+        text[1] = "99" + text[1][text[1].index(","):]
+        (run_dir / "results.csv").write_text("\n".join(text) + "\n")
+
+    cases = {
+        "is not a commbench results file": _corrupt(tmp_path, good, lambda d: (d / "results.csv").write_text(
+            "name,value\na,1\n")),
+        "samples.csv does not exist": _corrupt(tmp_path, good, lambda d: (d / "samples.csv").unlink()),
+        "newer than this commbench reads": _corrupt(tmp_path, good, newer_schema),
+        "has no result rows": _corrupt(tmp_path, good, lambda d: (d / "results.csv").write_text(
+            (d / "results.csv").read_text().splitlines()[0] + "\n")),
+        "has no samples for": _corrupt(tmp_path, good, lambda d: (d / "samples.csv").write_text(
+            (d / "samples.csv").read_text().splitlines()[0] + "\n")),
+        "cannot compare a collective run": runs / "ddp",
+    }
+    for message, new in cases.items():
+        completed = commbench_cli("compare", str(good), str(new))
+        assert completed.returncode == 2, (message, completed.stdout, completed.stderr)
+        assert message in completed.stderr and completed.stderr.count("\n") == 1, completed.stderr
+    bad_threshold = commbench_cli("compare", str(good), str(good), "--fail", "latency:5")
+    assert bad_threshold.returncode == 2 and "bad --fail 'latency:5'" in bad_threshold.stderr
+    assert json.loads((good / "meta.json").read_text())["status"] == "complete"  # the source was not touched
+
+
+def test_the_committed_baseline_is_a_set_of_commbench_runs():
+    baseline = Path(__file__).parent.parent / "results" / "baselines" / "cpu-gloo-2rank"
+    folders = run_folders(baseline)
+    assert len(folders) >= 3  # launches: the gate compares run sets
+    for folder in folders:
+        results = store.read_results(folder, expect="collective")
+        assert store.read_meta(folder)["status"] == "complete"
+        assert set(results["collective"]) == {"all_reduce"} and (results["n_wrong"] == 0).all()
+        assert len(store.read_samples(folder)) == results["iters"].sum()
