@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -62,3 +63,28 @@ def run_commbench(tmp_path):
 def run_sweep(run_commbench):
     """Run `python -m commbench sweep ARGS`."""
     return functools.partial(run_commbench, "sweep")
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def commbench_cli(capsys):
+    """The real CLI called in this process (no torch import per call): exit code, stdout, stderr."""
+    from commbench.cli import main
+
+    def run(*args: str) -> Outcome:
+        capsys.readouterr()
+        try:
+            main.main(args=list(args))
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code or 0
+        out, err = capsys.readouterr()
+        return Outcome(code, out, err)
+
+    return run

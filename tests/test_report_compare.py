@@ -5,41 +5,16 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from commbench import store
-from commbench.cli import main
 from commbench.compare import run_folders
 from tests.conftest import commbench_env
 
 ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
 GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "4M,16M", "--iters", "12")
-
-
-@dataclass
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def commbench_cli(capsys):
-    """The real CLI called in this process (no torch import per call): exit code, stdout, stderr."""
-    def run(*args: str) -> Outcome:
-        capsys.readouterr()
-        try:
-            main.main(args=list(args))
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code or 0
-        out, err = capsys.readouterr()
-        return Outcome(code, out, err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

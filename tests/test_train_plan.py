@@ -1,7 +1,5 @@
 """Training sweeps before anything launches: axes, validation, one-line errors, and the layout-exact models."""
 
-import subprocess
-import sys
 
 import pytest
 
@@ -11,7 +9,6 @@ from commbench.models.shard_layout import dim0_chunk_elements, flat_padded_eleme
 from commbench.training import plan
 from commbench.training.spec import TrainConfig, TrainSpec, validate
 from commbench.training.synthetic import ModelShape
-from tests.conftest import commbench_env
 
 
 def _spec(configs, **overrides) -> TrainSpec:
@@ -79,10 +76,8 @@ def test_validation_names_the_fix(overrides, config, message):
     (["fsdp", "--wrap", "model", "--forward-prefetch", "1", "--backward-prefetch", "1"], "nothing to prefetch"),
     (["fsdp", "--hidden", "100", "--heads", "3"], "must divide by --heads 3"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
-    completed = subprocess.run([sys.executable, "-m", "commbench", *args, "--backend", "gloo", "--device", "cpu",
-                                "--out", str(tmp_path)], env=commbench_env(), capture_output=True, text=True,
-                               timeout=60)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, commbench_cli):
+    completed = commbench_cli(*args, "--backend", "gloo", "--device", "cpu", "--out", str(tmp_path))
     assert completed.returncode == 2, completed.stderr
     assert completed.stderr.count("\n") == 1 and "Traceback" not in completed.stderr
     assert message in completed.stderr
@@ -118,14 +113,13 @@ def test_fsdp_moves_one_and_a_half_times_the_bytes_of_ddp():
     assert zero3_4.msg_elements == pytest.approx(3 * zero3.msg_elements, rel=0.01)  # 8 gathers + 1 reduce vs 2 + 1
 
 
-def test_fit_refuses_a_training_run_in_one_line(tmp_path):
+def test_fit_refuses_a_training_run_in_one_line(tmp_path, commbench_cli):
     from commbench import store
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     store.write_meta(run_dir, {"schema_version": store.SCHEMA_VERSION, "status": "complete"})
     (run_dir / store.RESULTS_FILE).write_text(",".join(store.TRAIN_RESULT_COLUMNS) + "\n")
-    completed = subprocess.run([sys.executable, "-m", "commbench", "fit", str(run_dir)], env=commbench_env(),
-                               capture_output=True, text=True, timeout=60)
+    completed = commbench_cli("fit", str(run_dir))
     assert completed.returncode == 2
     assert "holds a training sweep" in completed.stderr and completed.stderr.count("\n") == 1

@@ -55,14 +55,12 @@ def _config(**fields) -> str:
 # micro-batches. Tolerances: parameters 5e-5 absolute, losses 1e-5 relative — float32 all-reduce/reduce-scatter sums
 # in another order than the single process (measured: 0 at 2 ranks, ≤ 1.5e-5 on parameters at 4 ranks).
 STRATEGY_CASES = [
-    (2, _config(strategy="ddp", impl="ddp", bucket_cap_mb=1.0)),
     (2, _config(strategy="ddp", impl="ddp", bucket_cap_mb=25.0, accum_steps=2)),
     (2, _config(strategy="zero1", impl="zero1")),
     (2, _config(strategy="zero2", impl="fsdp2", reshard_after_forward=False, forward_prefetch=1,
                 backward_prefetch="1")),
     (2, _config(strategy="zero3", impl="fsdp2", reshard_after_forward=True, accum_steps=2)),
     (2, _config(strategy="zero2", impl="fsdp1", reshard_after_forward=False)),
-    (4, _config(strategy="zero3", impl="fsdp2", reshard_after_forward=True)),
     (4, _config(strategy="hsdp", impl="fsdp2", reshard_after_forward=True, shard_group=2)),
     (4, _config(strategy="zero3", impl="fsdp1", reshard_after_forward=True)),
     (4, _config(strategy="hsdp", impl="fsdp1", reshard_after_forward=True, shard_group=2)),
