@@ -48,15 +48,17 @@ def test_ddp_sweep_rows_buckets_accumulation_and_the_exposed_comm_cross_check(ru
     for bucket in (25, 100):
         # accumulation: the sync happens once per optimizer step, not once per micro-batch
         assert by_key[(bucket, 4)]["comm_calls"] == by_key[(bucket, 1)]["comm_calls"]
-    # Cross-check: where the trace shows the communication serialised (overlap < 20 %), its exposed time and the
-    # paired step-with-sync − step-without-sync agree within 50 % or 5 ms. (With buckets small enough to overlap,
+    # Cross-check: where the trace shows the communication serialised (overlap < 20 %), its exposed time (the
+    # least-waiting rank's) lies between 0.4× and 1.25× the paired step-with-sync − step-without-sync, ± 5 ms.
+    # The trace is the lower one: the no_sync difference also holds the sync's work that is not communication
+    # (DDP copying gradients into buckets and back). Measured: 0.56–0.72×. (With buckets small enough to overlap,
     # the trace counts overlapped comm as hidden, while on 2 shared cores it still slows the step: README.)
     serial = [row for row in rows if row["overlap_pct"] < 20]
     assert serial, [row["overlap_pct"] for row in rows]
     for row in serial:
         trace_ms, nosync_ms = row["exposed_comm_ms"], row["exposed_comm_ms_nosync"]
         assert trace_ms > 0 and nosync_ms > 0
-        assert abs(trace_ms - nosync_ms) <= max(5.0, 0.5 * nosync_ms), (trace_ms, nosync_ms)
+        assert 0.4 * nosync_ms - 5 <= trace_ms <= 1.25 * nosync_ms + 5, (trace_ms, nosync_ms)
     assert "step p50" in run.stdout and "(ms)" in run.stdout and "# best: ddp" in run.stdout
     assert len(list((run.run_dir / "traces").glob("rank*-ddp-config*.json.gz"))) == 2 * len(rows)
     assert json.loads((run.run_dir / "meta.json").read_text())["status"] == "complete"
