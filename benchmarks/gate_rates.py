@@ -1,12 +1,12 @@
 """Benchmark (not a test): how often the regression gate cries wolf, and whether it catches a real slowdown.
 
-Runs the CI gate (its sweep, launched 3 times into a run set) --reruns times with unchanged code and --reruns times
-for each --slowdowns percentage, every timed call made that much slower (COMMBENCH_SLOWDOWN_PCT: a busy wait inside
-the timed interval), interleaved so all see the same machine, compares each run set against the baseline at each
---thresholds busbw threshold, and prints the share of run sets flagged: false positives (unchanged code) and
-detection rates (slowed), with every row's ratio.
+Runs the CI gate (suites/cpu-ci.toml, launched 3 times into a run set) --reruns times with unchanged code and
+--reruns times for each --slowdowns percentage, every timed call made that much slower (COMMBENCH_SLOWDOWN_PCT: a
+busy wait inside the timed interval), interleaved so all see the same machine, compares each run set against the
+baseline at each --thresholds busbw threshold, and prints the share of run sets flagged: false positives (unchanged
+code) and detection rates (slowed), with every row's ratio.
 
-    python benchmarks/gate_rates.py [--baseline results/baselines/cpu-gloo-2rank] [--reruns 5]
+    python benchmarks/gate_rates.py [--baseline results/baselines/cpu-ci] [--reruns 5]
         [--slowdowns 20,50] [--thresholds 10,15,20,30]
 """
 
@@ -19,26 +19,22 @@ from pathlib import Path
 
 from commbench.compare import compare, regressions
 
-# keep in step with .ci/run's gate
-GATE_SWEEP = ["-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--iters", "30", "--warmup", "10",
-              "--backend", "gloo", "--device", "cpu", "--nproc", "2"]
-
-
+GATE_SUITE = "cpu-ci"  # what .ci/run's gate runs
 GATE_LAUNCHES = 3  # the gate compares run sets: launch-to-launch variation exceeds the variation within one
 
 
 def _run(out: Path, run_id: str, slowdown: float) -> Path:
-    """One gate measurement: GATE_LAUNCHES launches of the gate sweep in out/run_id/ (a run set)."""
+    """One gate measurement: GATE_LAUNCHES launches of the gate suite in out/run_id/ (a run set)."""
     env = dict(os.environ, COMMBENCH_SLOWDOWN_PCT=str(slowdown))
     for launch in range(GATE_LAUNCHES):
-        subprocess.run([sys.executable, "-m", "commbench", "sweep", *GATE_SWEEP, "--out", str(out / run_id),
+        subprocess.run([sys.executable, "-m", "commbench", "run", GATE_SUITE, "--out", str(out / run_id),
                         "--run-id", f"launch{launch}", "--quiet"], check=True, env=env, stdout=subprocess.DEVNULL)
     return out / run_id
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", type=Path, default=Path("results/baselines/cpu-gloo-2rank"))
+    parser.add_argument("--baseline", type=Path, default=Path("results/baselines/cpu-ci"))
     parser.add_argument("--reruns", type=int, default=5)
     parser.add_argument("--slowdowns", default="20,50")
     parser.add_argument("--thresholds", default="10,15,20,30")

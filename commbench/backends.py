@@ -1,5 +1,6 @@
 """What each backend supports, and how `auto` resolves to a backend, a device and a rank count."""
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -59,8 +60,33 @@ class Target:
     nproc: int
 
 
+_assumed_gpus: int | None = None  # set inside assumed_job(): the GPUs of a compute node, not this machine's
+
+
 def visible_gpu_count() -> int:
+    if _assumed_gpus is not None:
+        return _assumed_gpus
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@contextlib.contextmanager
+def assumed_job(*, world: int, ranks_per_node: int, gpus_per_node: int):
+    """Resolve options as they will be resolved inside a job on other machines: a Slurm submission validates its
+    suite on a login node that may have no GPU (or no NCCL build) for the compute nodes' job of `world` ranks."""
+    global _assumed_gpus
+    names = ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+    saved = {name: os.environ.get(name) for name in names}
+    os.environ.update(RANK="0", WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(ranks_per_node))
+    _assumed_gpus = gpus_per_node
+    try:
+        yield
+    finally:
+        _assumed_gpus = None
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def resolve_target(*, backend: str, device: str, nproc: int | None, world_size_in_job: int | None,
@@ -73,7 +99,8 @@ def resolve_target(*, backend: str, device: str, nproc: int | None, world_size_i
     default to this machine's.
     """
     gpus = visible_gpu_count() if gpus is None else gpus
-    nccl_available = dist.is_nccl_available() if nccl_available is None else nccl_available
+    if nccl_available is None:  # a compute node with GPUs is assumed to have NCCL
+        nccl_available = dist.is_nccl_available() if _assumed_gpus is None else _assumed_gpus > 0
     if device == "auto":
         # gloo asked for by name means CPU tensors; gloo on CUDA tensors must be asked for with --device cuda
         device = "cuda" if gpus and backend != "gloo" else "cpu"

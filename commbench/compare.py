@@ -8,6 +8,9 @@ samples: it is a deterministic quantity here, so beyond the threshold is a regre
 Either side may be a run set: a folder of run folders (the same sweep launched several times). A row's value is
 then the median over the runs and its samples are pooled, so launch-to-launch variation (which on a shared 2-core
 machine exceeds the variation within a launch) is part of what a difference must stand out from.
+
+Suite runs (`commbench run`) are compared bench by bench, matched by bench name; a folder of suite runs is a run set
+of each bench.
 """
 
 from dataclasses import dataclass
@@ -82,9 +85,25 @@ def run_folders(path: Path) -> list[Path]:
     return folders
 
 
-def load_run(path: Path) -> Run:
-    results, samples, kinds = [], [], set()
+PLAIN = ""  # the "bench name" of a run that is not a suite
+
+
+def bench_run_sets(path: Path) -> dict[str, list[Path]]:
+    """Run folders by bench: {PLAIN: runs} for a run or a set of runs, {bench: its folder in each suite run} for a
+    suite run or a set of suite runs."""
+    sets: dict[str, list[Path]] = {}
     for run_dir in run_folders(path):
+        benches = store.suite_bench_dirs(run_dir) if run_dir.is_dir() else None
+        for name, bench_dir in (benches or {PLAIN: run_dir}).items():
+            sets.setdefault(name, []).append(bench_dir)
+    if PLAIN in sets and len(sets) > 1:
+        raise CommbenchError(f"{path} mixes suite runs (commbench run) with single runs; compare like with like")
+    return sets
+
+
+def load_run(path: Path, folders: list[Path] | None = None) -> Run:
+    results, samples, kinds = [], [], set()
+    for run_dir in folders or run_folders(path):
         kind = "training" if store.is_training_run(run_dir) else "collective"
         kinds.add(kind)
         frame = store.read_results(run_dir, expect=kind)
@@ -130,15 +149,37 @@ def _verdict(worse_pct: float, threshold: float, p_worse: float | None, p_better
 
 
 def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> list[dict]:
-    """One entry per (row, metric) with a threshold, plus entries for rows new, missing or not comparable."""
-    base, new = load_run(baseline_dir), load_run(new_dir)
-    if base.kind != new.kind:
-        raise CommbenchError(f"cannot compare a {base.kind} run ({baseline_dir}) with a {new.kind} run ({new_dir})")
+    """One entry per (row, metric) with a threshold, plus entries for rows (or benches) new, missing or not
+    comparable. Suite runs are compared bench by bench; their rows are labelled `bench: row`."""
+    base_sets, new_sets = bench_run_sets(baseline_dir), bench_run_sets(new_dir)
+    if (PLAIN in base_sets) != (PLAIN in new_sets):
+        raise CommbenchError(f"cannot compare a suite run with a single run ({baseline_dir} vs {new_dir}); compare "
+                             "like with like, or pass the bench's folder inside the suite run")
+    entries, applied = [], False
+    for name in [*base_sets, *(name for name in new_sets if name not in base_sets)]:
+        if name not in new_sets or name not in base_sets:
+            verdict, why = (MISSING, "not in the new run") if name not in new_sets else (NEW, "not in the baseline")
+            entries.append({"row": f"bench {name}", "verdict": verdict, "why": why})
+            continue
+        base, new = load_run(baseline_dir, base_sets[name]), load_run(new_dir, new_sets[name])
+        if base.kind != new.kind:
+            raise CommbenchError(f"cannot compare a {base.kind} run ({baseline_dir}) with a {new.kind} run "
+                                 f"({new_dir})" + (f" (bench {name})" if name else ""))
+        metrics = {metric: value for metric, value in thresholds.items() if METRICS[metric].kind == base.kind}
+        if not metrics:
+            continue  # e.g. a training bench of a suite gated on busbw only
+        applied = True
+        prefix = f"[{name}] " if name else ""
+        entries += [{**entry, "row": prefix + entry["row"]} for entry in _compare_runs(base, new, metrics)]
+    if not applied and any(name in new_sets for name in base_sets):
+        kinds = {load_run(baseline_dir, folders).kind for folders in base_sets.values()}
+        names = ", ".join(name for name, metric in METRICS.items() if metric.kind in kinds)
+        raise CommbenchError(f"no --fail threshold applies to a {' or '.join(sorted(kinds))} run; use {names}")
+    return entries
+
+
+def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
     kind = base.kind
-    metrics = {name: threshold for name, threshold in thresholds.items() if METRICS[name].kind == kind}
-    if not metrics:
-        names = ", ".join(name for name, metric in METRICS.items() if metric.kind == kind)
-        raise CommbenchError(f"no --fail threshold applies to a {kind} run; use {names}")
     identity, comparability = IDENTITY[kind], COMPARABILITY[kind]
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     entries = []

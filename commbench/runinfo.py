@@ -81,6 +81,7 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "launcher_host": platform.node(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),  # set when the run is (part of) a Slurm job
     }
 
 

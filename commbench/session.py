@@ -42,46 +42,59 @@ class SweepOutcome:
         return int(self.results["n_wrong"].fillna(0).sum())
 
 
-def _prepare(spec, *, out: Path, run_id: str | None, argv: list[str]) -> Path:
-    run_dir = store.create_run_dir(out, run_id)
+def prepare_run_dir(spec, run_dir: Path, *, argv: list[str], **meta) -> Path:
+    """Write what the ranks will run (spec.json) and the launch facts (meta.json) into an existing run folder."""
     (run_dir / store.SPEC_FILE).write_text(spec.to_json() + "\n", encoding="utf-8")
-    store.write_meta(run_dir, runinfo.launch_meta(argv, run_dir.name))
+    # a suite's bench is named suite-run/bench in its rows, so rows of several runs stay apart when concatenated
+    run_id = f"{meta['suite_run']}/{run_dir.name}" if "suite_run" in meta else run_dir.name
+    store.write_meta(run_dir, {**runinfo.launch_meta(argv, run_id), **meta})
     return run_dir
 
 
 def launched_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], quiet: bool) -> SweepOutcome:
-    """Start torchrun for the whole sweep (or once per point) and watch it; the progress bar follows the rows rank 0
-    appends."""
-    spec = job.spec
-    run_dir = _prepare(spec, out=out, run_id=run_id, argv=argv)
+    """Start torchrun for the whole sweep (or once per point) and watch it."""
+    run_dir = prepare_run_dir(job.spec, store.create_run_dir(out, run_id), argv=argv)
+    return launch_into(job, run_dir, quiet=quiet)
+
+
+def launch_into(job: Job, run_dir: Path, *, quiet: bool) -> SweepOutcome:
+    """Run a job into its prepared run folder: one torchrun (or one per point) with --run-dir."""
     program = ["--module", job.worker_module, "--run-dir", str(run_dir)]
-    commands = [launch.torchrun_command(nproc=spec.nproc, program=[*program, "--only", str(point.index)])
-                for point in job.points] if job.process_per_point else [launch.torchrun_command(nproc=spec.nproc,
+    commands = [launch.torchrun_command(nproc=job.spec.nproc, program=[*program, "--only", str(point.index)])
+                for point in job.points] if job.process_per_point else [launch.torchrun_command(nproc=job.spec.nproc,
                                                                                               program=program)]
-    count_rows = RowCounter(run_dir / store.RESULTS_FILE)
-    with SweepProgress(job.points, enabled=not quiet) as bar:
+    outcome = watch_launches(commands, points=job.points, count_rows=RowCounter(run_dir / store.RESULTS_FILE),
+                             log_path=run_dir / store.LAUNCH_LOG, timeout_s=job.spec.timeout_s, quiet=quiet)
+    record_outcome(run_dir, outcome, job.spec.timeout_s)
+    return read_outcome(run_dir)
+
+
+def watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
+                   timeout_s: float, quiet: bool) -> launch.LaunchOutcome:
+    """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
+    launch that adds no row for timeout_s is stopped."""
+    with SweepProgress(points, enabled=not quiet) as bar:
         def progress() -> int:
             done = count_rows()
             bar.show(done)
             return done
 
         for command in commands:
-            outcome = launch.run_watched(command, log_path=run_dir / store.LAUNCH_LOG, timeout_s=spec.timeout_s,
-                                         progress=progress)
+            outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress)
             if not outcome.ok:
                 break
-    _record_outcome(run_dir, outcome, spec)
-    return _read_outcome(run_dir)
+    return outcome
 
 
-def _record_outcome(run_dir: Path, outcome: launch.LaunchOutcome, spec) -> None:
+def record_outcome(run_dir: Path, outcome: launch.LaunchOutcome, timeout_s: float,
+                   log_path: Path | None = None) -> None:
     """Make meta.json tell the truth once the ranks are gone: complete only if torchrun and rank 0 both say so."""
     meta = store.read_meta(run_dir)
     if outcome.ok and meta.get("status") == store.STATUS_COMPLETE:
         return
-    log_path = run_dir / store.LAUNCH_LOG
+    log_path = log_path or run_dir / store.LAUNCH_LOG
     if outcome.stalled_s is not None:
-        cause = (f"no point finished for {outcome.stalled_s:.0f} s (--timeout {spec.timeout_s:g}): a rank hung or "
+        cause = (f"no point finished for {outcome.stalled_s:.0f} s (--timeout {timeout_s:g}): a rank hung or "
                  "is too slow; all ranks were stopped")
     elif outcome.interrupted:
         cause = "interrupted (Ctrl-C); all ranks were stopped"
@@ -95,11 +108,16 @@ def _record_outcome(run_dir: Path, outcome: launch.LaunchOutcome, spec) -> None:
                       end_time=runinfo.utc_now())
 
 
-def in_place_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], quiet: bool) -> SweepOutcome:
-    """Run as one rank of the job commbench was started in (torchrun or srun); rank 0 writes and shows progress."""
+def in_place_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], quiet: bool,
+                   run_dir: Path | None = None) -> SweepOutcome:
+    """Run as one rank of the job commbench was started in (torchrun or srun); rank 0 writes and shows progress.
+    Rank 0 makes results/<run-id>/, or writes into run_dir when one is prepared already (a bench of a suite)."""
     spec = job.spec
     rank = int(os.environ["RANK"])
-    run_dir = _prepare(spec, out=out, run_id=run_id, argv=argv) if rank == 0 else None
+    if rank != 0:
+        run_dir = None
+    elif run_dir is None:
+        run_dir = prepare_run_dir(spec, store.create_run_dir(out, run_id), argv=argv)
     with SweepProgress(job.points, enabled=rank == 0 and not quiet) as bar:
         done = 0
 
@@ -109,15 +127,15 @@ def in_place_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], 
             bar.show(done)
 
         try:
-            job.run_ranks(spec, run_dir=run_dir, run_id=run_dir.name if run_dir else "", on_point=on_point,
+            job.run_ranks(spec, run_dir=run_dir, run_id=store.run_id_of(run_dir) if run_dir else "", on_point=on_point,
                       collective_timeout_s=spec.timeout_s)
         except Exception as error:
             if run_dir is None:
                 return SweepOutcome(None, store.STATUS_FAILED, f"rank {rank}: {type(error).__name__}: {error}", None)
-    return _read_outcome(run_dir) if run_dir else SweepOutcome(None, store.STATUS_COMPLETE, None, None)
+    return read_outcome(run_dir) if run_dir else SweepOutcome(None, store.STATUS_COMPLETE, None, None)
 
 
-def _read_outcome(run_dir: Path) -> SweepOutcome:
+def read_outcome(run_dir: Path) -> SweepOutcome:
     meta = store.read_meta(run_dir)
     results = store.read_results(run_dir) if (run_dir / store.RESULTS_FILE).exists() else None
     return SweepOutcome(run_dir, meta.get("status"), meta.get("reason"), results)

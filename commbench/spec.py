@@ -179,10 +179,29 @@ def _layouts(collective, sizes, elt_bytes: int, world: int, dtype: str) -> list[
     layouts: dict[int, Layout] = {}
     for size in sizes:
         layout = collective.layout(size, elt_bytes, world)
-        if layout.count < 1:
-            smallest = next(s for s in (2**k for k in range(64)) if collective.layout(s, elt_bytes, world).count >= 1)
-            raise CommbenchError(f"size {size} B is below one {dtype} element per rank for {collective.name} with "
-                                 f"{world} ranks (rounded as nccl-tests does); use sizes of {format_bytes(smallest)} "
-                                 "or more")
-        layouts.setdefault(layout.size_bytes, layout)  # sizes that round to the same message are measured once
+        if layout.count >= 1:  # sizes below one element per rank are skipped (size_notes says so)
+            layouts.setdefault(layout.size_bytes, layout)  # sizes that round to one message are measured once
+    if not layouts:
+        raise CommbenchError(f"size {max(sizes)} B is below one {dtype} element per rank for {collective.name} with "
+                             f"{world} ranks (rounded as nccl-tests does); use sizes of "
+                             f"{format_bytes(_smallest_size(collective, elt_bytes, world))} or more")
     return list(layouts.values())
+
+
+def _smallest_size(collective, elt_bytes: int, world: int) -> int:
+    return next(s for s in (2**k for k in range(64)) if collective.layout(s, elt_bytes, world).count >= 1)
+
+
+def size_notes(spec: SweepSpec, world: int) -> list[str]:
+    """Say which requested sizes a collective skips: below one element per rank, nccl-tests would round them to 0 B
+    (a sweep from 8 B, as nccl-tests runs it, meets this for reduce_scatter, all_gather and all_to_all)."""
+    notes = []
+    for name in spec.collectives:
+        collective = get_collective(name)
+        for dtype in spec.dtypes:
+            smallest = _smallest_size(collective, DTYPES[dtype].itemsize, world)
+            skipped = [size for size in spec.sizes if collective.layout(size, DTYPES[dtype].itemsize, world).count < 1]
+            if skipped:
+                notes.append(f"{name} {dtype}: {len(skipped)} size(s) below {format_bytes(smallest)} skipped (each "
+                             f"rank's share rounds to 0 elements with {world} ranks, as in nccl-tests)")
+    return notes

@@ -140,6 +140,22 @@ def is_training_run(run_dir: Path) -> bool:
         raise _not_found(path) from None
 
 
+def run_id_of(run_dir: Path) -> str:
+    """The run_id its rows carry: the folder name, or suite-run/bench for a bench of a suite."""
+    return read_meta(run_dir).get("run_id") or Path(run_dir).name
+
+
+def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
+    """The bench folders of a suite run (`commbench run`), by bench name; None when run_dir is not a suite run."""
+    path = Path(run_dir) / META_FILE
+    if not path.exists():
+        return None
+    meta = read_meta(run_dir)
+    if meta.get("kind") != "suite":
+        return None
+    return {bench["name"]: Path(run_dir) / bench["name"] for bench in meta.get("benches", [])}
+
+
 def read_results(run_dir: Path, *, expect: str | None = None) -> pd.DataFrame:
     """Collective or training rows, whichever the run holds (column `bench` tells them apart); expect
     "collective" or "training" refuses the other kind with a one-line error."""

@@ -156,13 +156,17 @@ def _keys(row: dict) -> dict:
     return {column: row[column] for column in store.KEY_COLUMNS}
 
 
+def run_in_dir(run_dir: Path) -> None:
+    """As a launched rank: run the spec.json that the launcher wrote into run_dir."""
+    spec = SweepSpec.from_json((run_dir / store.SPEC_FILE).read_text(encoding="utf-8"))
+    run_sweep(spec, run_dir=run_dir, run_id=store.run_id_of(run_dir),
+              collective_timeout_s=spec.timeout_s + WATCHED_TIMEOUT_GRACE_S)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="commbench rank process (started by `commbench sweep`)")
     parser.add_argument("--run-dir", type=Path, required=True)
-    args = parser.parse_args(argv)
-    spec = SweepSpec.from_json((args.run_dir / store.SPEC_FILE).read_text(encoding="utf-8"))
-    run_sweep(spec, run_dir=args.run_dir, run_id=args.run_dir.name,
-              collective_timeout_s=spec.timeout_s + WATCHED_TIMEOUT_GRACE_S)
+    run_in_dir(parser.parse_args(argv).run_dir)
 
 
 if __name__ == "__main__":

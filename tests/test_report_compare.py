@@ -17,25 +17,54 @@ ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).paren
 GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--iters", "10")
 
 
+# A collective sweep (builtin and ring), a DDP sweep and a strategy sweep, so that every plot has its data: one suite,
+# one launch.
+SUITE = """
+backend = "gloo"
+device = "cpu"
+
+[[bench]]
+name = "collective"
+kind = "sweep"
+collective = "all_reduce"
+sizes = "64K,1M"
+iters = 6
+
+[[bench]]
+name = "ddp"
+kind = "ddp"
+bucket-cap-mb = [1, 25]
+params = "1M"
+steps = 6
+profile-steps = 1
+isolation = "reset"
+
+[[bench]]
+name = "zero"
+kind = "zero"
+strategy = ["ddp", "zero3"]
+params = "1M"
+steps = 6
+profile-steps = 1
+isolation = "reset"
+"""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A collective sweep (builtin and ring), a DDP sweep and a strategy sweep: every plot has its data."""
+    """The suite's run folder: runs / "collective", runs / "ddp" and runs / "zero" are its benches' run folders."""
     out = tmp_path_factory.mktemp("runs")
-    common = ("--backend", "gloo", "--device", "cpu", "--out", str(out), "-q")
-    small = ("--params", "1M", "--steps", "6", "--profile-steps", "1", "--isolation", "reset")
-    for args in (("sweep", "-c", "all_reduce", "--sizes", "64K,1M", "--iters", "6", "--run-id", "collective"),
-                 ("ddp", "--bucket-cap-mb", "1,25", *small, "--run-id", "ddp"),
-                 ("zero", "--strategy", "ddp,zero3", *small, "--run-id", "zero")):
-        completed = subprocess.run([sys.executable, "-m", "commbench", *args, *common], env=commbench_env(),
-                                   capture_output=True, text=True, timeout=300)
-        assert completed.returncode == 0, completed.stderr[-2000:]
-    return out
+    (out / "suite.toml").write_text(SUITE)
+    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(out / "suite.toml"), "--out",
+                                str(out), "--run-id", "suite", "-q"], env=commbench_env(), capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return out / "suite"
 
 
 @pytest.mark.distributed
 def test_report_draws_every_plot_with_data_and_writes_html_and_markdown(runs, tmp_path, commbench_cli):
-    completed = commbench_cli("report", str(runs / "collective"), str(runs / "ddp"), str(runs / "zero"), "--out",
-                           str(tmp_path / "report"))
+    completed = commbench_cli("report", str(runs), "--out", str(tmp_path / "report"))  # a suite: all its benches
     assert completed.returncode == 0, completed.stderr
     report = tmp_path / "report"
     for stem in ("busbw_vs_size", "latency_fit", "ring_vs_builtin", "ddp_buckets", "strategy_steps_memory",
@@ -132,6 +161,25 @@ def test_compare_training_runs_on_step_time_and_peak_memory(runs, commbench_cli)
     assert gate.stdout.count(" step_time ") == 2 and gate.stdout.count(" peak_mem ") == 2
 
 
+@pytest.mark.distributed
+def test_compare_suite_runs_bench_by_bench(runs, tmp_path, commbench_cli):
+    gate = commbench_cli("compare", str(runs), str(runs), "--fail", "busbw:5%,step_time:5%")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    lines = gate.stdout.splitlines()
+    assert sum(line.startswith("[collective] all_reduce") and " busbw " in line for line in lines) == 4
+    assert sum(line.startswith("[zero] strategy:") and " step_time " in line for line in lines) == 2
+    # a suite without one of the benches: that bench is missing, not an error
+    partial = tmp_path / "partial"
+    shutil.copytree(runs, partial)
+    meta = json.loads((partial / "meta.json").read_text())
+    meta["benches"] = [bench for bench in meta["benches"] if bench["name"] != "ddp"]
+    (partial / "meta.json").write_text(json.dumps(meta))
+    gate = commbench_cli("compare", str(runs), str(partial), "--fail", "busbw:5%,step_time:5%")
+    assert gate.returncode == 0 and "bench ddp" in gate.stdout and "missing: not in the new run" in gate.stdout
+    refused = commbench_cli("compare", str(runs), str(runs / "collective"))
+    assert refused.returncode == 2 and "cannot compare a suite run with a single run" in refused.stderr
+
+
 def _corrupt(tmp_path: Path, source: Path, change) -> Path:
     target = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
     shutil.copytree(source, target)
@@ -168,12 +216,15 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
     assert json.loads((good / "meta.json").read_text())["status"] == "complete"  # the source was not touched
 
 
-def test_the_committed_baseline_is_a_set_of_commbench_runs():
-    baseline = Path(__file__).parent.parent / "results" / "baselines" / "cpu-gloo-2rank"
+def test_the_committed_baseline_is_a_set_of_commbench_runs_of_the_ci_suite():
+    baseline = Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci"
     folders = run_folders(baseline)
     assert len(folders) >= 3  # launches: the gate compares run sets
+    suite_text = (Path(__file__).parent.parent / "suites" / "cpu-ci.toml").read_text()
     for folder in folders:
-        results = store.read_results(folder, expect="collective")
         assert store.read_meta(folder)["status"] == "complete"
+        assert (folder / "suite.toml").read_text() == suite_text  # the gate runs what the baseline ran
+        gate = store.suite_bench_dirs(folder)["gate"]
+        results = store.read_results(gate, expect="collective")
         assert set(results["collective"]) == {"all_reduce"} and (results["n_wrong"] == 0).all()
-        assert len(store.read_samples(folder)) == results["iters"].sum()
+        assert len(store.read_samples(gate)) == results["iters"].sum()

@@ -41,11 +41,14 @@ def _register() -> None:
     from commbench.cli.fit import fit
     from commbench.cli.model import model
     from commbench.cli.report import report
+    from commbench.cli.run import run
+    from commbench.cli.slurm import slurm
     from commbench.cli.sweep import sweep
     from commbench.cli.trace import trace
     from commbench.cli.train import ddp, fsdp, zero
 
     main.add_command(sweep)
+    main.add_command(run)
     main.add_command(env)
     main.add_command(trace)
     main.add_command(model)
@@ -55,6 +58,7 @@ def _register() -> None:
     main.add_command(zero)
     main.add_command(compare_command)
     main.add_command(report)
+    main.add_command(slurm)
 
 
 _register()

@@ -1,6 +1,11 @@
-"""Flags shared by the commands that launch ranks: where they run and how many."""
+"""Flags shared by the commands that launch ranks: where they run, how many, and where the results go."""
+
+from pathlib import Path
 
 import click
+
+RUN_OPTION_NAMES = ("out", "run_id", "quiet")
+"""Options of the run as a whole (not of a bench): a suite sets them once, on `commbench run`."""
 
 
 def split_commas(ctx, param, values) -> tuple[str, ...]:
@@ -16,4 +21,17 @@ def target_options(function):
                             show_default=True, help="Tensor device; auto = cuda when a GPU is visible.")(function)
     function = click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default="auto",
                             show_default=True, help="Process-group backend; auto = nccl on cuda, else gloo.")(function)
+    return function
+
+
+def run_options(function):
+    """--out, --run-id and --quiet."""
+    options = [
+        click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+                     help="Folder that receives results/<run-id>/."),
+        click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host]."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path."),
+    ]
+    for option in reversed(options):
+        function = option(function)
     return function

@@ -1,16 +1,14 @@
 """`commbench sweep`: measure collectives over message sizes, verify every point, store and print the results."""
 
-from pathlib import Path
-
 import click
 
 from commbench import launch
 from commbench.backends import resolve_target
 from commbench.cli.options import split_commas, target_options
-from commbench.cli.run_job import run_job
+from commbench.cli.run_job import BenchJob, bench_command
 from commbench.session import Job
 from commbench.sizes import parse_size_spec
-from commbench.spec import SweepSpec, placement_notes, plan, validate
+from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate
 from commbench.table import format_tables
 from commbench.worker import run_sweep
 
@@ -47,9 +45,6 @@ def default_impls(target) -> tuple[str, ...]:
 @click.option("--placement", type=click.Choice(["out", "in", "both"]), default="out", show_default=True,
               help="Out-of-place and/or in-place buffers.")
 @click.option("--check/--no-check", default=True, show_default=True, help="Verify every point (n_wrong).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
-              help="Folder that receives results/<run-id>/.")
-@click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host].")
 @click.option("--timeout", type=float, default=300.0, show_default=True,
               help="Seconds without a finished point before the sweep is ended as failed.")
 @click.option("--profile", is_flag=True,
@@ -58,11 +53,12 @@ def default_impls(target) -> tuple[str, ...]:
               help="Iterations per point in each trace (recorded after timing, untimed).")
 @click.option("--gpu-sample-interval", type=float, default=0.05, show_default=True,
               help="Seconds between NVML samples of each GPU while a point is timed.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path only.")
+@bench_command(bare_suite="default")
 def sweep(collectives, sizes, dtypes, ops, impls, ring_chunks, backend, device, nproc, warmup, iters, target_ci,
-          max_time, placement, check, out, run_id, timeout, profile, profile_iters, gpu_sample_interval,
-          quiet) -> None:
+          max_time, placement, check, timeout, profile, profile_iters, gpu_sample_interval) -> BenchJob:
     """Measure collectives at each message size with statistics and a correctness check on every point.
+
+    With no option but --out, --run-id and --quiet, runs the suite suites/default.toml (`commbench run default`).
 
     Launches torchrun once for the whole sweep; inside torchrun or srun (RANK and WORLD_SIZE set) it runs in place.
     Exit codes: 0 all points correct, 1 some point had wrong results, 2 bad input, 3 the run failed.
@@ -78,5 +74,5 @@ def sweep(collectives, sizes, dtypes, ops, impls, ring_chunks, backend, device, 
         gpu_sample_interval_s=gpu_sample_interval)
     validate(spec)
     job = Job(spec=spec, points=plan(spec, spec.nproc), worker_module="commbench.worker", run_ranks=run_sweep)
-    run_job(job, in_job=world_in_job is not None, out=out, run_id=run_id, quiet=quiet, render=format_tables,
-            wrong_message="{n} wrong element(s) in the check (see #wrong)", notes=placement_notes(spec))
+    return BenchJob(job, render=format_tables, wrong_message="{n} wrong element(s) in the check (see #wrong)",
+                    notes=placement_notes(spec) + size_notes(spec, spec.nproc))

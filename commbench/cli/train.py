@@ -1,13 +1,12 @@
 """`commbench ddp`, `commbench fsdp` and `commbench zero`: training-step sweeps over parallelism settings."""
 
-from pathlib import Path
 
 import click
 
 from commbench import launch
 from commbench.backends import resolve_target
 from commbench.cli.options import split_commas, target_options
-from commbench.cli.run_job import run_job
+from commbench.cli.run_job import BenchJob, bench_command
 from commbench.errors import CommbenchError
 from commbench.models.quantities import parse_count, parse_memory
 from commbench.session import Job
@@ -58,20 +57,16 @@ def training_options(function):
         click.option("--memory-budget", default=None,
                      help="Peak memory per rank that counts as fitting, e.g. 80GB [default: GPU memory, or RAM / "
                           "ranks]."),
-        click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
-                     help="Folder that receives results/<run-id>/."),
-        click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host]."),
         click.option("--timeout", type=float, default=300.0, show_default=True,
                      help="Seconds without a finished configuration before the sweep is ended as failed."),
-        click.option("-q", "--quiet", is_flag=True, help="No progress bar and no table; print the results path."),
     ]
     for option in reversed(options):
         function = option(function)
     return target_options(function)
 
 
-def _run(bench: str, build_configs, options: dict) -> None:
-    """Resolve the target and model, build the configurations, run them and report."""
+def _training_job(bench: str, build_configs, options: dict) -> BenchJob:
+    """Resolve the target and model and build the configurations."""
     world_in_job = launch.world_size_in_job()
     target = resolve_target(backend=options["backend"], device=options["device"], nproc=options["nproc"],
                             world_size_in_job=world_in_job)
@@ -102,9 +97,8 @@ def _run(bench: str, build_configs, options: dict) -> None:
     validate(spec)
     job = Job(spec=spec, points=spec.points, worker_module="commbench.training.worker", run_ranks=run_training,
               process_per_point=spec.isolation == "process")
-    run_job(job, in_job=world_in_job is not None, out=options["out"], run_id=options["run_id"],
-            quiet=options["quiet"], render=format_training_table,
-            wrong_message="{n} rank(s) failed the check (replicas disagree or a loss is not finite)")
+    return BenchJob(job, render=format_training_table,
+                    wrong_message="{n} rank(s) failed the check (replicas disagree or a loss is not finite)")
 
 
 @click.command()
@@ -117,7 +111,8 @@ def _run(bench: str, build_configs, options: dict) -> None:
 @click.option("--comm-hook", "comm_hooks", multiple=True, callback=split_commas,
               help="none, bf16, fp16 (gradients compressed for the all-reduce) [default: none].")
 @training_options
-def ddp(bucket_cap_mb, bucket_views, static_graphs, comm_hooks, **options) -> None:
+@bench_command
+def ddp(bucket_cap_mb, bucket_views, static_graphs, comm_hooks, **options) -> BenchJob:
     """DDP step time, exposed communication and memory over bucket sizes and DDP options.
 
     Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
@@ -129,7 +124,7 @@ def ddp(bucket_cap_mb, bucket_views, static_graphs, comm_hooks, **options) -> No
                                           for v in bucket_views or ("false",)),
             static_graph=tuple(plan.parse_bool("--static-graph", v) for v in static_graphs or ("false",)),
             comm_hooks=comm_hooks or ("none",), accum_steps=accum)
-    _run("ddp", configs, options)
+    return _training_job("ddp", configs, options)
 
 
 @click.command()
@@ -148,7 +143,8 @@ def ddp(bucket_cap_mb, bucket_views, static_graphs, comm_hooks, **options) -> No
 @click.option("--mixed-precision", "precisions", multiple=True, callback=split_commas,
               help="fp32 and/or bf16 (bf16 compute and all-gathers, fp32 reduction) [default: fp32].")
 @training_options
-def fsdp(impls, reshards, forward, backward, limits, wraps, precisions, **options) -> None:
+@bench_command
+def fsdp(impls, reshards, forward, backward, limits, wraps, precisions, **options) -> BenchJob:
     """FSDP step time, exposed communication and memory over resharding, prefetching, wrapping and precision.
 
     Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
@@ -161,7 +157,7 @@ def fsdp(impls, reshards, forward, backward, limits, wraps, precisions, **option
             backward_prefetch=backward or ("default", "1", "pre"),
             limit_all_gathers=tuple(plan.parse_bool("--limit-all-gathers", v) for v in limits or ("true",)),
             wraps=wraps or ("block",), precisions=precisions or ("fp32",), accum_steps=accum, world=world)
-    _run("fsdp", configs, options)
+    return _training_job("fsdp", configs, options)
 
 
 @click.command()
@@ -174,7 +170,8 @@ def fsdp(impls, reshards, forward, backward, limits, wraps, precisions, **option
               help="HSDP: ranks per shard group [default: 2].")
 @click.option("--bucket-cap-mb", type=float, default=None, help="DDP bucket size for ddp and zero1 [default: 25].")
 @training_options
-def zero(strategies, impl, shard_group, bucket_cap_mb, **options) -> None:
+@bench_command
+def zero(strategies, impl, shard_group, bucket_cap_mb, **options) -> BenchJob:
     """Sharding strategies side by side: DDP, ZeRO-1/2/3 and HSDP, with model state measured against the formulas.
 
     Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
@@ -183,4 +180,4 @@ def zero(strategies, impl, shard_group, bucket_cap_mb, **options) -> None:
         chosen = strategies or plan.default_strategies(world)
         return plan.strategy_configs(strategies=chosen, impl=impl, accum_steps=accum, bucket_cap_mb=bucket_cap_mb,
                                      shard_group=shard_group or (2 if "hsdp" in chosen else None), world=world)
-    _run("strategy", configs, options)
+    return _training_job("strategy", configs, options)

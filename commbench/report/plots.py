@@ -81,7 +81,9 @@ def latency_with_fit(runs: list[LoadedRun]):
     figure, panels = _per_collective(rows)
     for axis, collective, mine in panels:
         for run, group in mine.groupby("run", sort=False):
-            fits = {(fit.impl, fit.backend, fit.dtype, fit.op, fit.inplace): fit for fit in fit_results(group)}
+            single_size = group.groupby(["impl", "backend", "dtype", "op", "inplace"])["size_bytes"].nunique().max() < 2
+            fits = {} if single_size else {(fit.impl, fit.backend, fit.dtype, fit.op, fit.inplace): fit
+                                          for fit in fit_results(group)}  # a single size has no line to fit
             for (impl, backend, dtype, op, inplace), line in group.groupby(
                     ["impl", "backend", "dtype", "op", "inplace"], sort=False):
                 line = line.sort_values("size_bytes")

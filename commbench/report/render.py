@@ -30,16 +30,31 @@ class Report:
 
 
 def load_runs(run_dirs: list[Path]) -> list[LoadedRun]:
+    """The runs, with a suite run (`commbench run`) standing for its benches that measured something."""
     runs = []
     for run_dir in run_dirs:
-        run_dir = Path(run_dir)
-        meta = store.read_meta(run_dir)
-        kind = "training" if store.is_training_run(run_dir) else "collective"
-        results = store.read_results(run_dir)
-        if results.empty:
-            raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); nothing to report")
-        runs.append(LoadedRun(run_dir.name, run_dir, kind, results, meta))
+        benches = store.suite_bench_dirs(run_dir)
+        if benches is None:
+            runs.append(_load_run(Path(run_dir), Path(run_dir).name))
+            continue
+        measured = [name for name, bench_dir in benches.items() if _has_rows(bench_dir)]
+        if not measured:
+            raise CommbenchError(f"{run_dir} is a suite run whose benches have no result rows; nothing to report")
+        runs += [_load_run(benches[name], f"{Path(run_dir).name}/{name}") for name in measured]
     return runs
+
+
+def _has_rows(run_dir: Path) -> bool:
+    return (run_dir / store.RESULTS_FILE).exists() and not store.read_results(run_dir).empty
+
+
+def _load_run(run_dir: Path, name: str) -> LoadedRun:
+    meta = store.read_meta(run_dir)
+    kind = "training" if store.is_training_run(run_dir) else "collective"
+    results = store.read_results(run_dir)
+    if results.empty:
+        raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); nothing to report")
+    return LoadedRun(name, run_dir, kind, results, meta)
 
 
 def render(run_dirs: list[Path], out: Path) -> Report:

@@ -68,8 +68,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--only", type=int, default=None, help="measure only this configuration index")
     args = parser.parse_args(argv)
-    spec = TrainSpec.from_json((args.run_dir / store.SPEC_FILE).read_text(encoding="utf-8"))
-    run_training(spec, run_dir=args.run_dir, run_id=args.run_dir.name, only=args.only,
+    run_in_dir(args.run_dir, only=args.only)
+
+
+def run_in_dir(run_dir: Path, *, only: int | None = None) -> None:
+    """As a launched rank: run the spec.json that the launcher wrote into run_dir (all or `only` one configuration)."""
+    spec = TrainSpec.from_json((run_dir / store.SPEC_FILE).read_text(encoding="utf-8"))
+    run_training(spec, run_dir=run_dir, run_id=store.run_id_of(run_dir), only=only,
                  collective_timeout_s=spec.timeout_s + WATCHED_TIMEOUT_GRACE_S)
 
 

@@ -1,0 +1,176 @@
+"""`commbench slurm submit SUITE` and `commbench slurm status RUN_DIR`: a suite as a multi-node Slurm batch job."""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from commbench import runinfo, store
+from commbench.backends import assumed_job
+from commbench.errors import CommbenchError
+from commbench.progress import RowCounter
+from commbench.slurm import jobs, script
+
+EXIT_JOB_FAILED = 3
+SCRIPT_FILE = "job.sbatch"
+REPORT_DIR = "report"
+
+
+@click.group()
+def slurm() -> None:
+    """Run suites as Slurm batch jobs: srun starts one torchrun per node, with c10d rendezvous on the first node."""
+
+
+@slurm.command()
+@click.argument("suite")
+@click.option("--nodes", type=int, required=True, help="Nodes to allocate (one torchrun per node).")
+@click.option("--gpus-per-node", type=int, required=True, help="GPUs per node to request (0 for CPU nodes).")
+@click.option("--nproc-per-node", type=int, default=None,
+              help="Ranks per node [default: --gpus-per-node, or 2 on CPU nodes].")
+@click.option("--partition", default=None, help="sbatch --partition.")
+@click.option("--account", default=None, help="sbatch --account.")
+@click.option("--time", "time_limit", default=None, help="sbatch --time, e.g. 30, 01:00:00 or 1-00:00:00.")
+@click.option("--qos", default=None, help="sbatch --qos.")
+@click.option("--constraint", default=None, help="sbatch --constraint, e.g. h100.")
+@click.option("--exclusive", is_flag=True, help="sbatch --exclusive (no other job on the nodes: quieter numbers).")
+@click.option("--cpus-per-task", type=int, default=None, help="sbatch --cpus-per-task for each node's torchrun.")
+@click.option("--sbatch-arg", "sbatch_args", multiple=True,
+              help="Any other sbatch option, one per flag: --sbatch-arg=--mem=0 --sbatch-arg=--reservation=R.")
+@click.option("--env", "env", multiple=True,
+              help="NAME (its value here) or NAME=VALUE exported in the job; NCCL_*, TORCH_NCCL_* and GLOO_* set here "
+                   "are exported anyway. Repeatable.")
+@click.option("--job-name", default=None, help="Slurm job name [default: commbench-<suite file name>].")
+@click.option("--rdzv-port", type=int, default=None,
+              help="Port of the c10d rendezvous on the first node [default: 20000 + job id mod 20000].")
+@click.option("--python", default=sys.executable, show_default=True,
+              help="The Python (with commbench installed) that the nodes run.")
+@click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default=None,
+              help="Override the suite's backend.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default=None, help="Override the suite's device.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Folder that receives results/<run-id>/ (on a file system the nodes share).")
+@click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host].")
+@click.option("--dry-run", is_flag=True, help="Print the batch script; create and submit nothing.")
+@click.option("--wait", "wait_", is_flag=True, help="Wait for the job to end, then write the report.")
+@click.option("--wait-timeout", type=float, default=3600.0, show_default=True,
+              help="Seconds --wait waits before giving up (the job keeps running).")
+@click.option("--poll", type=float, default=2.0, show_default=True, help="Seconds between job-state polls.")
+def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time_limit, qos, constraint, exclusive,
+           cpus_per_task, sbatch_args, env, job_name, rdzv_port, python, backend, device, out, run_id, dry_run,
+           wait_, wait_timeout, poll) -> None:
+    """Write the batch script for SUITE into results/<run-id>/, submit it with sbatch, and (--wait) collect it.
+
+    Exit codes: 0 submitted (or, with --wait, completed with correct results), 2 bad input or sbatch refused,
+    3 the job failed, was cancelled, timed out, or is still running at --wait-timeout.
+    """
+    from commbench.suite.load import load_suite
+    from commbench.suite.run import SUITE_FILE, SUITE_KIND
+
+    nproc_per_node = nproc_per_node or gpus_per_node or 2
+    overrides = {"backend": backend, "device": device}
+    request = script.JobRequest(
+        nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node, partition=partition,
+        account=account, qos=qos, constraint=constraint, time=time_limit, cpus_per_task=cpus_per_task,
+        exclusive=exclusive, sbatch_args=tuple(sbatch_args),
+        env=script.job_env(tuple(env), dict(os.environ)), rdzv_port=rdzv_port, python=python,
+        job_name=job_name or f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
+        run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)))
+    script.validate(request)
+    # Validate the suite as it will resolve on the compute nodes, not on this (login) node.
+    loaded = load_suite(suite, overrides=overrides, machine=lambda: assumed_job(
+        world=nodes * nproc_per_node, ranks_per_node=nproc_per_node, gpus_per_node=gpus_per_node))
+    if dry_run:
+        run_dir = (out / (run_id or store.default_run_id())).resolve()
+        click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False)
+        return
+    run_dir = store.create_run_dir(out, run_id).resolve()
+    (run_dir / SUITE_FILE).write_text(loaded.text, encoding="utf-8")  # the job runs this copy, edits or not
+    script_path = run_dir / SCRIPT_FILE
+    script_path.write_text(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir),
+                           encoding="utf-8")
+    store.write_meta(run_dir, {
+        **runinfo.launch_meta(["commbench", *sys.argv[1:]], run_dir.name), "kind": SUITE_KIND,
+        "suite": str(loaded.path), "status": "submitted", "slurm_script": str(script_path),
+        "slurm_request": {"nodes": nodes, "gpus_per_node": gpus_per_node, "nproc_per_node": nproc_per_node,
+                          "partition": partition, "account": account, "time": time_limit}})
+    try:
+        job_id = jobs.submit(script_path, cwd=run_dir)
+    except CommbenchError as error:
+        store.update_meta(run_dir, status=store.STATUS_FAILED, reason=str(error), end_time=runinfo.utc_now())
+        raise
+    log_path = run_dir / script.LOG_PATTERN.replace("%j", job_id)
+    store.update_meta(run_dir, slurm_job_id=job_id, slurm_log=str(log_path))
+    click.echo(f"Submitted batch job {job_id}\n# Results: {run_dir}\n# Log: {log_path}")
+    if wait_:
+        sys.exit(_collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll))
+
+
+def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, poll_s: float) -> int:
+    """Wait for the job; on success write the report, else say how it ended and where its log is."""
+    final = jobs.wait(job_id, timeout_s=timeout_s, poll_s=poll_s,
+                      on_change=lambda state: click.echo(f"# job {job_id}: {state.state}", err=True))
+    if final is None:
+        click.echo(f"commbench: slurm job {job_id} has not ended after {timeout_s:g} s (--wait-timeout); it keeps "
+                   f"running: `commbench slurm status {run_dir}` or `scancel {job_id}`", err=True)
+        return EXIT_JOB_FAILED
+    store.update_meta(run_dir, slurm_state=final.state, slurm_exit_code=final.exit_code)
+    problem = _job_problem(run_dir, final, log_path)
+    if problem:
+        click.echo(f"commbench: {problem}", err=True)
+        return EXIT_JOB_FAILED
+    from commbench.report.render import render
+
+    report = render([run_dir], run_dir / REPORT_DIR)
+    click.echo(f"# Report: {report.out / 'report.html'}")
+    return 0
+
+
+def _job_problem(run_dir: Path, final: jobs.JobState, log_path: Path) -> str | None:
+    """None when the job completed and its run says complete; else one line saying what happened (also recorded in
+    meta.json when the run itself could not say it)."""
+    meta = store.read_meta(run_dir)
+    run_status, run_reason = meta.get("status"), meta.get("reason")
+    if final.state in (jobs.ENDED_OK, jobs.GONE) and run_status == store.STATUS_COMPLETE:
+        return None
+    if final.state == jobs.ENDED_OK:
+        # srun can exit 0 although its tasks never started: the run folder is the proof, not the job state
+        problem = (f"slurm job {final.job_id} COMPLETED but the run did not finish (run status {run_status}"
+                   f"{': ' + run_reason if run_reason else ''})")
+    else:
+        problem = (f"slurm job {final.job_id} ended {final.state} (exit code {final.exit_code or '?'}"
+                   f"{', reason ' + final.reason if final.reason and final.reason != 'None' else ''})"
+                   f"{'; the run says: ' + run_reason if run_reason else ''}")
+    problem += f"; log: {log_path}; results so far: {run_dir}"
+    if run_status != store.STATUS_FAILED:
+        store.update_meta(run_dir, status=store.STATUS_FAILED, reason=problem, end_time=runinfo.utc_now())
+    return problem
+
+
+@slurm.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+def status(run_dir) -> None:
+    """The Slurm state of a submitted run, its own status, and the rows each bench has written.
+
+    Exit codes: 0 pending, running or completed; 2 not a submitted run; 3 the job or the run failed.
+    """
+    meta = store.read_meta(run_dir)
+    job_id = meta.get("slurm_job_id")
+    if not job_id:
+        raise CommbenchError(f"{run_dir} has no slurm_job_id in meta.json: it was not submitted by "
+                             "`commbench slurm submit`")
+    state = jobs.job_state(str(job_id))
+    where = f" on {state.nodes}" if state.nodes and state.nodes != "(null)" else ""
+    known = "no longer known to scontrol (ended over MinJobAge ago)" if state.state == jobs.GONE else state.state
+    click.echo(f"job {job_id}: {known}{where}" + (f", run time {state.run_time}" if state.run_time else "") +
+               (f", exit code {state.exit_code}" if state.exit_code else ""))
+    click.echo(f"run: {meta.get('status')}" + (f" ({meta['reason']})" if meta.get("reason") else ""))
+    for name, bench_dir in (store.suite_bench_dirs(run_dir) or {}).items():
+        rows = RowCounter(bench_dir / store.RESULTS_FILE)()
+        bench_status = store.read_meta(bench_dir).get("status") if (bench_dir / store.META_FILE).exists() else \
+            "not started"
+        click.echo(f"  bench {name}: {bench_status}, {rows} row(s)")
+    click.echo(f"# Log: {meta.get('slurm_log')}")
+    if state.state in jobs.ENDED_BADLY or meta.get("status") == store.STATUS_FAILED:
+        sys.exit(EXIT_JOB_FAILED)

@@ -1,0 +1,1 @@
+"""Slurm: render the batch script of a suite run, submit it, and follow the job."""

@@ -1,0 +1,1 @@
+"""Suites: TOML files that list benches (collective sweeps, ddp, fsdp, zero) run into one run folder."""

@@ -1,0 +1,210 @@
+"""TOML suites: validation before launch (in process), and real suite runs with torchrun and gloo ranks on CPU."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from commbench.backends import assumed_job
+from commbench.suite.load import SUITES_DIR, load_suite
+from commbench.suite.run import launch_groups
+from tests.conftest import commbench_env
+
+SHIPPED = ("default", "nccl-tests", "ddp-buckets", "fsdp-prefetch", "zero-stages", "cpu-ci")
+
+# Three benches that share one launch (a sweep, a DDP bench in one process with memory reset, a sweep), then one
+# with a process per configuration (training on CPU, isolation auto).
+MIXED = """
+description = "test: every kind of launch group"
+backend = "gloo"
+device = "cpu"
+nproc = 2
+
+[[bench]]
+name = "ar"
+kind = "sweep"
+collective = "all_reduce"
+impl = ["builtin", "ring"]
+sizes = "4K,64K"
+iters = 6
+warmup = 1
+
+[[bench]]
+kind = "ddp"
+bucket-cap-mb = [1, 25]
+params = "1M"
+layers = 2
+steps = 6
+profile-steps = 1
+isolation = "reset"
+
+[[bench]]
+name = "ag"
+kind = "sweep"
+collective = "all_gather"
+impl = "builtin"
+sizes = "4K"
+iters = 6
+check = true
+profile = true
+profile-iters = 2
+
+[[bench]]
+kind = "zero"
+strategy = ["ddp", "zero3"]
+params = "1M"
+layers = 2
+steps = 6
+profile-steps = 0
+"""
+
+
+def _suite(tmp_path: Path, text: str, name: str = "suite.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _with_bench(extra: str, kind: str = "sweep") -> str:
+    return f'backend = "gloo"\ndevice = "cpu"\n\n[[bench]]\nkind = "{kind}"\n{extra}\n'
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("[[bench]\nkind = 'sweep'", ["not valid TOML", "line 1"]),
+    ('description = "no benches"', ["no [[bench]] tables"]),
+    (_with_bench("", kind="allreduce"), ["key 'kind' is 'allreduce'", "sweep, ddp, fsdp, zero"]),
+    (_with_bench('colective = "all_reduce"'), ["unknown key 'colective'", "collective"]),
+    (_with_bench('placement = "sideways"'), ["key 'placement'", "'sideways' is not one of", "'out', 'in', 'both'"]),
+    (_with_bench('collective = "allreduce"'), ["unknown collective 'allreduce'"]),
+    (_with_bench('sizes = "1K:oops"'), ["bad --sizes '1K:oops'"]),
+    (_with_bench("iters = 2"), ["--iters 2 is too few", "option without --"]),
+    (_with_bench("nproc = 4"), ["key 'nproc' belongs at the top of the suite"]),
+    (_with_bench('check = "yes"'), ["key 'check' is a switch"]),
+    (_with_bench("timeout = [1, 2]"), ["key 'timeout' takes one value"]),
+    (_with_bench('bucket-cap-mb = ["big"]', kind="ddp"), ["--bucket-cap-mb takes numbers"]),
+    (_with_bench('name = "a b"'), ["key 'name' 'a b' is not a folder name"]),
+    (_with_bench("") + '\n[[bench]]\nkind = "sweep"\n', ["two benches are named 'sweep'"]),
+    ('nproc = 0\n[[bench]]\nkind = "sweep"\n', ["--nproc 0 is not a rank count"]),
+    ('frequency = 3\n[[bench]]\nkind = "sweep"\n', ["the top level: unknown key 'frequency'"]),
+])
+def test_bad_suite_is_one_line_naming_file_and_key(tmp_path, commbench_cli, text, fragments):
+    path = _suite(tmp_path, text)
+    outcome = commbench_cli("run", str(path), "--out", str(tmp_path / "results"))
+    assert outcome.returncode == 2, outcome
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"commbench: error: {path}"), outcome.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    assert not (tmp_path / "results").exists()  # refused before anything was created or launched
+
+
+def test_missing_suite_names_the_shipped_ones(commbench_cli):
+    outcome = commbench_cli("run", "no-such-suite")
+    assert outcome.returncode == 2
+    assert "suite 'no-such-suite' not found" in outcome.stderr and "cpu-ci" in outcome.stderr
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_suites_are_valid_where_they_are_meant_to_run(name):
+    # nccl-tests is a GPU suite: validate it as on a node with 8 GPUs (what `slurm submit` does on a login node)
+    machine = (lambda: assumed_job(world=8, ranks_per_node=8, gpus_per_node=8)) if name == "nccl-tests" else None
+    suite = load_suite(name, machine=machine) if machine else load_suite(name)
+    assert suite.path == SUITES_DIR / f"{name}.toml" and suite.description
+    for bench in suite.benches:
+        assert bench.bench.job.points, bench.name
+    if name == "nccl-tests":
+        spec = suite.benches[0].bench.job.spec
+        assert (spec.backend, spec.device, spec.nproc) == ("nccl", "cuda", 8)
+        assert spec.sizes[0] == 8 and spec.sizes[-1] == 8 * 2**30 and spec.placement == "both"
+
+
+def test_launch_groups_share_a_launch_except_process_per_configuration(tmp_path):
+    suite = load_suite(_suite(tmp_path, MIXED))
+    assert [[bench.name for bench in group] for group in launch_groups(suite.benches)] == [["ar", "ddp", "ag"],
+                                                                                          ["zero"]]
+
+
+def _run(tmp_path: Path, *args: str, env: dict | None = None, torchrun: bool = False) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun \
+        else [sys.executable]
+    return subprocess.run([*launcher, "-m", "commbench", *args], cwd=tmp_path, env=env or commbench_env(),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _bench_meta(run_dir: Path, name: str) -> dict:
+    return json.loads((run_dir / name / "meta.json").read_text())
+
+
+@pytest.mark.distributed
+def test_mixed_suite_runs_into_one_folder_in_as_few_launches_as_it_can(tmp_path):
+    path = _suite(tmp_path, MIXED)
+    completed = _run(tmp_path, "run", str(path), "--out", "results", "--run-id", "mixed")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_dir = tmp_path / "results" / "mixed"
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["kind"] == "suite" and meta["status"] == "complete"
+    assert [bench["name"] for bench in meta["benches"]] == ["ar", "ddp", "ag", "zero"]
+    assert (run_dir / "suite.toml").read_text() == MIXED
+    for name, rows in (("ar", 4), ("ddp", 2), ("ag", 1), ("zero", 2)):
+        results = pd.read_csv(run_dir / name / "results.csv")
+        assert len(results) == rows and (results["n_wrong"] == 0).all(), name
+        assert _bench_meta(run_dir, name)["status"] == "complete"
+    # one torchrun for ar, ddp and ag (its log lives with the first of them), one per configuration for zero
+    assert (run_dir / "ar" / "launch.log").exists() and (run_dir / "zero" / "launch.log").exists()
+    assert not (run_dir / "ddp" / "launch.log").exists() and not (run_dir / "ag" / "launch.log").exists()
+    assert _bench_meta(run_dir, "ddp")["isolation"] == "reset"
+    assert _bench_meta(run_dir, "zero")["isolation"] == "process"  # auto, on CPU
+    zero = pd.read_csv(run_dir / "zero" / "results.csv")
+    assert list(zero["strategy"]) == ["ddp", "zero3"]
+    assert (zero["mem_carryover_bytes"].abs() <= 2**20).all()  # each started where a fresh process starts
+    for heading in ("## ar (sweep): complete", "## ddp (ddp): complete", "## zero (zero): complete"):
+        assert heading in completed.stdout
+
+
+@pytest.mark.distributed
+def test_suite_inside_torchrun_runs_every_bench_in_place(tmp_path):
+    path = _suite(tmp_path, MIXED.replace('isolation = "reset"\n', ""))
+    completed = _run(tmp_path, "run", str(path), "--out", "results", "--run-id", "inplace", "--quiet", torchrun=True)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_dir = tmp_path / "results" / "inplace"
+    assert [path.name for path in (tmp_path / "results").iterdir()] == ["inplace"]  # rank 1 wrote nothing
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "complete"
+    for name in ("ar", "ddp", "ag", "zero"):
+        assert _bench_meta(run_dir, name)["world_size"] == 2
+        assert not (run_dir / name / "launch.log").exists()  # no nested torchrun
+        assert (pd.read_csv(run_dir / name / "results.csv")["n_wrong"] == 0).all()
+    assert _bench_meta(run_dir, "zero")["isolation"] == "reset"  # no process per configuration in place
+    # rank 1 is not handed the folders; it learns them from rank 0 and writes its own traces there
+    for name in ("ddp", "ag"):
+        ranks = {path.name.split("-")[0] for path in (run_dir / name / "traces").iterdir()}
+        assert ranks == {"rank0", "rank1"}, name
+    assert completed.stdout.count("# Results:") == 1
+
+
+@pytest.mark.distributed
+def test_a_failed_bench_keeps_its_rows_and_stops_the_suite(tmp_path):
+    path = _suite(tmp_path, MIXED)
+    completed = _run(tmp_path, "run", str(path), "--out", "results", "--run-id", "killed", "--quiet",
+                     env=commbench_env(COMMBENCH_FAULT="kill:1:1"))
+    assert completed.returncode == 3
+    assert "bench ar failed: rank 1 exited with code -9 (SIGKILL)" in completed.stderr
+    run_dir = tmp_path / "results" / "killed"
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "failed" and meta["reason"].startswith("bench ar:")
+    assert len(pd.read_csv(run_dir / "ar" / "results.csv")) == 1  # the point before the kill
+    for name in ("ddp", "ag", "zero"):
+        assert _bench_meta(run_dir, name)["reason"] == "not run: an earlier bench of the suite failed"
+
+
+@pytest.mark.distributed
+def test_bare_sweep_runs_the_default_suite(tmp_path):
+    completed = _run(tmp_path, "sweep", "--out", "results", "--run-id", "bare", "--quiet")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_dir = tmp_path / "results" / "bare"
+    assert (run_dir / "suite.toml").read_text() == (SUITES_DIR / "default.toml").read_text()
+    results = pd.read_csv(run_dir / "collectives" / "results.csv")
+    assert set(results["collective"]) == {"all_reduce", "reduce_scatter", "all_gather"}
+    assert set(results["impl"]) == {"builtin", "ring"} and (results["n_wrong"] == 0).all()
