@@ -161,6 +161,11 @@ class LocalSlurm:
         states = dict(line.split() for line in self._run("sinfo", "-h", "-N", "-o", "%N %T").stdout.splitlines())
         return all(states.get(n) == "idle" for n in self.node_names)
 
+    @property
+    def daemons(self) -> list[subprocess.Popen]:
+        """The processes this cluster started (munged only if it started one), in start order."""
+        return list(self._procs)
+
     def logs(self, lines: int = 30) -> str:
         """The last lines of every daemon log and captured output under the workdir (for failure messages)."""
         parts = []

@@ -27,7 +27,10 @@ def cluster(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     with LocalSlurm(nodes=2, workdir=tmp_path_factory.mktemp("slurm")) as running:
+        daemons = [process.pid for process in running.daemons]
         yield running
+    # every daemon the tests started is gone (stopped by its PID, whatever the tests did)
+    assert daemons and not [pid for pid in daemons if Path(f"/proc/{pid}").exists()]
 
 
 def _canary(tmp_path: Path) -> tuple[Path, dict]:
@@ -40,11 +43,16 @@ def _canaries(canary: Path) -> list[Path]:
     return [path for path in canary.parent.iterdir() if path.name.startswith(canary.name)]
 
 
+def _client_env(cluster, **extra: str) -> dict:
+    """A clean commbench environment that finds the test cluster's slurm.conf."""
+    return {**commbench_env(**extra), "SLURM_CONF": cluster.env["SLURM_CONF"]}
+
+
 def _submit(cluster, cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    environment = {**commbench_env(**(env or {})), "SLURM_CONF": cluster.env["SLURM_CONF"]}
     return subprocess.run([sys.executable, "-m", "commbench", "slurm", "submit", *args, "--partition",
                            cluster.partition, "--wait", "--wait-timeout", "180", "--poll", "0.5"],
-                          cwd=cwd, env=environment, capture_output=True, text=True, timeout=300)
+                          cwd=cwd, env=_client_env(cluster, **(env or {})), capture_output=True, text=True,
+                          timeout=300)
 
 
 def _status(cluster, run_dir: Path) -> subprocess.CompletedProcess:
@@ -156,6 +164,19 @@ def test_two_node_job_meets_through_c10d_rendezvous(cluster, tmp_path):
     bench = json.loads((run_dir / "gate" / "meta.json").read_text())
     assert bench["status"] == "complete" and bench["world_size"] == 2
     assert (pd.read_csv(run_dir / "gate" / "results.csv")["n_wrong"] == 0).all()
+
+
+@pytest.mark.distributed
+def test_cancelled_job_is_reported_while_waiting(cluster, tmp_path):
+    waiting = subprocess.Popen([sys.executable, "-m", "commbench", "slurm", "submit", "cpu-ci", "--nodes", "1",
+                                "--gpus-per-node", "0", "--out", "results", "--wait", "--poll", "0.5"], cwd=tmp_path,
+                               env=_client_env(cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = waiting.stdout.readline()
+    job_id = re.match(r"Submitted batch job (\d+)", first).group(1)
+    subprocess.run(["scancel", job_id], env=cluster.env, check=True, timeout=30)
+    stdout, stderr = waiting.communicate(timeout=120)
+    assert waiting.returncode == 3, stdout + stderr
+    assert f"commbench: slurm job {job_id} ended CANCELLED" in stderr and f"slurm-{job_id}.out" in stderr
 
 
 @pytest.mark.distributed
