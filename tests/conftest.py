@@ -40,6 +40,17 @@ def commbench_env(**extra: str) -> dict:
     return env
 
 
+@pytest.fixture(scope="session")
+def bare_sweep(tmp_path_factory) -> subprocess.CompletedProcess:
+    """`commbench sweep` with no option but where to write: the default suite (shared, it takes ~20 s); the run
+    folder is results/bare under completed.args' cwd, returned as .run_dir."""
+    cwd = tmp_path_factory.mktemp("bare")
+    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "--out", "results", "--run-id", "bare",
+                                "--quiet"], cwd=cwd, env=commbench_env(), capture_output=True, text=True, timeout=300)
+    completed.run_dir = cwd / "results" / "bare"
+    return completed
+
+
 @pytest.fixture
 def run_commbench(tmp_path):
     """Run `python -m commbench COMMAND ARGS` (a command that launches ranks) in tmp_path and return its outcome

@@ -129,17 +129,20 @@ def test_bad_input_exits_2_with_one_line(args):
 
 
 @pytest.mark.distributed
-def test_fit_of_a_real_sweep_writes_files(run_sweep):
-    run = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K,64K,1M,4M", "--warmup", "1",
-                    "--iters", "6")
-    assert run.returncode == 0, run.stderr
-    result = CliRunner().invoke(main, ["fit", str(run.run_dir)])
+def test_fit_of_a_real_sweep_writes_files(bare_sweep):
+    assert bare_sweep.returncode == 0, bare_sweep.stderr
+    run_dir = bare_sweep.run_dir / "collectives"  # the default suite: 1 KiB-16 MiB, 15 sizes
+    result = CliRunner().invoke(main, ["fit", str(run_dir)])
     assert result.exit_code == 0, result.output
-    fits = (run.run_dir / "fit.csv").read_text().splitlines()
+    fits = (run_dir / "fit.csv").read_text().splitlines()
     assert fits[0].startswith("schema_version,collective,impl,backend,world_size,dtype,op,inplace,n_points,alpha_us")
-    assert fits[1].split(",")[1:9] == ["all_reduce", "builtin", "gloo", "2", "float32", "sum", "True", "4"]
-    assert len((run.run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 4
-    comm = CliRunner().invoke(main, ["model", "comm", "--params", "1B", "--ranks", "4", "--from", str(run.run_dir)])
+    first = fits[1].split(",")
+    backend = json.loads((run_dir / "meta.json").read_text())["backend"]
+    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8] == "15"
+    # one fit per collective and impl, and one residual per measured point
+    assert len(fits) == 1 + 6
+    assert len((run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 90
+    comm = CliRunner().invoke(main, ["model", "comm", "--params", "1B", "--ranks", "4", "--from", str(run_dir)])
     assert comm.exit_code == 0, comm.output
     assert "fitted from" in comm.output and "time (ms)" in comm.output
 

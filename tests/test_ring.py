@@ -58,12 +58,13 @@ def test_ring_runs_every_dtype_gloo_supports(run_sweep):
 @pytest.mark.distributed
 def test_five_ranks_reuse_scratch_safely_and_handle_empty_chunks(run_sweep):
     # From 5 ranks on, reduce-scatter writes scratch buffers it sent one step earlier: the wait that guards them
-    # only shows at n ≥ 5. An 8-byte all_reduce has 2 elements for 5 ranks: three chunks are empty.
-    run = run_sweep("--nproc", "5", "-c", "reduce_scatter", "--impl", "ring", "--placement", "both",
-                    "--sizes", "4036", "--ring-chunks", "2", "--op", "sum,max", *FAST)
-    empty_chunks = run_sweep("--nproc", "5", "-c", "all_reduce", "--impl", "ring", "--sizes", "8,4036",
-                             "--ring-chunks", "2", "--op", "sum,max", *FAST)
-    for sweep in (run, empty_chunks):
-        assert sweep.returncode == 0, sweep.stderr
-        assert (sweep.results["n_wrong"] == 0).all()
-    assert 2 in set(empty_chunks.results["count"])
+    # only shows at n ≥ 5. An 8-byte all_reduce has 2 elements for 5 ranks: three chunks are empty (reduce_scatter
+    # skips 8 B: below one 16-byte chunk per rank). One launch for both.
+    run = run_sweep("--nproc", "5", "-c", "reduce_scatter,all_reduce", "--impl", "ring", "--placement", "both",
+                    "--sizes", "8,4036", "--ring-chunks", "2", "--op", "sum,max", *FAST)
+    assert run.returncode == 0, run.stderr
+    assert (run.results["n_wrong"] == 0).all()
+    scatter = run.results[run.results["collective"] == "reduce_scatter"]
+    assert len(scatter) == 4 and set(scatter["inplace"]) == {True, False}  # 4036 B × sum, max × both placements
+    assert 2 in set(run.results[run.results["collective"] == "all_reduce"]["count"])
+    assert "reduce_scatter float32: 1 size(s) below" in run.stdout

@@ -77,6 +77,8 @@ def _job_id(completed: subprocess.CompletedProcess) -> str:
     (["--env", "COMMBENCH_UNSET_FOR_TEST"], "--env COMMBENCH_UNSET_FOR_TEST: not set in this shell"),
     (["--nodes", "0"], "--nodes 0 is not a node count"),
     (["--rdzv-port", "80"], "--rdzv-port 80 is not a usable port"),
+    (["--sbatch-arg=--output=x"], "commbench sets --output itself"),
+    (["--poll", "0"], "--poll and --wait-timeout must be above 0 seconds"),
 ])
 def test_unsafe_or_impossible_submissions_are_refused(tmp_path, commbench_cli, args, fragment):
     base = {"--nodes": "1", "--gpus-per-node": "0"}
@@ -154,16 +156,20 @@ def test_one_node_job_with_hostile_names_runs_and_executes_nothing(cluster, tmp_
 
 
 @pytest.mark.distributed
-def test_two_node_job_meets_through_c10d_rendezvous(cluster, tmp_path):
+def test_two_node_job_meets_through_c10d_rendezvous_and_its_wrong_result_exits_1(cluster, tmp_path):
+    # rank 1 (on the second node) corrupts one element: the check, summed over both nodes' ranks, must count it
     completed = _submit(cluster, tmp_path, "cpu-ci", "--nodes", "2", "--gpus-per-node", "0", "--nproc-per-node", "1",
-                        "--out", "results")
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+                        "--out", "results", "--env", "COMMBENCH_FAULT=wrong:1:0")
+    assert completed.returncode == 1, completed.stdout + completed.stderr
     run_dir, job_id = _run_dir(completed), _job_id(completed)
     log = (run_dir / f"slurm-{job_id}.out").read_text()
     assert re.search(rf"job {job_id} on n\[1-2\]; rendezvous 127\.0\.0\.1:\d+", log), log
     bench = json.loads((run_dir / "gate" / "meta.json").read_text())
     assert bench["status"] == "complete" and bench["world_size"] == 2
-    assert (pd.read_csv(run_dir / "gate" / "results.csv")["n_wrong"] == 0).all()
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "complete"  # the run finished; rows decide
+    assert pd.read_csv(run_dir / "gate" / "results.csv")["n_wrong"].tolist() == [1, 0]
+    assert "1 wrong result(s) in the check" in completed.stderr
+    assert f"# Report: {run_dir / 'report' / 'report.html'}" in completed.stdout
 
 
 @pytest.mark.distributed
@@ -179,9 +185,32 @@ def test_cancelled_job_is_reported_while_waiting(cluster, tmp_path):
     assert f"commbench: slurm job {job_id} ended CANCELLED" in stderr and f"slurm-{job_id}.out" in stderr
 
 
+TWO_BENCHES = """
+backend = "gloo"
+device = "cpu"
+
+[[bench]]
+name = "first"
+kind = "sweep"
+collective = "all_reduce"
+impl = "builtin"
+sizes = "4K,64K"
+iters = 6
+
+[[bench]]
+name = "second"
+kind = "sweep"
+collective = "all_gather"
+impl = "builtin"
+sizes = "4K"
+iters = 6
+"""
+
+
 @pytest.mark.distributed
 def test_failed_job_is_reported_with_its_log(cluster, tmp_path):
-    completed = _submit(cluster, tmp_path, "cpu-ci", "--nodes", "1", "--gpus-per-node", "0", "--out", "results",
+    (tmp_path / "two.toml").write_text(TWO_BENCHES)
+    completed = _submit(cluster, tmp_path, "two.toml", "--nodes", "1", "--gpus-per-node", "0", "--out", "results",
                         "--env", "COMMBENCH_FAULT=kill:1:1")
     assert completed.returncode == 3, completed.stdout + completed.stderr
     run_dir, job_id = _run_dir(completed), _job_id(completed)
@@ -190,7 +219,9 @@ def test_failed_job_is_reported_with_its_log(cluster, tmp_path):
     assert f"log: {run_dir / f'slurm-{job_id}.out'}" in message
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["status"] == "failed" and meta["slurm_state"] == "FAILED"
-    assert len(pd.read_csv(run_dir / "gate" / "results.csv")) == 1  # the row before the kill is kept
+    assert len(pd.read_csv(run_dir / "first" / "results.csv")) == 1  # the row before the kill is kept
+    for bench in ("first", "second"):  # nothing is left saying `running`
+        assert json.loads((run_dir / bench / "meta.json").read_text())["status"] == "failed"
     status = _status(cluster, run_dir)
     assert status.returncode == 3 and f"job {job_id}: FAILED" in status.stdout
-    assert os.path.exists(run_dir / f"slurm-{job_id}.out")
+    assert "bench second: failed" in status.stdout

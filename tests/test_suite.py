@@ -76,6 +76,7 @@ def _with_bench(extra: str, kind: str = "sweep") -> str:
     ("[[bench]\nkind = 'sweep'", ["not valid TOML", "line 1"]),
     ('description = "no benches"', ["no [[bench]] tables"]),
     (_with_bench("", kind="allreduce"), ["key 'kind' is 'allreduce'", "sweep, ddp, fsdp, zero"]),
+    ('[[bench]]\nkind = ["sweep"]\n', ["key 'kind' is ['sweep']"]),
     (_with_bench('colective = "all_reduce"'), ["unknown key 'colective'", "collective"]),
     (_with_bench('placement = "sideways"'), ["key 'placement'", "'sideways' is not one of", "'out', 'in', 'both'"]),
     (_with_bench('collective = "allreduce"'), ["unknown collective 'allreduce'"]),
@@ -200,10 +201,9 @@ def test_a_failed_bench_keeps_its_rows_and_stops_the_suite(tmp_path):
 
 
 @pytest.mark.distributed
-def test_bare_sweep_runs_the_default_suite(tmp_path):
-    completed = _run(tmp_path, "sweep", "--out", "results", "--run-id", "bare", "--quiet")
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    run_dir = tmp_path / "results" / "bare"
+def test_bare_sweep_runs_the_default_suite(bare_sweep):
+    assert bare_sweep.returncode == 0, bare_sweep.stderr[-3000:]
+    run_dir = bare_sweep.run_dir
     assert (run_dir / "suite.toml").read_text() == (SUITES_DIR / "default.toml").read_text()
     results = pd.read_csv(run_dir / "collectives" / "results.csv")
     assert set(results["collective"]) == {"all_reduce", "reduce_scatter", "all_gather"}

@@ -13,6 +13,7 @@ from commbench.errors import CommbenchError
 from commbench.progress import RowCounter
 from commbench.slurm import jobs, script
 
+EXIT_WRONG_RESULTS = 1
 EXIT_JOB_FAILED = 3
 SCRIPT_FILE = "job.sbatch"
 REPORT_DIR = "report"
@@ -62,12 +63,15 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
            wait_, wait_timeout, poll) -> None:
     """Write the batch script for SUITE into results/<run-id>/, submit it with sbatch, and (--wait) collect it.
 
-    Exit codes: 0 submitted (or, with --wait, completed with correct results), 2 bad input or sbatch refused,
-    3 the job failed, was cancelled, timed out, or is still running at --wait-timeout.
+    Exit codes: 0 submitted (or, with --wait, completed with correct results), 1 (--wait) a check found wrong
+    results, 2 bad input or sbatch refused, 3 the job failed, was cancelled, timed out, or is still running at
+    --wait-timeout.
     """
     from commbench.suite.load import load_suite
     from commbench.suite.run import SUITE_FILE, SUITE_KIND
 
+    if poll <= 0 or wait_timeout <= 0:
+        raise CommbenchError("--poll and --wait-timeout must be above 0 seconds")
     nproc_per_node = nproc_per_node or gpus_per_node or 2
     overrides = {"backend": backend, "device": device}
     request = script.JobRequest(
@@ -97,18 +101,20 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
                           "partition": partition, "account": account, "time": time_limit}})
     try:
         job_id = jobs.submit(script_path, cwd=run_dir)
+        log_path = run_dir / script.LOG_PATTERN.replace("%j", job_id)
+        store.update_meta(run_dir, slurm_job_id=job_id, slurm_log=str(log_path))
+        jobs.release(job_id)  # only now may rank 0 write meta.json
     except CommbenchError as error:
         store.update_meta(run_dir, status=store.STATUS_FAILED, reason=str(error), end_time=runinfo.utc_now())
         raise
-    log_path = run_dir / script.LOG_PATTERN.replace("%j", job_id)
-    store.update_meta(run_dir, slurm_job_id=job_id, slurm_log=str(log_path))
     click.echo(f"Submitted batch job {job_id}\n# Results: {run_dir}\n# Log: {log_path}")
     if wait_:
         sys.exit(_collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll))
 
 
 def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, poll_s: float) -> int:
-    """Wait for the job; on success write the report, else say how it ended and where its log is."""
+    """Wait for the job. When its ranks finished the suite, the rows decide (report; exit 1 on wrong results);
+    otherwise say how the job ended and where its log is, and make meta.json say so."""
     final = jobs.wait(job_id, timeout_s=timeout_s, poll_s=poll_s,
                       on_change=lambda state: click.echo(f"# job {job_id}: {state.state}", err=True))
     if final is None:
@@ -116,36 +122,51 @@ def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, po
                    f"running: `commbench slurm status {run_dir}` or `scancel {job_id}`", err=True)
         return EXIT_JOB_FAILED
     store.update_meta(run_dir, slurm_state=final.state, slurm_exit_code=final.exit_code)
-    problem = _job_problem(run_dir, final, log_path)
-    if problem:
+    meta = store.read_meta(run_dir)
+    if meta.get("status") != store.STATUS_COMPLETE:
+        problem = _job_problem(final, meta, run_dir, log_path)
+        _mark_failed(run_dir, problem, final.state)
         click.echo(f"commbench: {problem}", err=True)
         return EXIT_JOB_FAILED
     from commbench.report.render import render
+    from commbench.session import read_outcome
 
     report = render([run_dir], run_dir / REPORT_DIR)
     click.echo(f"# Report: {report.out / 'report.html'}")
+    if final.state not in (jobs.ENDED_OK, jobs.GONE):  # e.g. a rank that aborted in teardown after the last row
+        click.echo(f"# note: slurm job {job_id} ended {final.state} after the run completed; log: {log_path}")
+    wrong = sum(read_outcome(bench_dir).n_wrong for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values())
+    if wrong:
+        click.echo(f"commbench: {wrong} wrong result(s) in the check (see #wrong); results are not valid", err=True)
+        return EXIT_WRONG_RESULTS
     return 0
 
 
-def _job_problem(run_dir: Path, final: jobs.JobState, log_path: Path) -> str | None:
-    """None when the job completed and its run says complete; else one line saying what happened (also recorded in
-    meta.json when the run itself could not say it)."""
-    meta = store.read_meta(run_dir)
+def _job_problem(final: jobs.JobState, meta: dict, run_dir: Path, log_path: Path) -> str:
+    """One line: how the job ended, what the run said, where to look."""
     run_status, run_reason = meta.get("status"), meta.get("reason")
-    if final.state in (jobs.ENDED_OK, jobs.GONE) and run_status == store.STATUS_COMPLETE:
-        return None
     if final.state == jobs.ENDED_OK:
         # srun can exit 0 although its tasks never started: the run folder is the proof, not the job state
         problem = (f"slurm job {final.job_id} COMPLETED but the run did not finish (run status {run_status}"
                    f"{': ' + run_reason if run_reason else ''})")
     else:
-        problem = (f"slurm job {final.job_id} ended {final.state} (exit code {final.exit_code or '?'}"
+        state = "no longer known to scontrol" if final.state == jobs.GONE else f"ended {final.state}"
+        problem = (f"slurm job {final.job_id} {state} (exit code {final.exit_code or '?'}"
                    f"{', reason ' + final.reason if final.reason and final.reason != 'None' else ''})"
                    f"{'; the run says: ' + run_reason if run_reason else ''}")
-    problem += f"; log: {log_path}; results so far: {run_dir}"
-    if run_status != store.STATUS_FAILED:
-        store.update_meta(run_dir, status=store.STATUS_FAILED, reason=problem, end_time=runinfo.utc_now())
-    return problem
+    return f"{problem}; log: {log_path}; results so far: {run_dir}"
+
+
+def _mark_failed(run_dir: Path, problem: str, state: str) -> None:
+    """The suite and every bench that no rank could close say failed (a killed job leaves them `running`)."""
+    now = runinfo.utc_now()
+    if store.read_meta(run_dir).get("status") != store.STATUS_FAILED:
+        store.update_meta(run_dir, status=store.STATUS_FAILED, reason=problem, end_time=now)
+    for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values():
+        if (bench_dir / store.META_FILE).exists() and store.read_meta(bench_dir).get("status") == \
+                store.STATUS_RUNNING:
+            store.update_meta(bench_dir, status=store.STATUS_FAILED, reason=f"the Slurm job ended {state} first",
+                              end_time=now)
 
 
 @slurm.command()
@@ -153,7 +174,8 @@ def _job_problem(run_dir: Path, final: jobs.JobState, log_path: Path) -> str | N
 def status(run_dir) -> None:
     """The Slurm state of a submitted run, its own status, and the rows each bench has written.
 
-    Exit codes: 0 pending, running or completed; 2 not a submitted run; 3 the job or the run failed.
+    Exit codes: 0 pending, running or completed; 2 not a submitted run; 3 the job or the run failed (or the job is
+    gone from scontrol and the run never said complete).
     """
     meta = store.read_meta(run_dir)
     job_id = meta.get("slurm_job_id")
@@ -172,5 +194,6 @@ def status(run_dir) -> None:
             "not started"
         click.echo(f"  bench {name}: {bench_status}, {rows} row(s)")
     click.echo(f"# Log: {meta.get('slurm_log')}")
-    if state.state in jobs.ENDED_BADLY or meta.get("status") == store.STATUS_FAILED:
+    unfinished = state.state == jobs.GONE and meta.get("status") != store.STATUS_COMPLETE
+    if state.state in jobs.ENDED_BADLY or meta.get("status") == store.STATUS_FAILED or unfinished:
         sys.exit(EXIT_JOB_FAILED)

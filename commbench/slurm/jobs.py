@@ -39,10 +39,21 @@ def _slurm_command(name: str) -> str:
     return path
 
 
+def _call(argv: list[str], **options) -> subprocess.CompletedProcess:
+    """A Slurm client command as an argument list; a hung or missing one is a one-line error, not a traceback."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, **options)
+    except subprocess.TimeoutExpired:
+        raise CommbenchError(f"`{' '.join(argv)}` did not answer in 120 s: is slurmctld up? (scontrol ping)") from None
+    except OSError as error:
+        raise CommbenchError(f"`{argv[0]}` could not run: {error.strerror}") from None
+
+
 def submit(script: Path, *, cwd: Path) -> str:
-    """sbatch the script from cwd (the job's working directory and where its log goes); returns the job id."""
-    completed = subprocess.run([_slurm_command("sbatch"), "--parsable", str(script)], cwd=cwd, capture_output=True,
-                               text=True, timeout=120)
+    """sbatch the script from cwd (the job's working directory and where its log goes), held; returns the job id.
+    The job starts only at release(): the submitter records the id in meta.json first, so it never races rank 0's
+    writes to the same file."""
+    completed = _call([_slurm_command("sbatch"), "--parsable", "--hold", str(script)], cwd=cwd)
     if completed.returncode != 0:
         message = (completed.stderr or completed.stdout).strip().splitlines()
         raise CommbenchError(f"sbatch refused the job: {message[-1] if message else 'no message'} "
@@ -53,10 +64,17 @@ def submit(script: Path, *, cwd: Path) -> str:
     return job_id
 
 
+def release(job_id: str) -> None:
+    completed = _call([_slurm_command("scontrol"), "release", job_id])
+    if completed.returncode != 0:
+        _call([_slurm_command("scancel"), job_id])
+        raise CommbenchError(f"scontrol release {job_id} failed ({completed.stderr.strip() or 'no message'}); the "
+                             "held job was cancelled")
+
+
 def job_state(job_id: str) -> JobState:
     """The job's state from `scontrol show job` (no accounting database needed)."""
-    completed = subprocess.run([_slurm_command("scontrol"), "show", "job", "-o", job_id], capture_output=True,
-                               text=True, timeout=60)
+    completed = _call([_slurm_command("scontrol"), "show", "job", "-o", job_id])
     if completed.returncode != 0 or "JobState=" not in completed.stdout:
         if "Invalid job id" in completed.stderr:
             return JobState(job_id, GONE)
@@ -71,7 +89,13 @@ def wait(job_id: str, *, timeout_s: float, poll_s: float, on_change: Callable[[J
     deadline = time.monotonic() + timeout_s
     last = None
     while True:
-        state = job_state(job_id)
+        try:
+            state = job_state(job_id)
+        except CommbenchError:  # a busy slurmctld: the job goes on, so keep asking until the deadline
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(poll_s)
+            continue
         if state.state != last:
             on_change(state)
             last = state.state

@@ -23,6 +23,17 @@ _SBATCH_ARG = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.,:+=@%/&|*!\[\
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
+_SET_BY_COMMBENCH = {
+    **dict.fromkeys(("-N", "--nodes"), "use --nodes"),
+    **dict.fromkeys(("-n", "--ntasks", "--ntasks-per-node"), "one task per node, which runs torchrun"),
+    **dict.fromkeys(("--gpus-per-node", "-G", "--gpus"), "use --gpus-per-node"),
+    **dict.fromkeys(("-J", "--job-name"), "use --job-name"),
+    **dict.fromkeys(("-o", "--output", "-e", "--error", "-D", "--chdir"),
+                    "the log and the job's working directory are the run folder"),
+    **dict.fromkeys(("-p", "--partition", "-A", "--account", "-t", "--time", "-q", "--qos", "-C", "--constraint",
+                     "--exclusive", "-c", "--cpus-per-task"), "use the option of that name"),
+    **dict.fromkeys(("--requeue", "--no-requeue"), "a run folder is filled once, so the job is never requeued"),
+}
 DEFAULT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 """Exported into the job from the submitting shell by default: the knobs that change what a collective does."""
 
@@ -72,6 +83,9 @@ def validate(request: JobRequest) -> None:
         if not _SBATCH_ARG.match(arg):
             raise CommbenchError(f"--sbatch-arg {arg!r} is not one sbatch option like --mem=0 or --reservation=R "
                                  "(no spaces or quotes: it goes into an #SBATCH line)")
+        name = arg.split("=", 1)[0]
+        if name in _SET_BY_COMMBENCH:
+            raise CommbenchError(f"--sbatch-arg {arg!r}: commbench sets {name} itself ({_SET_BY_COMMBENCH[name]})")
     for name in request.env:
         if not _ENV_NAME.match(name):
             raise CommbenchError(f"--env {name!r} is not an environment variable name; use letters, digits and _")
@@ -92,8 +106,9 @@ def job_env(passed: tuple[str, ...], environ: dict[str, str]) -> dict[str, str]:
 
 def directives(request: JobRequest) -> list[str]:
     """The #SBATCH lines: one srun task per node, which starts torchrun, which starts the node's ranks."""
+    # --no-requeue: a requeued job would run again into the same run folder, which is filled once
     lines = [f"--job-name={request.job_name}", f"--nodes={request.nodes}", "--ntasks-per-node=1",
-             f"--output={LOG_PATTERN}"]
+             f"--output={LOG_PATTERN}", "--no-requeue"]
     if request.gpus_per_node:
         lines.append(f"--gpus-per-node={request.gpus_per_node}")
     optional = {"--cpus-per-task": request.cpus_per_task, "--time": request.time, "--partition": request.partition,

@@ -71,7 +71,10 @@ def load_suite(name_or_path: str | Path, *, overrides: dict | None = None, machi
     """Parse and validate every bench (overrides: backend/device/nproc given on the command line). machine: a
     context in which options resolve as on the machines that will run the suite (backends.assumed_job)."""
     path = find_suite(name_or_path)
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommbenchError(f"{path}: cannot be read as a UTF-8 text file ({error}); pass a TOML suite") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -100,7 +103,7 @@ def _load_bench(path: Path, number: int, table: dict, target: dict) -> SuiteBenc
     commands = bench_commands()
     kind = table.get("kind")
     where = f"[[bench]] #{number}"
-    if kind not in commands:
+    if not isinstance(kind, str) or kind not in commands:
         raise CommbenchError(f"{path}: {where}: key 'kind' is {kind!r}; choose from {', '.join(commands)}")
     name = table.get("name", kind)
     if not isinstance(name, str) or not _NAME.match(name):

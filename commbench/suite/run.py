@@ -11,6 +11,7 @@ from pathlib import Path
 
 from commbench import launch, runinfo, store
 from commbench.distributed import shared_process_group
+from commbench.errors import CommbenchError
 from commbench.progress import RowCounter
 from commbench.session import (
     SweepOutcome,
@@ -60,11 +61,20 @@ def _prepare_suite_dir(suite: Suite, *, out: Path, run_id: str | None, into: Pat
     return suite_dir
 
 
-def _run_launched(suite: Suite, suite_dir: Path, *, argv: list[str], quiet: bool) -> SuiteOutcome:
+def _prepare_benches(suite: Suite, suite_dir: Path, argv: list[str]) -> None:
+    """Every bench's folder, spec.json and meta.json (status running) before the first rank starts."""
     for bench in suite.benches:
         bench_dir = suite_dir / bench.name
-        bench_dir.mkdir()
+        try:
+            bench_dir.mkdir()
+        except FileExistsError:  # e.g. a job that Slurm restarted into the same folder
+            raise CommbenchError(f"{suite_dir} already holds bench {bench.name}: a run folder is filled once; run "
+                                 "the suite again into a new one") from None
         prepare_run_dir(bench.bench.job.spec, bench_dir, argv=argv, suite_run=suite_dir.name)
+
+
+def _run_launched(suite: Suite, suite_dir: Path, *, argv: list[str], quiet: bool) -> SuiteOutcome:
+    _prepare_benches(suite, suite_dir, argv)
     for group in launch_groups(suite.benches):
         if not _launch_group(group, suite_dir, quiet=quiet):
             break
@@ -101,19 +111,18 @@ def _launch_group(group: list[SuiteBench], suite_dir: Path, *, quiet: bool) -> b
         if store.read_meta(bench_dir).get("status") != store.STATUS_COMPLETE:
             record_outcome(bench_dir, outcome, timeout_s, log_path=log_path)  # the bench that was running
             return False
-    return outcome.ok
+    # every bench stored all its rows and said complete: a torchrun that then failed to tear down costs no result
+    return True
 
 
 def _run_in_place(suite: Suite, suite_dir: Path | None, *, argv: list[str], quiet: bool) -> SuiteOutcome:
     specs = [bench.bench.job.spec for bench in suite.benches]
     timeout_s = max(spec.timeout_s for spec in specs)
+    if suite_dir is not None:
+        _prepare_benches(suite, suite_dir, argv)
     with shared_process_group(backend=specs[0].backend, device_type=specs[0].device, timeout_s=timeout_s) as group:
         for bench in suite.benches:
-            bench_dir = None
-            if suite_dir is not None:
-                bench_dir = suite_dir / bench.name
-                bench_dir.mkdir()
-                prepare_run_dir(bench.bench.job.spec, bench_dir, argv=argv, suite_run=suite_dir.name)
+            bench_dir = suite_dir / bench.name if suite_dir is not None else None
             outcome = in_place_sweep(bench.bench.job, out=suite_dir, run_id=None, argv=argv, quiet=quiet,
                                      run_dir=bench_dir)
             if outcome.status != store.STATUS_COMPLETE:
@@ -129,11 +138,9 @@ def _finish(suite: Suite, suite_dir: Path) -> SuiteOutcome:
     benches, failures = [], []
     for bench in suite.benches:
         bench_dir = suite_dir / bench.name
-        if not (bench_dir / store.META_FILE).exists():
-            bench_dir.mkdir(exist_ok=True)
-            store.write_meta(bench_dir, {"run_id": bench.name, "status": store.STATUS_RUNNING})
-        if failures and store.read_meta(bench_dir).get("status") == store.STATUS_RUNNING:
-            store.update_meta(bench_dir, status=store.STATUS_FAILED, reason=NOT_RUN, end_time=runinfo.utc_now())
+        if store.read_meta(bench_dir).get("status") == store.STATUS_RUNNING:  # no rank got to say how it ended
+            reason = NOT_RUN if failures else "the ranks exited before this bench finished (see launch.log)"
+            store.update_meta(bench_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
         outcome = read_outcome(bench_dir)
         benches.append((bench, outcome))
         if outcome.status != store.STATUS_COMPLETE and not failures:
