@@ -6,7 +6,9 @@ index). KIND is
   kill   SIGKILL itself before the point (the sweep must end as failed, keeping earlier rows),
   hang   sleep forever before the point (the sweep must end within --timeout),
   leak   training only: keep the configuration's model and optimizer alive after it (the next configuration's
-         mem_carryover_bytes must show it).
+         mem_carryover_bytes must show it),
+  abort  SIGABRT itself on the way out, after the run (or, with a process per configuration, configuration POINT)
+         stored everything: a rank dying in teardown must not fail a complete run.
 COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval),
 so the regression gate can be shown to catch a slowdown.
 """
@@ -20,7 +22,7 @@ import torch
 
 ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
-_KINDS = ("wrong", "kill", "hang", "leak")
+_KINDS = ("wrong", "kill", "hang", "leak", "abort")
 _LEAKED: list = []  # what a "leak" fault keeps alive
 
 
@@ -52,6 +54,12 @@ def before_point(fault: Fault | None, *, rank: int, point: int) -> None:
     if fault.applies("hang", rank, point):
         while True:
             time.sleep(3600)
+
+
+def on_exit(fault: Fault | None, *, rank: int, point: int | None = None) -> None:
+    """Called by a launched rank after its run returned; point is the configuration of a --only launch."""
+    if fault is not None and fault.kind == "abort" and fault.rank == rank and point in (None, fault.point):
+        os.abort()
 
 
 def corrupt_output(fault: Fault | None, output: torch.Tensor, *, rank: int, point: int) -> None:

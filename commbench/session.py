@@ -34,6 +34,8 @@ class SweepOutcome:
     status: str
     reason: str | None
     results: pd.DataFrame | None
+    teardown: str | None = None
+    """How ranks failed after the run had stored and checked everything (the run is still complete)."""
 
     @property
     def n_wrong(self) -> int:
@@ -60,52 +62,71 @@ def launched_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], 
 def launch_into(job: Job, run_dir: Path, *, quiet: bool) -> SweepOutcome:
     """Run a job into its prepared run folder: one torchrun (or one per point) with --run-dir."""
     program = ["--module", job.worker_module, "--run-dir", str(run_dir)]
-    commands = [launch.torchrun_command(nproc=job.spec.nproc, program=[*program, "--only", str(point.index)])
-                for point in job.points] if job.process_per_point else [launch.torchrun_command(nproc=job.spec.nproc,
-                                                                                              program=program)]
-    outcome = watch_launches(commands, points=job.points, count_rows=RowCounter(run_dir / store.RESULTS_FILE),
-                             log_path=run_dir / store.LAUNCH_LOG, timeout_s=job.spec.timeout_s, quiet=quiet)
-    record_outcome(run_dir, outcome, job.spec.timeout_s)
+    results = run_dir / store.RESULTS_FILE
+    if job.process_per_point:
+        commands = [launch.torchrun_command(nproc=job.spec.nproc, program=[*program, "--only", str(point.index)])
+                    for point in job.points]
+
+        def stored(index: int) -> bool:  # the launch of configuration `index` wrote its row
+            return RowCounter(results)() > index
+    else:
+        commands, stored = [launch.torchrun_command(nproc=job.spec.nproc, program=program)], None
+    outcomes = watch_launches(commands, points=job.points, count_rows=RowCounter(results),
+                              log_path=run_dir / store.LAUNCH_LOG, timeout_s=job.spec.timeout_s, quiet=quiet,
+                              stored=stored)
+    record_outcome(run_dir, outcomes, job.spec.timeout_s)
     return read_outcome(run_dir)
 
 
 def watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
-                   timeout_s: float, quiet: bool) -> launch.LaunchOutcome:
+                   timeout_s: float, quiet: bool,
+                   stored: Callable[[int], bool] | None = None) -> list[launch.LaunchOutcome]:
     """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
-    launch that adds no row for timeout_s is stopped."""
+    launch that adds no row for timeout_s is stopped. A launch that failed after its work was stored (stored(index):
+    its row is on disk) does not stop the next: its ranks broke on the way out, after every check."""
+    outcomes = []
     with SweepProgress(points, enabled=not quiet) as bar:
         def progress() -> int:
             done = count_rows()
             bar.show(done)
             return done
 
-        for command in commands:
+        for index, command in enumerate(commands):
             outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress)
-            if not outcome.ok:
+            outcomes.append(outcome)
+            if not outcome.ok and (outcome.interrupted or stored is None or not stored(index)):
                 break
-    return outcome
+    return outcomes
 
 
-def record_outcome(run_dir: Path, outcome: launch.LaunchOutcome, timeout_s: float,
+def record_outcome(run_dir: Path, outcomes: list[launch.LaunchOutcome], timeout_s: float,
                    log_path: Path | None = None) -> None:
-    """Make meta.json tell the truth once the ranks are gone: complete only if torchrun and rank 0 both say so."""
+    """Make meta.json tell the truth once the ranks are gone: complete only if rank 0 said so after storing every
+    row (each checked on all ranks). A launch that failed after that (seen: a rank aborting in gloo's teardown,
+    "terminate called without an active exception") is recorded as `teardown`, and the run stays complete."""
     meta = store.read_meta(run_dir)
-    if outcome.ok and meta.get("status") == store.STATUS_COMPLETE:
-        return
     log_path = log_path or run_dir / store.LAUNCH_LOG
-    if outcome.stalled_s is not None:
-        cause = (f"no point finished for {outcome.stalled_s:.0f} s (--timeout {timeout_s:g}): a rank hung or "
-                 "is too slow; all ranks were stopped")
-    elif outcome.interrupted:
-        cause = "interrupted (Ctrl-C); all ranks were stopped"
-    elif outcome.returncode != 0:
-        log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
-        cause = launch.failed_rank_summary(log_text) or f"torchrun exited with code {outcome.returncode}"
-    else:
-        cause = "the ranks exited without finishing the sweep"
+    failed = [outcome for outcome in outcomes if not outcome.ok]
+    if meta.get("status") == store.STATUS_COMPLETE:
+        if failed:
+            causes = "; ".join(_failure_cause(outcome, timeout_s, log_path) for outcome in failed)
+            store.update_meta(run_dir, teardown=f"{causes} after its rows were stored (see {log_path})")
+        return
+    cause = _failure_cause(failed[-1], timeout_s, log_path) if failed else \
+        "the ranks exited without finishing the sweep"
     reasons = [cause, meta.get("reason"), f"see {log_path}"]
     store.update_meta(run_dir, status=store.STATUS_FAILED, reason="; ".join(r for r in reasons if r),
                       end_time=runinfo.utc_now())
+
+
+def _failure_cause(outcome: launch.LaunchOutcome, timeout_s: float, log_path: Path) -> str:
+    if outcome.stalled_s is not None:
+        return (f"no point finished for {outcome.stalled_s:.0f} s (--timeout {timeout_s:g}): a rank hung or is too "
+                "slow; all ranks were stopped")
+    if outcome.interrupted:
+        return "interrupted (Ctrl-C); all ranks were stopped"
+    log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
+    return launch.failed_rank_summary(log_text) or f"torchrun exited with code {outcome.returncode}"
 
 
 def in_place_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], quiet: bool,
@@ -138,4 +159,4 @@ def in_place_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], 
 def read_outcome(run_dir: Path) -> SweepOutcome:
     meta = store.read_meta(run_dir)
     results = store.read_results(run_dir) if (run_dir / store.RESULTS_FILE).exists() else None
-    return SweepOutcome(run_dir, meta.get("status"), meta.get("reason"), results)
+    return SweepOutcome(run_dir, meta.get("status"), meta.get("reason"), results, meta.get("teardown"))

@@ -1,6 +1,7 @@
 """Rank entry point: join the job, measure every point of the spec, check it, and (rank 0) store the rows."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="commbench rank process (started by `commbench sweep`)")
     parser.add_argument("--run-dir", type=Path, required=True)
     run_in_dir(parser.parse_args(argv).run_dir)
+    faults.on_exit(faults.from_env(), rank=int(os.environ["RANK"]))
 
 
 if __name__ == "__main__":

@@ -104,6 +104,17 @@ def test_killed_rank_keeps_written_rows_and_marks_failed(run_sweep):
     _assert_consistent(results, run.samples)
 
 
+def test_rank_dying_after_the_last_row_leaves_the_run_complete_with_a_note(run_sweep):
+    # seen for real: a rank aborting in gloo's teardown ("terminate called without an active exception") after every
+    # point was stored and checked on all ranks; the run is complete, and says how its ranks ended
+    run = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K", *FAST,
+                    env=commbench_env(COMMBENCH_FAULT="abort:1:0"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.meta["status"] == "complete" and "rank 1 exited with code -6 (SIGABRT)" in run.meta["teardown"]
+    assert "ranks failed on the way out: rank 1 exited with code -6 (SIGABRT)" in run.stdout
+    assert (run.results["n_wrong"] == 0).all()
+
+
 def test_hung_rank_ends_the_sweep_within_the_timeout(run_sweep, tmp_path):
     timeout = 8
     started = time.monotonic()

@@ -126,6 +126,16 @@ def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
     assert clean[1]["mem_carryover_bytes"] < state
 
 
+def test_a_configuration_whose_rank_dies_on_the_way_out_does_not_stop_the_next(run_commbench):
+    # a process per configuration (auto on CPU): configuration 0's launch fails after storing its row
+    run = run_commbench("ddp", "--bucket-cap-mb", "5,25", *SMALL, env=commbench_env(COMMBENCH_FAULT="abort:1:0"))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert store.read_results(run.run_dir)["bucket_cap_mb"].tolist() == [5, 25]
+    meta = json.loads((run.run_dir / "meta.json").read_text())
+    assert meta["isolation"] == "process" and meta["status"] == "complete"
+    assert "rank 1 exited with code -6 (SIGABRT)" in meta["teardown"]
+
+
 def test_a_replica_that_disagrees_is_counted_and_fails_the_run(run_commbench):
     run = run_commbench("ddp", "--bucket-cap-mb", "25", "--isolation", "reset", *SMALL,
                         env=commbench_env(COMMBENCH_FAULT="wrong:1:0"))

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from commbench.cli.options import run_options
-from commbench.cli.run_job import EXIT_RUN_FAILED, show_results, verdict
+from commbench.cli.run_job import EXIT_RUN_FAILED, show_results, show_teardown, verdict
 from commbench.store import STATUS_COMPLETE
 
 
@@ -44,6 +44,7 @@ def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Pa
         if not quiet:
             click.echo(f"\n## {bench.name} ({bench.kind}): {result.status}")
             show_results(bench.bench, result.results)
+        show_teardown(result.teardown)
         codes.append(verdict(bench.bench, result.status, result.reason, result.n_wrong, name=f"bench {bench.name}"))
     click.echo(f"# Results: {outcome.run_dir}")
     sys.exit(max(codes, key=lambda code: {0: 0, 1: 1, EXIT_RUN_FAILED: 2}[code]) if codes else EXIT_RUN_FAILED)

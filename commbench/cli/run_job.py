@@ -61,6 +61,7 @@ def run_bench(bench: BenchJob, *, out: Path, run_id: str | None, quiet: bool) ->
         sys.exit(0 if outcome.status == STATUS_COMPLETE else EXIT_RUN_FAILED)
     if not quiet:
         show_results(bench, outcome.results)
+    show_teardown(outcome.teardown)
     click.echo(f"# Results: {outcome.run_dir}")
     sys.exit(verdict(bench, outcome.status, outcome.reason, outcome.n_wrong))
 
@@ -70,6 +71,11 @@ def show_results(bench: BenchJob, results: pd.DataFrame | None) -> None:
         click.echo(f"# note: {note}")
     if results is not None and not results.empty:
         click.echo(bench.render(results))
+
+
+def show_teardown(teardown: str | None) -> None:
+    if teardown:
+        click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}")
 
 
 def verdict(bench: BenchJob, status: str | None, reason: str | None, n_wrong: int, *, name: str = "sweep") -> int:

@@ -104,14 +104,15 @@ def _launch_group(group: list[SuiteBench], suite_dir: Path, *, quiet: bool) -> b
     command = launch.torchrun_command(nproc=jobs[0].spec.nproc, program=[
         "--module", "commbench.suite.worker", "--suite-dir", str(suite_dir), *(bench.name for bench in group)])
     log_path = dirs[0] / store.LAUNCH_LOG
-    outcome = watch_launches([command], points=[point for job in jobs for point in job.points],
-                             count_rows=lambda: sum(count() for count in counters), log_path=log_path,
-                             timeout_s=timeout_s, quiet=quiet)
+    outcomes = watch_launches([command], points=[point for job in jobs for point in job.points],
+                              count_rows=lambda: sum(count() for count in counters), log_path=log_path,
+                              timeout_s=timeout_s, quiet=quiet)
     for bench_dir in dirs:
         if store.read_meta(bench_dir).get("status") != store.STATUS_COMPLETE:
-            record_outcome(bench_dir, outcome, timeout_s, log_path=log_path)  # the bench that was running
+            record_outcome(bench_dir, outcomes, timeout_s, log_path=log_path)  # the bench that was running
             return False
-    # every bench stored all its rows and said complete: a torchrun that then failed to tear down costs no result
+    # every bench stored its rows and said complete: ranks failing on the way out only get noted, with the last
+    record_outcome(dirs[-1], outcomes, timeout_s, log_path=log_path)
     return True
 
 

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", type=int, default=None, help="measure only this configuration index")
     args = parser.parse_args(argv)
     run_in_dir(args.run_dir, only=args.only)
+    faults.on_exit(faults.from_env(), rank=int(os.environ["RANK"]), point=args.only)
 
 
 def run_in_dir(run_dir: Path, *, only: int | None = None) -> None:
