@@ -4,7 +4,6 @@
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,13 +11,32 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from commbench.suite.load import SUITES_DIR
 from tests.conftest import commbench_env
 from tests.local_slurm import LocalSlurm, unavailable_reason
 
 # Everything a shell would act on: spaces, both quotes, command substitution, backticks, a command separator. Were any
 # of it executed, a file $CANARY.N would appear (the variable keeps '/' out of the string, which also names folders).
 HOSTILE = "we ird 'q' \"d\" $(touch $CANARY.1) `touch $CANARY.2`; touch $CANARY.3"
+
+
+# What the jobs run: small, so a job's time is Slurm's and torchrun's, not the measurement's
+TINY = """
+backend = "gloo"
+device = "cpu"
+
+[[bench]]
+name = "gate"
+kind = "sweep"
+collective = "all_reduce"
+impl = "builtin"
+sizes = "4K,64K"
+iters = 6
+"""
+
+
+def _tiny(folder: Path, name: str = "tiny.toml") -> str:
+    (folder / name).write_text(TINY)
+    return str(folder / name)
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +150,7 @@ def test_one_node_job_with_hostile_names_runs_and_executes_nothing(cluster, tmp_
     hostile, (canary, env) = HOSTILE, _canary(tmp_path)
     suite_dir = tmp_path / hostile
     suite_dir.mkdir()
-    shutil.copy(SUITES_DIR / "cpu-ci.toml", suite_dir / "gate suite.toml")
-    completed = _submit(cluster, tmp_path, str(suite_dir / "gate suite.toml"), "--nodes", "1", "--gpus-per-node",
+    completed = _submit(cluster, tmp_path, _tiny(suite_dir, "gate suite.toml"), "--nodes", "1", "--gpus-per-node",
                         "0", "--nproc-per-node", "2", "--env", f"NCCL_DEBUG_SUBSYS={hostile}", "--out",
                         str(tmp_path / hostile / "results"), env=env)  # the job inherits CANARY (sbatch exports all)
     assert completed.returncode == 0, completed.stdout + completed.stderr
@@ -158,8 +175,8 @@ def test_one_node_job_with_hostile_names_runs_and_executes_nothing(cluster, tmp_
 @pytest.mark.distributed
 def test_two_node_job_meets_through_c10d_rendezvous_and_its_wrong_result_exits_1(cluster, tmp_path):
     # rank 1 (on the second node) corrupts one element: the check, summed over both nodes' ranks, must count it
-    completed = _submit(cluster, tmp_path, "cpu-ci", "--nodes", "2", "--gpus-per-node", "0", "--nproc-per-node", "1",
-                        "--out", "results", "--env", "COMMBENCH_FAULT=wrong:1:0")
+    completed = _submit(cluster, tmp_path, _tiny(tmp_path), "--nodes", "2", "--gpus-per-node", "0",
+                        "--nproc-per-node", "1", "--out", "results", "--env", "COMMBENCH_FAULT=wrong:1:0")
     assert completed.returncode == 1, completed.stdout + completed.stderr
     run_dir, job_id = _run_dir(completed), _job_id(completed)
     log = (run_dir / f"slurm-{job_id}.out").read_text()

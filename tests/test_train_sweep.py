@@ -128,7 +128,8 @@ def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
 
 def test_a_configuration_whose_rank_dies_on_the_way_out_does_not_stop_the_next(run_commbench):
     # a process per configuration (auto on CPU): configuration 0's launch fails after storing its row
-    run = run_commbench("ddp", "--bucket-cap-mb", "5,25", *SMALL, env=commbench_env(COMMBENCH_FAULT="abort:1:0"))
+    run = run_commbench("ddp", "--bucket-cap-mb", "5,25", "--params", "1M", "--layers", "2", "--steps", "6",
+                        "--profile-steps", "0", env=commbench_env(COMMBENCH_FAULT="abort:1:0"))
     assert run.returncode == 0, run.stderr[-2000:]
     assert store.read_results(run.run_dir)["bucket_cap_mb"].tolist() == [5, 25]
     meta = json.loads((run.run_dir / "meta.json").read_text())

@@ -67,15 +67,28 @@ STRATEGY_CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def reference_runs(tmp_path_factory) -> dict[int, Path]:
+    """One launch per rank count runs all its configurations (each builds its own model in the one process group,
+    as a suite's benches do); the folder holds rank<R>-<I>.json for configuration I."""
+    folders = {}
+    for nproc in sorted({nproc for nproc, _ in STRATEGY_CASES}):
+        folder = tmp_path_factory.mktemp(f"reference{nproc}")
+        configs = [json.loads(config) for world, config in STRATEGY_CASES if world == nproc]
+        job = Path(__file__).parent / "jobs" / "strategy_reference_job.py"
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                   str(job), str(folder), json.dumps(configs)]
+        completed = subprocess.run(command, env=commbench_env(), capture_output=True, text=True, timeout=400)
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        folders[nproc] = folder
+    return folders
+
+
 @pytest.mark.distributed
 @pytest.mark.parametrize("nproc, config", STRATEGY_CASES)
-def test_strategy_matches_single_process_reference(tmp_path, nproc, config):
-    job = Path(__file__).parent / "jobs" / "strategy_reference_job.py"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", str(job),
-               str(tmp_path), config]
-    completed = subprocess.run(command, env=commbench_env(), capture_output=True, text=True, timeout=240)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    results = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(nproc)]
+def test_strategy_matches_single_process_reference(reference_runs, nproc, config):
+    index = [case for case in STRATEGY_CASES if case[0] == nproc].index((nproc, config))
+    results = [json.loads((reference_runs[nproc] / f"rank{rank}-{index}.json").read_text()) for rank in range(nproc)]
     fields = json.loads(config)
     for result in results:
         assert result["identical_across_ranks"]
