@@ -109,6 +109,14 @@ def test_unsafe_or_impossible_submissions_are_refused(tmp_path, commbench_cli, a
     assert not (tmp_path / "results").exists()
 
 
+def test_submit_without_slurm_says_so_and_creates_nothing(tmp_path, commbench_cli, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    outcome = commbench_cli("slurm", "submit", "cpu-ci", "--nodes", "1", "--gpus-per-node", "0", "--out",
+                            str(tmp_path / "results"))
+    assert outcome.returncode == 2 and "`sbatch` is not on PATH" in outcome.stderr
+    assert not (tmp_path / "results").exists()
+
+
 def test_suite_is_validated_for_the_compute_nodes_not_this_one(commbench_cli, tmp_path):
     # nccl-tests needs GPUs: fine for 8-GPU nodes even from this GPU-less machine, refused for CPU nodes
     ok = commbench_cli("slurm", "submit", "nccl-tests", "--nodes", "2", "--gpus-per-node", "8", "--dry-run",

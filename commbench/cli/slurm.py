@@ -89,6 +89,7 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         run_dir = (out / (run_id or store.default_run_id())).resolve()
         click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False)
         return
+    jobs.require_client()
     run_dir = store.create_run_dir(out, run_id).resolve()
     (run_dir / SUITE_FILE).write_text(loaded.text, encoding="utf-8")  # the job runs this copy, edits or not
     script_path = run_dir / SCRIPT_FILE

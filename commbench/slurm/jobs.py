@@ -39,6 +39,12 @@ def _slurm_command(name: str) -> str:
     return path
 
 
+def require_client() -> None:
+    """Refuse early (before a run folder is made) where Slurm's client commands are missing."""
+    for name in ("sbatch", "scontrol"):
+        _slurm_command(name)
+
+
 def _call(argv: list[str], **options) -> subprocess.CompletedProcess:
     """A Slurm client command as an argument list; a hung or missing one is a one-line error, not a traceback."""
     try:
