@@ -20,41 +20,30 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from commbench import store
+from commbench.benches import KINDS
+from commbench.benches.base import BenchKind, Metric
 from commbench.errors import CommbenchError
+from commbench.runs import kind_of
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
 NEW, MISSING, NOT_COMPARABLE = "new", "missing", "not comparable"
 
-
-@dataclass(frozen=True)
-class Metric:
-    column: str
-    higher_is_better: bool
-    kind: str  # "collective" or "training"
-    samples: str | None  # the per-iteration column in samples.csv, where one exists
+METRIC_NAMES = tuple(dict.fromkeys(metric.name for kind in KINDS.values() for metric in kind.metrics))
+"""Every metric some bench kind gates on (busbw, time, step_time, peak_mem)."""
+DEFAULT_THRESHOLDS = {metric.name: metric.default_threshold_pct for kind in KINDS.values() for metric in kind.metrics
+                      if metric.default_threshold_pct is not None}
 
 
-METRICS = {
-    "busbw": Metric("busbw_gbps", True, "collective", "time_us"),
-    "time": Metric("time_us_p50", False, "collective", "time_us"),
-    "step_time": Metric("step_time_ms_p50", False, "training", "step_time_ms"),
-    "peak_mem": Metric("peak_mem_bytes", False, "training", None),
-}
-DEFAULT_THRESHOLDS = {"busbw": 5.0, "step_time": 3.0, "peak_mem": 2.0}
-
-IDENTITY = {"collective": ["bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype"],
-            "training": ["bench", "config"]}
-COMPARABILITY = {"collective": ["schema_version", "backend", "device", "world_size"],
-                 "training": ["schema_version", "backend", "device", "world_size", "params", "micro_batch",
-                              "seq_len"]}
+def _metrics(kind: BenchKind) -> dict[str, Metric]:
+    return {metric.name: metric for metric in kind.metrics}
 
 
 def parse_threshold(text: str) -> tuple[str, float]:
     """busbw:5% → ("busbw", 5.0)."""
     name, _, value = text.partition(":")
-    if name not in METRICS or not value:
-        raise CommbenchError(f"bad --fail {text!r}: write METRIC:PERCENT with METRIC one of {', '.join(METRICS)}, "
+    if name not in METRIC_NAMES or not value:
+        raise CommbenchError(f"bad --fail {text!r}: write METRIC:PERCENT with METRIC one of {', '.join(METRIC_NAMES)}, "
                              "e.g. busbw:5%")
     try:
         percent = float(value.strip().removesuffix("%"))
@@ -68,7 +57,7 @@ def parse_threshold(text: str) -> tuple[str, float]:
 @dataclass
 class Run:
     path: Path
-    kind: str
+    kind: BenchKind
     results: pd.DataFrame
     samples: pd.DataFrame
 
@@ -102,41 +91,28 @@ def bench_run_sets(path: Path) -> dict[str, list[Path]]:
 
 
 def load_run(path: Path, folders: list[Path] | None = None) -> Run:
-    results, samples, kinds = [], [], set()
+    results, samples, kinds = [], [], {}
     for run_dir in folders or run_folders(path):
-        kind = "training" if store.is_training_run(run_dir) else "collective"
-        kinds.add(kind)
-        frame = store.read_results(run_dir, expect=kind)
+        kind = kind_of(run_dir)
+        kinds[kind.name] = kind
+        frame = store.read_results(run_dir, kind)
         if frame.empty:
             raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
                                  "measured something")
-        columns = store.TRAIN_SAMPLE_COLUMNS if kind == "training" else store.SAMPLE_COLUMNS
         results.append(frame)
-        samples.append(store.read_rows(run_dir / store.SAMPLES_FILE, columns))
+        samples.append(store.read_samples(run_dir, kind))
     if len(kinds) > 1:
-        raise CommbenchError(f"{path} mixes collective and training runs; a run set holds one sweep run repeatedly")
-    return Run(Path(path), kinds.pop(), pd.concat(results, ignore_index=True), pd.concat(samples, ignore_index=True))
-
-
-def _label(row: pd.Series, kind: str) -> str:
-    if kind == "training":
-        return f"{row['bench']}: {row['config']}"
-    placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
-    return f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} {int(row['size_bytes'])} B"
+        raise CommbenchError(f"{path} mixes {' and '.join(kinds)} runs; a run set holds one sweep run repeatedly")
+    return Run(Path(path), kinds.popitem()[1], pd.concat(results, ignore_index=True),
+               pd.concat(samples, ignore_index=True))
 
 
 def _samples_of(run: Run, row: pd.Series, metric: Metric) -> list[float]:
     frame = run.samples
-    if run.kind == "training":
-        mask = (frame["config_index"] == row["config_index"]) & (frame["phase"] == "sync")
-    else:
-        mask = pd.Series(True, index=frame.index)
-        for column in store.KEY_COLUMNS:
-            mask &= frame[column].astype(str) == str(row[column])
-    values = frame.loc[mask, metric.samples].dropna().tolist()
+    values = frame.loc[run.kind.samples_of(frame, row), metric.samples].dropna().tolist()
     if not values:
-        raise CommbenchError(f"{run.path / store.SAMPLES_FILE} has no samples for {_label(row, run.kind)}; the run is "
-                             "incomplete or the file was edited: re-run it")
+        raise CommbenchError(f"{run.path / store.SAMPLES_FILE} has no samples for {run.kind.row_label(row)}; the run "
+                             "is incomplete or the file was edited: re-run it")
     return values
 
 
@@ -162,29 +138,29 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> 
             entries.append({"row": f"bench {name}", "verdict": verdict, "why": why})
             continue
         base, new = load_run(baseline_dir, base_sets[name]), load_run(new_dir, new_sets[name])
-        if base.kind != new.kind:
-            raise CommbenchError(f"cannot compare a {base.kind} run ({baseline_dir}) with a {new.kind} run "
+        if base.kind is not new.kind:
+            raise CommbenchError(f"cannot compare a {base.kind.name} run ({baseline_dir}) with a {new.kind.name} run "
                                  f"({new_dir})" + (f" (bench {name})" if name else ""))
-        metrics = {metric: value for metric, value in thresholds.items() if METRICS[metric].kind == base.kind}
+        metrics = {metric: value for metric, value in thresholds.items() if metric in _metrics(base.kind)}
         if not metrics:
             continue  # e.g. a training bench of a suite gated on busbw only
         applied = True
         prefix = f"[{name}] " if name else ""
         entries += [{**entry, "row": prefix + entry["row"]} for entry in _compare_runs(base, new, metrics)]
     if not applied and any(name in new_sets for name in base_sets):
-        kinds = {load_run(baseline_dir, folders).kind for folders in base_sets.values()}
-        names = ", ".join(name for name, metric in METRICS.items() if metric.kind in kinds)
+        kinds = {kind.name: kind for kind in (load_run(baseline_dir, folders).kind for folders in base_sets.values())}
+        names = ", ".join(dict.fromkeys(name for kind in kinds.values() for name in _metrics(kind)))
         raise CommbenchError(f"no --fail threshold applies to a {' or '.join(sorted(kinds))} run; use {names}")
     return entries
 
 
 def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
     kind = base.kind
-    identity, comparability = IDENTITY[kind], COMPARABILITY[kind]
+    identity, comparability = kind.identity, kind.comparability
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     entries = []
     for row_key, old in base_rows.items():
-        label = _label(old, kind)
+        label = kind.row_label(old)
         if row_key not in new_rows:
             entries.append({"row": label, "verdict": MISSING, "why": _why_unmatched(old, new.results, identity)})
             continue
@@ -198,11 +174,11 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
             entries.append(_compare_metric(name, threshold, old, current, base, new, label))
     for row_key, current in new_rows.items():
         if row_key not in base_rows:
-            entries.append({"row": _label(current, kind), "verdict": NEW, "why": "not in the baseline"})
+            entries.append({"row": kind.row_label(current), "verdict": NEW, "why": "not in the baseline"})
     return entries
 
 
-def _rows_by_key(run: Run, identity: list[str]) -> dict[tuple, pd.Series]:
+def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
     """One row per configuration; in a run set, each metric is the median over the runs."""
     groups: dict[tuple, list[pd.Series]] = {}
     for _, row in run.results.iterrows():
@@ -210,14 +186,14 @@ def _rows_by_key(run: Run, identity: list[str]) -> dict[tuple, pd.Series]:
     merged = {}
     for key, rows in groups.items():
         row = rows[0].copy()
-        for metric in METRICS.values():
+        for metric in run.kind.metrics:
             if metric.column in row.index:
                 row[metric.column] = float(pd.Series([r[metric.column] for r in rows], dtype=float).median())
         merged[key] = row
     return merged
 
 
-def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity: list[str]) -> str:
+def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
     """Say when the other run has this row in another dtype (not comparable) rather than not at all."""
     if "dtype" in identity:
         loose = [column for column in identity if column != "dtype"]
@@ -231,7 +207,7 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity: list[str]) -> 
 
 def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Series, base: Run, new: Run,
                     label: str) -> dict:
-    metric = METRICS[name]
+    metric = _metrics(base.kind)[name]
     before, after = float(old[metric.column]), float(current[metric.column])
     ratio = after / before if before else float("nan")
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100

@@ -1,12 +1,15 @@
-"""The rank's view of the job: process-group setup and the few cross-rank reductions the harness needs."""
+"""The rank's view of the job: one process group per process (every bench of a launch runs in it), and the few
+cross-rank reductions the harness needs."""
 
-import contextlib
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from commbench.machine import Machine
+from commbench.names import NCCL
+from commbench.platform import CpuPlatform, platform_for
 
 
 @dataclass
@@ -14,14 +17,21 @@ class RankContext:
     rank: int
     world: int
     local_rank: int
+    local_world: int
+    """Ranks of the job on this machine."""
     backend: str
-    device: torch.device
+    platform: CpuPlatform
+    """What differs between device types (timer, synchronize, memory, sampler, P2P batching): commbench/platform.py."""
+
+    @property
+    def device(self) -> torch.device:
+        return self.platform.device
 
     def barrier(self) -> None:
         dist.barrier()
 
     def _tensor(self, values, dtype) -> torch.Tensor:
-        # NCCL reduces device tensors only; gloo reduces whatever device the sweep runs on.
+        # NCCL reduces device tensors only; gloo reduces whatever device the bench runs on.
         return torch.tensor(values, dtype=dtype, device=self.device)
 
     def max_over_ranks(self, values: list[float]) -> list[float]:
@@ -44,71 +54,29 @@ class RankContext:
         dist.all_gather_object(gathered, obj)
         return gathered
 
-
-# Inside shared_process_group(), benches join the one group of the suite instead of creating and destroying their own.
-_shared = False
-
-
-@contextlib.contextmanager
-def shared_process_group(*, backend: str, device_type: str, timeout_s: float):
-    """One process group for several benches run one after another (a suite in one launch): init_rank joins it and
-    shutdown leaves it up until the end. Destroying and re-creating a group in one torchrun job is avoidable churn
-    (a new rendezvous on the agent's store per bench)."""
-    global _shared
-    init_rank(backend=backend, device_type=device_type, timeout_s=timeout_s)
-    _shared = True
-    group = SharedGroup()
-    try:
-        yield group
-    except BaseException:
-        group.clean = False
-        raise
-    finally:
-        _shared = False
-        shutdown(clean=group.clean)
+    def broadcast_object(self, obj):
+        """Rank 0's value on every rank."""
+        shared = [obj]
+        dist.broadcast_object_list(shared, src=0)
+        return shared[0]
 
 
-@dataclass
-class SharedGroup:
-    clean: bool = True
-    """Set False when a bench failed: a peer may be gone, so the end must not wait for it."""
-
-
-def init_rank(*, backend: str, device_type: str, timeout_s: float) -> RankContext:
-    """Join the job torchrun (or srun with RANK/WORLD_SIZE/MASTER_ADDR set) started; one GPU per local rank."""
-    if _shared and dist.is_initialized():
-        if dist.get_backend() != backend:
-            raise RuntimeError(f"a bench asked for {backend} inside a suite running on {dist.get_backend()}")
-        return _context(backend, device_type)
-    ctx = _context(backend, device_type)
-    options = {"device_id": ctx.device} if backend == "nccl" else {}
-    # The timeout bounds how long a collective waits for a dead or hung peer.
+def init_group(machine: Machine, *, backend: str, device_type: str, timeout_s: float) -> RankContext:
+    """Join the job torchrun (or srun with RANK/WORLD_SIZE/MASTER_ADDR set) started; one GPU per local rank.
+    The timeout bounds how long a collective waits for a dead or hung peer."""
+    platform = platform_for(backend=backend, device_type=device_type, local_rank=machine.local_rank)
+    ctx = RankContext(rank=machine.rank, world=machine.world_size, local_rank=machine.local_rank,
+                      local_world=machine.local_world_size or machine.world_size, backend=backend, platform=platform)
+    options = {"device_id": ctx.device} if backend == NCCL else {}
     dist.init_process_group(backend=backend, rank=ctx.rank, world_size=ctx.world,
                             timeout=timedelta(seconds=timeout_s), **options)
     return ctx
 
 
-def _context(backend: str, device_type: str) -> RankContext:
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", "0")))
-    if device_type == "cuda":
-        # gloo may put several ranks on one GPU; NCCL was checked to have one GPU per rank.
-        device = torch.device("cuda", local_rank % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    return RankContext(rank=rank, world=world, local_rank=local_rank, backend=backend, device=device)
-
-
 def shutdown(*, clean: bool = True) -> None:
     """Leave the process group. After a clean run, wait for every rank first: a rank that tears gloo down while a
     peer still talks to it makes that peer abort ("terminate called without an active exception", seen at the end
-    of training sweeps). After a failure, do not wait: a peer may be dead. In a shared group, only wait."""
-    if _shared:
-        if clean:
-            dist.barrier()
-        return
+    of training sweeps). After a failure, do not wait: a peer may be dead."""
     if dist.is_initialized():
         if clean:
             dist.barrier()

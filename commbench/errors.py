@@ -1,7 +1,24 @@
-"""The one error type for problems the user can fix; the CLI prints it as one line and exits 2."""
+"""The exit codes of every command, and the one error type for problems the user can fix (one line, exit 2)."""
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """What a commbench command's exit status means; every command uses these and no other numbers."""
+
+    OK = 0
+    WRONG_RESULTS = 1
+    """A check found wrong results (n_wrong > 0): the numbers are not valid."""
+    REGRESSION = 1
+    """`commbench compare`: a row got worse beyond its threshold, significantly."""
+    BAD_INPUT = 2
+    """Refused before anything ran: one line on stderr names the problem and the fix."""
+    RUN_FAILED = 3
+    """A rank crashed or hung, or a Slurm job failed; meta.json says why."""
+    INTERRUPTED = 130
 
 
 class CommbenchError(Exception):
     """A user-facing problem: the message names what is wrong and how to fix it."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT

@@ -1,4 +1,4 @@
-"""Start the ranks (one torchrun per sweep) or detect that we already are one, and watch them for crashes and hangs."""
+"""Start the ranks (one torchrun per launch) and watch them for crashes and hangs."""
 
 import os
 import re
@@ -14,13 +14,6 @@ _POLL_S = 0.5
 _TERM_GRACE_S = 5.0
 
 
-def world_size_in_job() -> int | None:
-    """WORLD_SIZE when this process is already a rank of a torchrun or srun job, else None."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return int(os.environ["WORLD_SIZE"])
-    return None
-
-
 def torchrun_command(*, nproc: int, program: list[str]) -> list[str]:
     """torchrun in standalone mode (a private rendezvous on a free port, so concurrent sweeps never collide) running
     `program`: ["--module", name, args…] or [script, args…]."""
@@ -30,7 +23,9 @@ def torchrun_command(*, nproc: int, program: list[str]) -> list[str]:
 
 def relaunch_script_under_torchrun(nproc: int) -> None:
     """For benchmark scripts: unless this process already is a rank, run the script as `nproc` ranks and exit."""
-    if world_size_in_job() is None:
+    from commbench.machine import Machine
+
+    if not Machine.here().in_job:
         sys.exit(subprocess.call(torchrun_command(nproc=nproc, program=[sys.argv[0], *sys.argv[1:]])))
 
 

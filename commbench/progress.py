@@ -5,8 +5,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from commbench.spec import Point
-
 
 class RowCounter:
     """Counts complete data rows in a CSV that another process appends to, reading only the new bytes."""
@@ -31,7 +29,8 @@ class RowCounter:
 class SweepProgress:
     """A rich progress bar on stderr; disabled by --quiet, so stdout stays the tables only."""
 
-    def __init__(self, points: list[Point], *, enabled: bool):
+    def __init__(self, points: list, *, enabled: bool):
+        """points: what each row is (each has .label()), in run order."""
         self._points = points
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled)

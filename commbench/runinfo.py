@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 import commbench
 from commbench import nvml
+from commbench.names import NCCL
 from commbench.store import SCHEMA_VERSION, STATUS_RUNNING
 
 _ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
@@ -39,16 +40,10 @@ def git_commit() -> str | None:
 
 
 def backend_version(backend: str) -> str:
-    if backend == "nccl" and torch.cuda.is_available():
+    if backend == NCCL and torch.cuda.is_available():
         version = torch.cuda.nccl.version()
         return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
     return f"bundled with torch {torch.__version__}"
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return cpu_model()
 
 
 def cpu_model() -> str:
@@ -85,9 +80,9 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
     }
 
 
-def rank_facts(device: torch.device) -> dict:
+def rank_facts(device_platform) -> dict:
     """What one rank knows of itself; rank 0 gathers these from every rank."""
-    return {"host": platform.node(), "device": device_name(device)}
+    return {"host": platform.node(), "device": device_platform.device_name()}
 
 
 def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict]) -> dict:
@@ -108,10 +103,10 @@ def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict
 
 def environment_report() -> dict:
     """What a sweep on this machine would use (`commbench env`)."""
-    from commbench.backends import resolve_target, visible_gpu_count
+    from commbench.machine import Machine, resolve_target
 
-    gpus = visible_gpu_count()
-    default = resolve_target(backend="auto", device="auto", nproc=None, world_size_in_job=None)
+    machine = Machine.here()
+    default = resolve_target(Machine(gpus=machine.gpus, nccl_available=machine.nccl_available))  # a new sweep's
     backends = {name: getattr(dist, f"is_{name}_available", lambda: False)() for name in ("gloo", "nccl", "mpi", "ucc")}
     return {
         "commbench_version": commbench.__version__,
@@ -120,7 +115,7 @@ def environment_report() -> dict:
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
         "backends": {name: (backend_version(name) if available else None) for name, available in backends.items()},
-        "cuda_gpus": gpus,
+        "cuda_gpus": machine.gpus,
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "nvml": nvml.gpu_inventory(),

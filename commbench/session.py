@@ -1,86 +1,87 @@
-"""One sweep from start to verdict: make results/<run-id>/, run the ranks (launched or in place), record the end.
+"""Run resolved benches from start to verdict: prepare their run folders, run the ranks, record how each ended.
 
-Collective sweeps and training sweeps go through the same path; a Job says which worker runs the ranks.
+One path for a single bench and for a suite's benches: consecutive benches share one launch (one torchrun, one
+process group) unless a bench wants a launch per point; inside torchrun or srun every bench runs in place, in the
+job's one process group.
 """
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import pandas as pd
-
 from commbench import launch, runinfo, store
+from commbench.benches.base import Bench
 from commbench.progress import RowCounter, SweepProgress
+from commbench.runs import Outcome, read_outcome
+
+RANK_MODULE = "commbench.rank"
 
 
-@dataclass(frozen=True)
-class Job:
-    spec: object
-    """SweepSpec or TrainSpec: to_json(), nproc, timeout_s."""
-    points: list
-    """What the progress bar counts: one per row, each with a label()."""
-    worker_module: str
-    """Run by torchrun on every rank with --run-dir."""
-    run_ranks: Callable
-    """The same worker called in place: (spec, run_dir=, run_id=, collective_timeout_s=, on_point=)."""
-    process_per_point: bool = False
-    """Launch the ranks once per point (--only INDEX) instead of once per sweep."""
-
-
-@dataclass(frozen=True)
-class SweepOutcome:
-    run_dir: Path | None  # None on ranks other than 0 of an in-place job: they write nothing
-    status: str
-    reason: str | None
-    results: pd.DataFrame | None
-    teardown: str | None = None
-    """How ranks failed after the run had stored and checked everything (the run is still complete)."""
-
-    @property
-    def n_wrong(self) -> int:
-        if self.results is None or self.results.empty:
-            return 0
-        return int(self.results["n_wrong"].fillna(0).sum())
-
-
-def prepare_run_dir(spec, run_dir: Path, *, argv: list[str], **meta) -> Path:
-    """Write what the ranks will run (spec.json) and the launch facts (meta.json) into an existing run folder."""
-    (run_dir / store.SPEC_FILE).write_text(spec.to_json() + "\n", encoding="utf-8")
+def prepare_run_dir(bench: Bench, run_dir: Path, *, argv: list[str], suite_run: str | None = None) -> Path:
+    """Write what the ranks will run (spec.json) and what is known before they start (meta.json, with the kind)."""
+    (run_dir / store.SPEC_FILE).write_text(bench.spec.to_json() + "\n", encoding="utf-8")
     # a suite's bench is named suite-run/bench in its rows, so rows of several runs stay apart when concatenated
-    run_id = f"{meta['suite_run']}/{run_dir.name}" if "suite_run" in meta else run_dir.name
-    store.write_meta(run_dir, {**runinfo.launch_meta(argv, run_id), **meta})
+    run_id = f"{suite_run}/{run_dir.name}" if suite_run else run_dir.name
+    meta = {**runinfo.launch_meta(argv, run_id), "kind": bench.kind.name}
+    if suite_run:
+        meta["suite_run"] = suite_run
+    store.write_meta(run_dir, meta)
     return run_dir
 
 
-def launched_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], quiet: bool) -> SweepOutcome:
-    """Start torchrun for the whole sweep (or once per point) and watch it."""
-    run_dir = prepare_run_dir(job.spec, store.create_run_dir(out, run_id), argv=argv)
-    return launch_into(job, run_dir, quiet=quiet)
+def launch_groups(benches: list[Bench]) -> list[list[int]]:
+    """Indexes of consecutive benches that can share one launch; a bench with a launch per point stands alone."""
+    groups: list[list[int]] = []
+    for index, bench in enumerate(benches):
+        if bench.process_per_point or not groups or benches[groups[-1][0]].process_per_point:
+            groups.append([index])
+        else:
+            groups[-1].append(index)
+    return groups
 
 
-def launch_into(job: Job, run_dir: Path, *, quiet: bool) -> SweepOutcome:
-    """Run a job into its prepared run folder: one torchrun (or one per point) with --run-dir."""
-    program = ["--module", job.worker_module, "--run-dir", str(run_dir)]
-    results = run_dir / store.RESULTS_FILE
-    if job.process_per_point:
-        commands = [launch.torchrun_command(nproc=job.spec.nproc, program=[*program, "--only", str(point.index)])
-                    for point in job.points]
+def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> bool:
+    """Run the benches into their prepared folders (None on ranks other than 0 in place); True when every one
+    completed. A bench that fails stops the ones after it."""
+    if machine.in_job:
+        return _run_in_place(benches, run_dirs, machine, quiet=quiet)
+    for group in launch_groups(benches):
+        if not _launch_group([benches[i] for i in group], [run_dirs[i] for i in group], quiet=quiet):
+            return False
+    return True
 
-        def stored(index: int) -> bool:  # the launch of configuration `index` wrote its row
-            return RowCounter(results)() > index
+
+def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool) -> bool:
+    """One torchrun for the group (or, for a bench with a launch per point, one per point), watched for crashes
+    and hangs; True when every bench of it completed."""
+    program = ["--module", RANK_MODULE, *(arg for run_dir in run_dirs for arg in ("--run-dir", str(run_dir)))]
+    nproc = benches[0].spec.nproc
+    counters = [RowCounter(run_dir / store.RESULTS_FILE) for run_dir in run_dirs]
+    stored = None
+    if benches[0].process_per_point:
+        commands = [launch.torchrun_command(nproc=nproc, program=[*program, "--only", str(point.index)])
+                    for point in benches[0].points]
+
+        def stored(index: int) -> bool:  # the launch of point `index` wrote its row
+            return RowCounter(run_dirs[0] / store.RESULTS_FILE)() > index
     else:
-        commands, stored = [launch.torchrun_command(nproc=job.spec.nproc, program=program)], None
-    outcomes = watch_launches(commands, points=job.points, count_rows=RowCounter(results),
-                              log_path=run_dir / store.LAUNCH_LOG, timeout_s=job.spec.timeout_s, quiet=quiet,
-                              stored=stored)
-    record_outcome(run_dir, outcomes, job.spec.timeout_s)
-    return read_outcome(run_dir)
+        commands = [launch.torchrun_command(nproc=nproc, program=program)]
+    timeout_s = max(bench.spec.timeout_s for bench in benches)
+    log_path = run_dirs[0] / store.LAUNCH_LOG
+    outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
+                               count_rows=lambda: sum(count() for count in counters), log_path=log_path,
+                               timeout_s=timeout_s, quiet=quiet, stored=stored)
+    for run_dir in run_dirs:
+        if store.read_meta(run_dir).get("status") != store.STATUS_COMPLETE:
+            record_outcome(run_dir, outcomes, timeout_s, log_path=log_path)  # the bench that was running
+            return False
+    # every bench stored its rows and said complete: ranks failing on the way out only get noted, with the last
+    record_outcome(run_dirs[-1], outcomes, timeout_s, log_path=log_path)
+    return True
 
 
-def watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
-                   timeout_s: float, quiet: bool,
-                   stored: Callable[[int], bool] | None = None) -> list[launch.LaunchOutcome]:
+def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
+                    timeout_s: float, quiet: bool,
+                    stored: Callable[[int], bool] | None = None) -> list[launch.LaunchOutcome]:
     """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
     launch that adds no row for timeout_s is stopped. A launch that failed after its work was stored (stored(index):
     its row is on disk) does not stop the next: its ranks broke on the way out, after every check."""
@@ -129,34 +130,36 @@ def _failure_cause(outcome: launch.LaunchOutcome, timeout_s: float, log_path: Pa
     return launch.failed_rank_summary(log_text) or f"torchrun exited with code {outcome.returncode}"
 
 
-def in_place_sweep(job: Job, *, out: Path, run_id: str | None, argv: list[str], quiet: bool,
-                   run_dir: Path | None = None) -> SweepOutcome:
-    """Run as one rank of the job commbench was started in (torchrun or srun); rank 0 writes and shows progress.
-    Rank 0 makes results/<run-id>/, or writes into run_dir when one is prepared already (a bench of a suite)."""
-    spec = job.spec
-    rank = int(os.environ["RANK"])
-    if rank != 0:
-        run_dir = None
-    elif run_dir is None:
-        run_dir = prepare_run_dir(spec, store.create_run_dir(out, run_id), argv=argv)
-    with SweepProgress(job.points, enabled=rank == 0 and not quiet) as bar:
-        done = 0
+def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> bool:
+    """As one rank of the job commbench was started in (torchrun or srun): every bench in the job's process group;
+    rank 0 writes and shows progress."""
+    from commbench import driver
 
-        def on_point(point, row) -> None:
-            nonlocal done
-            done += 1
-            bar.show(done)
+    rank = machine.rank
+    timeout_s = max(bench.spec.timeout_s for bench in benches)
+    with driver.joined(machine, [bench.spec for bench in benches], timeout_s=timeout_s) as (ctx, group):
+        for bench, run_dir in zip(benches, run_dirs):
+            with SweepProgress(bench.points, enabled=rank == 0 and not quiet) as bar:
+                done = 0
 
-        try:
-            job.run_ranks(spec, run_dir=run_dir, run_id=store.run_id_of(run_dir) if run_dir else "", on_point=on_point,
-                      collective_timeout_s=spec.timeout_s)
-        except Exception as error:
-            if run_dir is None:
-                return SweepOutcome(None, store.STATUS_FAILED, f"rank {rank}: {type(error).__name__}: {error}", None)
-    return read_outcome(run_dir) if run_dir else SweepOutcome(None, store.STATUS_COMPLETE, None, None)
+                def on_point(point) -> None:
+                    nonlocal done
+                    done += 1
+                    bar.show(done)
+
+                try:
+                    driver.run_bench(bench.kind, bench.spec, ctx, run_dir=run_dir, on_point=on_point)
+                except Exception:  # rank 0's meta.json says why; the other ranks only stop
+                    group.clean = False
+                    return False
+    return True
 
 
-def read_outcome(run_dir: Path) -> SweepOutcome:
-    meta = store.read_meta(run_dir)
-    results = store.read_results(run_dir) if (run_dir / store.RESULTS_FILE).exists() else None
-    return SweepOutcome(run_dir, meta.get("status"), meta.get("reason"), results, meta.get("teardown"))
+def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: list[str],
+              quiet: bool) -> tuple[bool, Outcome | None]:
+    """A bench into a new run folder, results/<run-id>/ (made by rank 0 in place); (completed, its outcome), the
+    outcome None on ranks other than 0 in place."""
+    writes = not machine.in_job or machine.rank == 0
+    run_dir = prepare_run_dir(bench, store.create_run_dir(out, run_id), argv=argv) if writes else None
+    ok = run_benches([bench], [run_dir], machine, quiet=quiet)
+    return ok, read_outcome(bench.kind, run_dir) if run_dir else None

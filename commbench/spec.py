@@ -1,18 +1,16 @@
-"""What a sweep runs: the frozen spec, its validation, and the ordered list of points every rank agrees on."""
+"""What a collective sweep runs: the frozen spec, its validation, and the ordered list of points every rank agrees on."""
 
 import itertools
 import json
 from dataclasses import asdict, dataclass, field
 
-from commbench.backends import DTYPES, REDUCE_OPS, nccl_version, unsupported_reason
+from commbench.backends import DTYPES, REDUCE_OPS, unsupported_reason
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
-from commbench.sizes import format_bytes
+from commbench.names import NO_OP, PLACEMENTS
 from commbench.stats import MIN_SAMPLES_FOR_CI
-
-PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
-NO_OP = "none"  # the op column of collectives that do not reduce, as nccl-tests prints it
+from commbench.units import format_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +49,10 @@ class SweepSpec:
     timeout_s: float = 300.0
     """A point that makes no progress for this long ends the sweep as failed."""
 
+    @property
+    def records_traces(self) -> bool:
+        return self.profile_iters > 0
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
 
@@ -77,8 +79,9 @@ class Point:
         return f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}"
 
 
-def validate(spec: SweepSpec) -> None:
-    """Refuse anything that cannot run, naming the fix; called before any process is launched."""
+def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) -> None:
+    """Refuse anything that cannot run, naming the fix; called before any process is launched. nccl_version: the
+    machine's (None when unknown), for what old NCCL versions lack."""
     for name in spec.collectives:
         get_collective(name)
     _check_choices("--impl", spec.impls, IMPLEMENTATIONS)
@@ -117,7 +120,7 @@ def validate(spec: SweepSpec) -> None:
         for impl, dtype, op in itertools.product(impls_for(spec, name), spec.dtypes, ops_for(spec, name)):
             reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, impl=impl,
                                         dtype=dtype, op=op,
-                                        nccl_version=nccl_version() if spec.backend == "nccl" else None)
+                                        nccl_version=nccl_version)
             if reason:
                 raise CommbenchError(reason)
     plan(spec, spec.nproc)

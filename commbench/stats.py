@@ -3,8 +3,6 @@
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 CONFIDENCE = 0.95
 # The order-statistic interval needs P(all samples on one side of the median) = 2·0.5^n < 5 %: n ≥ 6.
 MIN_SAMPLES_FOR_CI = 6
@@ -54,7 +52,9 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] |
     return lo, n - 1 - lo
 
 
-def summarize(samples: list[float] | np.ndarray) -> Summary:
+def summarize(samples) -> Summary:
+    import numpy as np  # the option checks read MIN_SAMPLES_FOR_CI from here without loading numpy
+
     values = np.sort(np.asarray(samples, dtype=np.float64))
     n = len(values)
     if n == 0:

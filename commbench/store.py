@@ -1,4 +1,5 @@
-"""The result schema and its files under results/<run-id>/: meta.json, results.csv, samples.csv.
+"""The files of a run under results/<run-id>/: meta.json, results.csv, samples.csv (their columns are each bench
+kind's: commbench/benches/), and how they are written and read.
 
 Rank 0 appends and flushes one row per finished point, so a crash loses nothing already measured; readers drop a
 torn last line. Every file carries schema_version: newer files are refused, foreign ones named as such.
@@ -13,51 +14,20 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pandas as pd
-
 from commbench.errors import CommbenchError
-from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
 
 SCHEMA_VERSION = 1
 META_FILE, RESULTS_FILE, SAMPLES_FILE, GPU_SAMPLES_FILE, SPEC_FILE, LAUNCH_LOG = (
     "meta.json", "results.csv", "samples.csv", "gpu_samples.csv", "spec.json", "launch.log")
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_FAILED = "running", "complete", "failed"
-
-KEY_COLUMNS = ["bench", "collective", "impl", "backend", "device", "world_size", "dtype", "op", "inplace",
-               "size_bytes"]
-RESULT_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
-                  "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
-                  "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
-                  "ring_chunks", "n_wrong", *SUMMARY_COLUMNS]
-SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us"]
-
-# Training sweeps (bench ddp / fsdp / strategy) write the same files with their own columns: one row per
-# configuration; settings that do not apply to a configuration are empty.
-TRAIN_KEY_COLUMNS = ["bench", "config_index", "config"]
-TRAIN_RESULT_COLUMNS = [
-    "schema_version", "run_id", *TRAIN_KEY_COLUMNS, "strategy", "impl", "backend", "device", "world_size",
-    "model_kind", "params", "layers", "hidden", "heads", "seq_len", "micro_batch", "accum_steps", "global_batch",
-    "bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "reshard_after_forward",
-    "forward_prefetch", "backward_prefetch", "limit_all_gathers", "wrap", "mixed_precision", "shard_group",
-    "steps", "warmup_steps", "step_time_ms_p50", "step_time_ms_p95", "step_time_ms_min", "step_time_ms_mean",
-    "step_time_ms_ci_lo", "step_time_ms_ci_hi", "samples_per_s", "tokens_per_s", "step_time_ms_nosync_p50",
-    "exposed_comm_ms_nosync", "comm_ms", "exposed_comm_ms", "overlap_pct", "comm_calls", "comm_msg_elems",
-    "comm_msg_elems_predicted", "comm_bytes_per_rank_predicted", "bucket_count", "bucket_sizes_bytes",
-    "ddp_backward_comm_ms", "ddp_comm_overlap_ms", "peak_mem_bytes", "peak_mem_reserved_bytes",
-    "gpu_mem_used_peak_bytes", "mem_carryover_bytes", "memory_budget_bytes", "fits", "model_state_bytes",
-    "model_param_bytes", "model_grad_bytes", "model_optim_bytes", "optim_scalar_bytes",
-    "model_state_bytes_predicted", "model_state_exact_ranks", "model_state_formula", "model_state_bytes_formula",
-    "loss_last", "n_wrong"]
-TRAIN_SAMPLE_COLUMNS = ["schema_version", "run_id", *TRAIN_KEY_COLUMNS, "phase", "step", "step_time_ms"]
-TRAIN_BENCHES = ("ddp", "fsdp", "strategy")
-GPU_SAMPLE_COLUMNS = ["schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS]
-
+SUITE_KIND = "suite"
+"""meta.json's kind of a suite run: a folder of bench runs (commbench run)."""
 
 class RowWriter:
     """Appends rows to one CSV, writing the header once; each row reaches the disk before the call returns."""
 
-    def __init__(self, path: Path, columns: list[str]):
+    def __init__(self, path: Path, columns):
         self._columns = columns
         new_file = not path.exists() or path.stat().st_size == 0
         self._file = open(path, "a", newline="", encoding="utf-8")
@@ -104,7 +74,7 @@ def update_meta(run_dir: Path, **fields) -> dict:
     return meta
 
 
-def read_rows(path: Path, required: list[str]) -> pd.DataFrame:
+def read_rows(path: Path, required):
     """A results or samples CSV as a DataFrame; a torn last line from a crash is dropped."""
     path = Path(path)
     try:
@@ -118,26 +88,30 @@ def read_rows(path: Path, required: list[str]) -> pd.DataFrame:
     if missing:
         raise CommbenchError(f"{path} is not a commbench results file (missing columns {', '.join(missing[:4])}); "
                              "pass a results.csv that commbench wrote")
+    import pandas as pd  # only readers need it; the ranks that write rows do not
+
     frame = pd.read_csv(io.StringIO(text))
     for version in frame["schema_version"].dropna().unique():
         _check_version(path, int(version))
     return frame
 
 
-# A results file must have these; columns added later (ring bytes, GPU sampling) are filled in empty when absent.
-CORE_RESULT_COLUMNS = ["schema_version", *KEY_COLUMNS, "count", "iters", "warmup", "time_us_p50", "time_us_p95",
-                       "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps",
-                       "n_wrong"]
-
-
-def is_training_run(run_dir: Path) -> bool:
-    """Whether results/<run> holds training rows (from `commbench ddp|fsdp|zero`) rather than collective rows."""
+def kind_name(run_dir: Path) -> str:
+    """The bench kind a run folder holds, from its meta.json ("suite" for a suite run). Runs written before
+    meta.json named the kind (schema_version 1 without "kind") are migrated from the `bench` value of their rows,
+    which has always named the kind."""
+    meta = read_meta(run_dir)
+    if meta.get("kind"):
+        return meta["kind"]
     path = Path(run_dir) / RESULTS_FILE
-    try:
+    if path.exists():
         with open(path, encoding="utf-8") as file:
-            return "step_time_ms_p50" in file.readline().split(",")
-    except FileNotFoundError:
-        raise _not_found(path) from None
+            reader = csv.DictReader(file)
+            first = next(reader, None)
+            if first and first.get("bench"):
+                return first["bench"]
+    raise CommbenchError(f"{Path(run_dir) / META_FILE} does not name its bench kind and has no rows to tell it; "
+                         "pass a run folder written by commbench")
 
 
 def run_id_of(run_dir: Path) -> str:
@@ -151,29 +125,23 @@ def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
     if not path.exists():
         return None
     meta = read_meta(run_dir)
-    if meta.get("kind") != "suite":
+    if meta.get("kind") != SUITE_KIND:
         return None
     return {bench["name"]: Path(run_dir) / bench["name"] for bench in meta.get("benches", [])}
 
 
-def read_results(run_dir: Path, *, expect: str | None = None) -> pd.DataFrame:
-    """Collective or training rows, whichever the run holds (column `bench` tells them apart); expect
-    "collective" or "training" refuses the other kind with a one-line error."""
-    training = is_training_run(run_dir)
-    if expect is not None and training != (expect == "training"):
-        found = "a training sweep (commbench ddp/fsdp/zero)" if training else "a collective sweep (commbench sweep)"
-        raise CommbenchError(f"{run_dir} holds {found}; pass the run folder of a {expect} sweep")
-    if training:
-        return read_rows(Path(run_dir) / RESULTS_FILE, TRAIN_RESULT_COLUMNS)
-    frame = read_rows(Path(run_dir) / RESULTS_FILE, CORE_RESULT_COLUMNS)
-    for column in RESULT_COLUMNS:
+def read_results(run_dir: Path, kind):
+    """The rows of a run of this bench kind (a BenchKind); columns added after a file was written come back
+    empty."""
+    frame = read_rows(Path(run_dir) / RESULTS_FILE, kind.required_columns)
+    for column in kind.result_columns:
         if column not in frame.columns:
             frame[column] = None
     return frame
 
 
-def read_samples(run_dir: Path) -> pd.DataFrame:
-    return read_rows(Path(run_dir) / SAMPLES_FILE, SAMPLE_COLUMNS)
+def read_samples(run_dir: Path, kind):
+    return read_rows(Path(run_dir) / SAMPLES_FILE, kind.sample_columns)
 
 
 def _not_found(path: Path) -> CommbenchError:

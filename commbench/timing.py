@@ -6,7 +6,6 @@ from typing import Callable
 
 import torch
 
-from commbench.distributed import RankContext
 from commbench.stats import summarize
 
 STOP_ITERS = "iters"  # the fixed number of iterations ran
@@ -17,8 +16,8 @@ STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent f
 class CpuTimer:
     """Wall-clock time of each call, every rank starting together after a barrier."""
 
-    def __init__(self, ctx: RankContext):
-        self._barrier = ctx.barrier
+    def __init__(self, barrier: Callable[[], None]):
+        self._barrier = barrier
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         samples = [0.0] * iterations
@@ -38,8 +37,8 @@ class CudaTimer:
     the interval holds the collective's device time and not the host's launch latency.
     """
 
-    def __init__(self, ctx: RankContext):
-        self._barrier = ctx.barrier
+    def __init__(self, barrier: Callable[[], None]):
+        self._barrier = barrier
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
@@ -66,21 +65,17 @@ def _cover_launch_latency() -> None:
         spin(_SPIN_CYCLES)
 
 
-def make_timer(ctx: RankContext):
-    return CudaTimer(ctx) if ctx.device.type == "cuda" else CpuTimer(ctx)
-
-
 @dataclass(frozen=True)
 class Measurement:
     samples_s: list[float]  # per iteration, the slowest rank's time
     stop_reason: str
 
 
-def measure(run: Callable[[], object], *, ctx: RankContext, warmup: int, iters: int,
+def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int,
             target_ci_pct: float | None = None, max_time_s: float | None = None) -> Measurement:
     """Warm up, then time batches of `iters` iterations: once, or (adaptive) until the 95 % CI of the median is
     within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same decision."""
-    timer = make_timer(ctx)
+    timer = ctx.platform.timer(ctx.barrier)
     started = time.monotonic()
     if warmup:
         timer.time_iterations(run, warmup)

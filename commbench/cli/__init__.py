@@ -1,11 +1,25 @@
-"""The `commbench` command group; user errors become one line on stderr and exit code 2, never a traceback."""
+"""The `commbench` command group; user errors become one line on stderr and exit code 2, never a traceback.
+
+Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads what it uses when it runs), so
+`commbench --help` and the analytic `commbench model` commands start at once.
+"""
 
 import sys
 
 import click
 
 from commbench import __version__
-from commbench.errors import CommbenchError
+from commbench.benches import KINDS
+from commbench.cli.bench import bench_command
+from commbench.cli.compare import compare_command
+from commbench.cli.env import env
+from commbench.cli.fit import fit
+from commbench.cli.model import model
+from commbench.cli.report import report
+from commbench.cli.run import run
+from commbench.cli.slurm import slurm
+from commbench.cli.trace import trace
+from commbench.errors import CommbenchError, ExitCode
 
 
 class _OneLineErrors(click.Group):
@@ -17,11 +31,11 @@ class _OneLineErrors(click.Group):
             _fail(str(error), error.exit_code)
         except click.UsageError as error:
             where = error.ctx.command_path if error.ctx else "commbench"
-            _fail(f"{error.format_message()} (see `{where} --help`)", 2)
+            _fail(f"{error.format_message()} (see `{where} --help`)", ExitCode.BAD_INPUT)
         except click.ClickException as error:
             _fail(error.format_message(), error.exit_code)
         except click.Abort:
-            _fail("aborted", 130)
+            _fail("aborted", ExitCode.INTERRUPTED)
 
 
 def _fail(message: str, code: int) -> None:
@@ -35,30 +49,7 @@ def main() -> None:
     """Collective-communication benchmarks for PyTorch distributed: measure, verify, store."""
 
 
-def _register() -> None:
-    from commbench.cli.compare import compare_command
-    from commbench.cli.env import env
-    from commbench.cli.fit import fit
-    from commbench.cli.model import model
-    from commbench.cli.report import report
-    from commbench.cli.run import run
-    from commbench.cli.slurm import slurm
-    from commbench.cli.sweep import sweep
-    from commbench.cli.trace import trace
-    from commbench.cli.train import ddp, fsdp, zero
-
-    main.add_command(sweep)
-    main.add_command(run)
-    main.add_command(env)
-    main.add_command(trace)
-    main.add_command(model)
-    main.add_command(fit)
-    main.add_command(ddp)
-    main.add_command(fsdp)
-    main.add_command(zero)
-    main.add_command(compare_command)
-    main.add_command(report)
-    main.add_command(slurm)
-
-
-_register()
+for _kind in KINDS.values():  # one command per registered bench kind
+    main.add_command(bench_command(_kind))
+for _command in (run, env, trace, model, fit, compare_command, report, slurm):
+    main.add_command(_command)

@@ -5,17 +5,8 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.options import split_commas
-from commbench.compare import (
-    DEFAULT_THRESHOLDS,
-    compare,
-    format_markdown,
-    format_terminal,
-    parse_threshold,
-    regressions,
-)
-
-EXIT_REGRESSION = 1
+from commbench.cli.bench import split_commas
+from commbench.errors import ExitCode
 
 
 @click.command(name="compare")
@@ -31,10 +22,13 @@ def compare_command(baseline, new, fails, markdown) -> None:
 
     Exit codes: 0 no regression, 1 at least one regression, 2 bad input.
     """
+    from commbench.compare import DEFAULT_THRESHOLDS, compare, format_markdown, format_terminal, parse_threshold, \
+        regressions
+
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds)
     click.echo(format_terminal(entries))
     if markdown:
         markdown.write_text(format_markdown(entries, baseline=baseline, new=new), encoding="utf-8")
     if regressions(entries):
-        sys.exit(EXIT_REGRESSION)
+        sys.exit(ExitCode.REGRESSION)

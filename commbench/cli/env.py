@@ -4,13 +4,13 @@ import json
 
 import click
 
-from commbench.runinfo import environment_report
-
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def env(as_json: bool) -> None:
     """Show torch, backends, devices, GPUs (NVML) and the default a bare `commbench sweep` would take."""
+    from commbench.runinfo import environment_report
+
     report = environment_report()
     if as_json:
         click.echo(json.dumps(report, indent=2))

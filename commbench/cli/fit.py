@@ -5,8 +5,7 @@ from pathlib import Path
 
 import click
 
-from commbench import store
-from commbench.models.alpha_beta import fit_results
+from commbench.store import SCHEMA_VERSION
 
 FIT_FILE, RESIDUALS_FILE = "fit.csv", "fit_residuals.csv"
 KEY = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace"]
@@ -18,7 +17,10 @@ RESIDUAL_COLUMNS = ["schema_version", *KEY, "size_bytes", "time_us_measured", "t
 @click.argument("run_dir", type=click.Path(path_type=Path))
 def fit(run_dir: Path) -> None:
     """Fit t = α + S/bandwidth per (collective, impl, backend, world size), weighted by relative error."""
-    fits = fit_results(store.read_results(run_dir, expect="collective"))
+    from commbench.models.alpha_beta import fit_results
+    from commbench.runs import load_collective_results
+
+    fits = fit_results(load_collective_results(run_dir))
     with open(run_dir / FIT_FILE, "w", newline="") as fit_file, \
             open(run_dir / RESIDUALS_FILE, "w", newline="") as residual_file:
         fit_writer, residual_writer = csv.writer(fit_file), csv.writer(residual_file)
@@ -26,10 +28,10 @@ def fit(run_dir: Path) -> None:
         residual_writer.writerow(RESIDUAL_COLUMNS)
         for result in fits:
             key = [getattr(result, column) for column in KEY]
-            fit_writer.writerow([store.SCHEMA_VERSION, *key, result.n_points, result.alpha_us, result.algbw_gbps,
+            fit_writer.writerow([SCHEMA_VERSION, *key, result.n_points, result.alpha_us, result.algbw_gbps,
                                  result.busbw_gbps, result.r2, result.note])
             for residual in result.residuals:
-                residual_writer.writerow([store.SCHEMA_VERSION, *key, *residual.values()])
+                residual_writer.writerow([SCHEMA_VERSION, *key, *residual.values()])
     click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
     click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'dtype':>9} {'op':>5} {'placement':>9} "
                f"{'points':>6} {'α (us)':>10} "

@@ -4,8 +4,6 @@ from pathlib import Path
 
 import click
 
-from commbench.report.render import render
-
 
 @click.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -13,6 +11,8 @@ from commbench.report.render import render
               help="Folder for the report [default: plots/<last run's name>].")
 def report(run_dirs, out) -> None:
     """Draw the plots whose data exist in the runs, and write a self-contained report.html and summary.md."""
+    from commbench.report.render import render
+
     out = out or Path("plots") / Path(run_dirs[-1]).name
     result = render(list(run_dirs), out)
     for _, caption, png in result.drawn:

@@ -5,16 +5,17 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.options import run_options
-from commbench.cli.run_job import EXIT_RUN_FAILED, show_results, show_teardown, verdict
-from commbench.store import STATUS_COMPLETE
+from commbench.cli.bench import run_options, show_results, show_teardown, verdict
+from commbench.errors import ExitCode
+from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
+
+_SEVERITY = {ExitCode.OK: 0, ExitCode.WRONG_RESULTS: 1, ExitCode.RUN_FAILED: 2}
 
 
 @click.command(name="run")
 @click.argument("suite")
-@click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default=None,
-              help="Override the suite's backend.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default=None, help="Override the suite's device.")
+@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=None, help="Override the suite's backend.")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES), default=None, help="Override the suite's device.")
 @click.option("--nproc", type=int, default=None, help="Override the suite's rank count.")
 @click.option("--into", type=click.Path(path_type=Path, file_okay=False), default=None, hidden=True,
               help="Fill this existing run folder (made by `commbench slurm submit`) instead of a new one.")
@@ -32,19 +33,22 @@ def run(suite, backend, device, nproc, into, out, run_id, quiet) -> None:
 
 def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Path, run_id: str | None,
                       quiet: bool) -> None:
+    from commbench.machine import Machine
     from commbench.suite.load import load_suite
     from commbench.suite.run import run_suite
 
-    suite = load_suite(suite_name, overrides=overrides)
-    outcome = run_suite(suite, out=out, run_id=run_id, into=into, argv=["commbench", *sys.argv[1:]], quiet=quiet)
+    machine = Machine.here()
+    suite = load_suite(suite_name, machine, overrides=overrides)
+    outcome = run_suite(suite, machine, out=out, run_id=run_id, into=into, argv=["commbench", *sys.argv[1:]],
+                        quiet=quiet)
     if outcome.run_dir is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
-        sys.exit(0 if outcome.status == STATUS_COMPLETE else EXIT_RUN_FAILED)
+        sys.exit(ExitCode.OK if outcome.ok else ExitCode.RUN_FAILED)
     codes = []
     for bench, result in outcome.benches:
         if not quiet:
-            click.echo(f"\n## {bench.name} ({bench.kind}): {result.status}")
-            show_results(bench.bench, result.results)
+            click.echo(f"\n## {bench.name} ({bench.command}): {result.status}")
+            show_results(bench.bench, result)
         show_teardown(result.teardown)
-        codes.append(verdict(bench.bench, result.status, result.reason, result.n_wrong, name=f"bench {bench.name}"))
+        codes.append(verdict(bench.bench.kind, result, name=f"bench {bench.name}"))
     click.echo(f"# Results: {outcome.run_dir}")
-    sys.exit(max(codes, key=lambda code: {0: 0, 1: 1, EXIT_RUN_FAILED: 2}[code]) if codes else EXIT_RUN_FAILED)
+    sys.exit(max(codes, key=_SEVERITY.__getitem__) if codes else ExitCode.RUN_FAILED)

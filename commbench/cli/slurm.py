@@ -7,14 +7,11 @@ from pathlib import Path
 
 import click
 
-from commbench import runinfo, store
-from commbench.backends import assumed_job
-from commbench.errors import CommbenchError
-from commbench.progress import RowCounter
+from commbench import store
+from commbench.errors import CommbenchError, ExitCode
+from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
 from commbench.slurm import jobs, script
 
-EXIT_WRONG_RESULTS = 1
-EXIT_JOB_FAILED = 3
 SCRIPT_FILE = "job.sbatch"
 REPORT_DIR = "report"
 
@@ -47,9 +44,8 @@ def slurm() -> None:
               help="Port of the c10d rendezvous on the first node [default: 20000 + job id mod 20000].")
 @click.option("--python", default=sys.executable, show_default=True,
               help="The Python (with commbench installed) that the nodes run.")
-@click.option("--backend", type=click.Choice(["auto", "nccl", "gloo"]), default=None,
-              help="Override the suite's backend.")
-@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default=None, help="Override the suite's device.")
+@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=None, help="Override the suite's backend.")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES), default=None, help="Override the suite's device.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives results/<run-id>/ (on a file system the nodes share).")
 @click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host].")
@@ -67,8 +63,10 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
     results, 2 bad input or sbatch refused, 3 the job failed, was cancelled, timed out, or is still running at
     --wait-timeout.
     """
+    from commbench import runinfo
+    from commbench.machine import Machine
     from commbench.suite.load import load_suite
-    from commbench.suite.run import SUITE_FILE, SUITE_KIND
+    from commbench.suite.run import SUITE_FILE
 
     if poll <= 0 or wait_timeout <= 0:
         raise CommbenchError("--poll and --wait-timeout must be above 0 seconds")
@@ -83,8 +81,8 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)))
     script.validate(request)
     # Validate the suite as it will resolve on the compute nodes, not on this (login) node.
-    loaded = load_suite(suite, overrides=overrides, machine=lambda: assumed_job(
-        world=nodes * nproc_per_node, ranks_per_node=nproc_per_node, gpus_per_node=gpus_per_node))
+    loaded = load_suite(suite, Machine.for_job(nodes=nodes, ranks_per_node=nproc_per_node,
+                                               gpus_per_node=gpus_per_node), overrides=overrides)
     if dry_run:
         run_dir = (out / (run_id or store.default_run_id())).resolve()
         click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False)
@@ -96,7 +94,7 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
     script_path.write_text(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir),
                            encoding="utf-8")
     store.write_meta(run_dir, {
-        **runinfo.launch_meta(["commbench", *sys.argv[1:]], run_dir.name), "kind": SUITE_KIND,
+        **runinfo.launch_meta(["commbench", *sys.argv[1:]], run_dir.name), "kind": store.SUITE_KIND,
         "suite": str(loaded.path), "status": "submitted", "slurm_script": str(script_path),
         "slurm_request": {"nodes": nodes, "gpus_per_node": gpus_per_node, "nproc_per_node": nproc_per_node,
                           "partition": partition, "account": account, "time": time_limit}})
@@ -121,26 +119,26 @@ def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, po
     if final is None:
         click.echo(f"commbench: slurm job {job_id} has not ended after {timeout_s:g} s (--wait-timeout); it keeps "
                    f"running: `commbench slurm status {run_dir}` or `scancel {job_id}`", err=True)
-        return EXIT_JOB_FAILED
+        return ExitCode.RUN_FAILED
     store.update_meta(run_dir, slurm_state=final.state, slurm_exit_code=final.exit_code)
     meta = store.read_meta(run_dir)
     if meta.get("status") != store.STATUS_COMPLETE:
         problem = _job_problem(final, meta, run_dir, log_path)
         _mark_failed(run_dir, problem, final.state)
         click.echo(f"commbench: {problem}", err=True)
-        return EXIT_JOB_FAILED
+        return ExitCode.RUN_FAILED
     from commbench.report.render import render
-    from commbench.session import read_outcome
+    from commbench.runs import bench_outcomes
 
     report = render([run_dir], run_dir / REPORT_DIR)
     click.echo(f"# Report: {report.out / 'report.html'}")
     if final.state not in (jobs.ENDED_OK, jobs.GONE):  # e.g. a rank that aborted in teardown after the last row
         click.echo(f"# note: slurm job {job_id} ended {final.state} after the run completed; log: {log_path}")
-    wrong = sum(read_outcome(bench_dir).n_wrong for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values())
+    wrong = sum(outcome.n_wrong for outcome in bench_outcomes(run_dir))
     if wrong:
         click.echo(f"commbench: {wrong} wrong result(s) in the check (see #wrong); results are not valid", err=True)
-        return EXIT_WRONG_RESULTS
-    return 0
+        return ExitCode.WRONG_RESULTS
+    return ExitCode.OK
 
 
 def _job_problem(final: jobs.JobState, meta: dict, run_dir: Path, log_path: Path) -> str:
@@ -160,7 +158,9 @@ def _job_problem(final: jobs.JobState, meta: dict, run_dir: Path, log_path: Path
 
 def _mark_failed(run_dir: Path, problem: str, state: str) -> None:
     """The suite and every bench that no rank could close say failed (a killed job leaves them `running`)."""
-    now = runinfo.utc_now()
+    from commbench.runinfo import utc_now
+
+    now = utc_now()
     if store.read_meta(run_dir).get("status") != store.STATUS_FAILED:
         store.update_meta(run_dir, status=store.STATUS_FAILED, reason=problem, end_time=now)
     for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values():
@@ -189,6 +189,8 @@ def status(run_dir) -> None:
     click.echo(f"job {job_id}: {known}{where}" + (f", run time {state.run_time}" if state.run_time else "") +
                (f", exit code {state.exit_code}" if state.exit_code else ""))
     click.echo(f"run: {meta.get('status')}" + (f" ({meta['reason']})" if meta.get("reason") else ""))
+    from commbench.progress import RowCounter
+
     for name, bench_dir in (store.suite_bench_dirs(run_dir) or {}).items():
         rows = RowCounter(bench_dir / store.RESULTS_FILE)()
         bench_status = store.read_meta(bench_dir).get("status") if (bench_dir / store.META_FILE).exists() else \
@@ -197,4 +199,4 @@ def status(run_dir) -> None:
     click.echo(f"# Log: {meta.get('slurm_log')}")
     unfinished = state.state == jobs.GONE and meta.get("status") != store.STATUS_COMPLETE
     if state.state in jobs.ENDED_BADLY or meta.get("status") == store.STATUS_FAILED or unfinished:
-        sys.exit(EXIT_JOB_FAILED)
+        sys.exit(ExitCode.RUN_FAILED)

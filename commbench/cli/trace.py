@@ -6,8 +6,6 @@ from pathlib import Path
 import click
 
 from commbench.errors import CommbenchError
-from commbench.profiling.overlap import analyze, skew
-from commbench.profiling.trace_file import load_trace
 
 # in folders: gzipped JSON and torch's *.pt.trace.json; plain *.json there are often not traces (meta.json)
 _FOLDER_SUFFIXES = (".json.gz", ".pt.trace.json")
@@ -38,6 +36,9 @@ def analyze_command(paths: tuple[Path, ...], as_json: bool) -> None:
     """Communication, computation, overlap %, exposed communication and idle time per rank and ProfilerStep,
     per collective kind, and (several ranks) the skew of matched collectives. GPU traces are classified as
     Holistic Trace Analysis does; CPU (gloo) traces by gloo:* spans against the main thread's aten:: ops."""
+    from commbench.profiling.overlap import analyze, skew
+    from commbench.profiling.trace_file import load_trace
+
     traces = [load_trace(path) for path in _trace_paths(paths)]
     results = [analyze(trace) for trace in traces]
     skews = skew(traces) if len(traces) > 1 else []

@@ -24,7 +24,7 @@ class AllGather(PerRankCollective):
         return partial(torch_api.all_gather_single, buffers.recv, buffers.send)
 
     def ring(self, buffers, setup):
-        return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world, backend=setup.backend,
+        return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world, batched=setup.p2p_batched,
                                ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):

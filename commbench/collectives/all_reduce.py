@@ -20,7 +20,7 @@ class AllReduce(WholeMessageCollective):
         return partial(dist.all_reduce, buffers.recv, op=setup.reduce_op)
 
     def ring(self, buffers, setup):
-        return ring.all_reduce(buffers.recv, rank=setup.rank, world=setup.world, backend=setup.backend, op=setup.op,
+        return ring.all_reduce(buffers.recv, rank=setup.rank, world=setup.world, batched=setup.p2p_batched, op=setup.op,
                                ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):

@@ -7,8 +7,7 @@ import torch
 
 from commbench.backends import REDUCE_OPS
 from commbench.collectives import check_data
-
-IMPLEMENTATIONS = ("builtin", "ring")  # each is a method of the same name on the collectives that have it
+from commbench.names import IMPLEMENTATIONS  # each is a method of the same name on the collectives that have it
 # nccl-tests keeps every rank's chunk 16-byte aligned: per-rank counts are rounded down to a multiple of 16/elt.
 _ALIGN_BYTES = 16
 
@@ -40,7 +39,7 @@ class RunSetup:
 
     rank: int
     world: int
-    backend: str
+    p2p_batched: bool  # send and receive of a ring step go in one group (NCCL's batch_isend_irecv)
     op: str  # sum, max, min, avg, or "none" for collectives that do not reduce
     ring_chunks: int | None = None  # pieces in flight per ring step; None = ring.default_pieces
 

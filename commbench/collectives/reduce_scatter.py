@@ -24,7 +24,7 @@ class ReduceScatter(PerRankCollective):
 
     def ring(self, buffers, setup):
         return ring.reduce_scatter(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
-                                   backend=setup.backend, op=setup.op, ring_chunks=setup.ring_chunks)
+                                   batched=setup.p2p_batched, op=setup.op, ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):
         return check_data.reduced_pattern(rank * layout.count, layout.count, world=world, op=op, dtype=dtype,

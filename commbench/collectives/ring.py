@@ -61,9 +61,9 @@ class _Exchange:
 class _Transport:
     """Sends to rank r+1 and receives from rank r−1; every exchange is prepared once, outside the timed call."""
 
-    def __init__(self, *, rank: int, world: int, backend: str):
+    def __init__(self, *, rank: int, world: int, batched: bool):
         self.next, self.prev = (rank + 1) % world, (rank - 1) % world
-        self._batched = backend == "nccl"  # NCCL pairs a step's send and receive in one group
+        self._batched = batched  # NCCL pairs a step's send and receive in one group (the platform says)
         self.bytes_sent = 0
 
     def prepare(self, send: torch.Tensor, recv: torch.Tensor, tag: int) -> _Exchange:
@@ -183,10 +183,10 @@ def _average(chunk: torch.Tensor, world: int) -> Callable[[], None]:
     return lambda: chunk.div_(world, rounding_mode="floor")
 
 
-def reduce_scatter(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: int, backend: str, op: str,
+def reduce_scatter(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: int, batched: bool, op: str,
                    ring_chunks: int | None) -> RingRunner:
     """recv ← chunk `rank` of the reduction of every rank's send; send is left as it was."""
-    transport = _Transport(rank=rank, world=world, backend=backend)
+    transport = _Transport(rank=rank, world=world, batched=batched)
     if world == 1:
         return RingRunner(transport=transport, phases=[], reduce=None,
                           before=None if recv.data_ptr() == send.data_ptr() else lambda: recv.copy_(send))
@@ -199,23 +199,23 @@ def reduce_scatter(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: 
                       after=_average(recv, world) if op == "avg" else None)
 
 
-def all_gather(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: int, backend: str,
+def all_gather(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: int, batched: bool,
                ring_chunks: int | None) -> RingRunner:
     """recv ← every rank's send, in rank order."""
     chunks = _split(recv, world)
     own = chunks[rank]
     copy_own = None if own.data_ptr() == send.data_ptr() else (lambda: own.copy_(send))
-    transport = _Transport(rank=rank, world=world, backend=backend)
+    transport = _Transport(rank=rank, world=world, batched=batched)
     phases = [] if world == 1 else [
         _gather_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=_pieces_for(ring_chunks, send))]
     return RingRunner(transport=transport, phases=phases, reduce=None, before=copy_own)
 
 
-def all_reduce(buffer: torch.Tensor, *, rank: int, world: int, backend: str, op: str,
+def all_reduce(buffer: torch.Tensor, *, rank: int, world: int, batched: bool, op: str,
                ring_chunks: int | None) -> RingRunner:
     """buffer ← the reduction of every rank's buffer, in place: reduce-scatter, then all-gather, over n chunks
     whose sizes differ by at most one element when the count does not divide by n (some may be empty)."""
-    transport = _Transport(rank=rank, world=world, backend=backend)
+    transport = _Transport(rank=rank, world=world, batched=batched)
     if world == 1:
         return RingRunner(transport=transport, phases=[], reduce=None)
     chunks = _split(buffer, world)

@@ -3,8 +3,7 @@
 from pathlib import Path
 from typing import Callable
 
-import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import profile, schedule
 
 TRACES_DIR = "traces"
 
@@ -15,13 +14,13 @@ def trace_file_name(*, rank: int, collective: str, impl: str, dtype: str, op: st
     return f"rank{rank}-{collective}-{impl}-{dtype}-{op}-{placement}-{size_bytes}B.json.gz"
 
 
-def capture(run: Callable[[], object], *, barrier: Callable[[], None], iterations: int, device: torch.device,
-            path: Path, record_shapes: bool = False) -> Path:
+def capture(run: Callable[[], object], *, barrier: Callable[[], None], iterations: int, platform, path: Path,
+            record_shapes: bool = False) -> Path:
     """Profile `iterations` ProfilerSteps of run() (one more, untraced, warms the profiler up) into a gzipped
     Chrome/Kineto trace that Perfetto opens. Not timed: the point's numbers come from the timed loop. One barrier
     lines the ranks up before the profiler starts; inside, only run() runs, so the trace shows it alone.
     record_shapes keeps operator input shapes (what profiling/comm_calls.py reads message sizes from)."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    activities = platform.profiler_activities()
     path.parent.mkdir(parents=True, exist_ok=True)
     barrier()
     with profile(activities=activities, schedule=schedule(wait=0, warmup=1, active=iterations),
@@ -29,7 +28,6 @@ def capture(run: Callable[[], object], *, barrier: Callable[[], None], iteration
                  on_trace_ready=lambda prof: prof.export_chrome_trace(str(path))) as profiler:
         for _ in range(iterations + 1):
             run()
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            platform.synchronize()
             profiler.step()
     return path

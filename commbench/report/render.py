@@ -3,6 +3,7 @@ summary.md (GitHub Markdown for CI job summaries and PR comments)."""
 
 import base64
 import html
+import importlib
 import io
 import os
 from dataclasses import dataclass, field
@@ -11,11 +12,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from commbench import store
+from commbench.benches import KINDS
 from commbench.errors import CommbenchError
-from commbench.report.plots import PLOTS, LoadedRun
-from commbench.table import AVERAGE_FROM_BYTES
-from commbench.training.table import best_config, short_labels
+from commbench.runs import LoadedRun, bench_dirs, load_run
+from commbench.store import RESULTS_FILE
 
 META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
                "world_size", "device_type", "device_names", "torch_version", "cuda_version", "driver_version",
@@ -33,68 +33,53 @@ def load_runs(run_dirs: list[Path]) -> list[LoadedRun]:
     """The runs, with a suite run (`commbench run`) standing for its benches that measured something."""
     runs = []
     for run_dir in run_dirs:
-        benches = store.suite_bench_dirs(run_dir)
-        if benches is None:
-            runs.append(_load_run(Path(run_dir), Path(run_dir).name))
+        benches = bench_dirs(run_dir)
+        if list(benches.values()) == [Path(run_dir)]:
+            runs.append(load_run(run_dir))
             continue
-        measured = [name for name, bench_dir in benches.items() if _has_rows(bench_dir)]
+        loaded = [load_run(bench_dir, f"{Path(run_dir).name}/{name}", allow_empty=True)
+                  for name, bench_dir in benches.items() if (bench_dir / RESULTS_FILE).exists()]
+        measured = [run for run in loaded if not run.results.empty]
         if not measured:
             raise CommbenchError(f"{run_dir} is a suite run whose benches have no result rows; nothing to report")
-        runs += [_load_run(benches[name], f"{Path(run_dir).name}/{name}") for name in measured]
+        runs += measured
     return runs
 
 
-def _has_rows(run_dir: Path) -> bool:
-    return (run_dir / store.RESULTS_FILE).exists() and not store.read_results(run_dir).empty
+def _plots() -> list:
+    """Every plot of the registered kinds once, in registry order, with the kinds that list it."""
+    plots: dict[str, tuple] = {}
+    for kind in KINDS.values():
+        for plot in kind.plots:
+            plots.setdefault(plot.stem, (plot, []))[1].append(kind)
+    return list(plots.values())
 
 
-def _load_run(run_dir: Path, name: str) -> LoadedRun:
-    meta = store.read_meta(run_dir)
-    kind = "training" if store.is_training_run(run_dir) else "collective"
-    results = store.read_results(run_dir)
-    if results.empty:
-        raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); nothing to report")
-    return LoadedRun(name, run_dir, kind, results, meta)
+def _draw(plot, kinds: list, runs: list[LoadedRun]):
+    """(figure, None) or (None, why skipped)."""
+    mine = [run for run in runs if run.kind in kinds]
+    if not mine:
+        return None, f"no {' or '.join(kind.title for kind in kinds)} among the runs"
+    module, function = plot.draw.split(":")
+    return getattr(importlib.import_module(module), function)(mine)
 
 
 def render(run_dirs: list[Path], out: Path) -> Report:
     runs = load_runs(run_dirs)
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
-    for stem, caption, draw in PLOTS:
-        figure, why = draw(runs)
+    for plot, kinds in _plots():
+        figure, why = _draw(plot, kinds, runs)
         if figure is None:
-            report.skipped.append((caption, why))
+            report.skipped.append((plot.caption, why))
             continue
         for suffix in ("png", "svg"):
-            figure.savefig(out / f"{stem}.{suffix}", dpi=110)
+            figure.savefig(out / f"{plot.stem}.{suffix}", dpi=110)
         plt.close(figure)
-        report.drawn.append((stem, caption, out / f"{stem}.png"))
+        report.drawn.append((plot.stem, plot.caption, out / f"{plot.stem}.png"))
     (out / "report.html").write_text(_html(runs, report), encoding="utf-8")
     (out / "summary.md").write_text(_markdown(runs, report), encoding="utf-8")
     return report
-
-
-def key_numbers(run: LoadedRun) -> pd.DataFrame:
-    """Collective runs: per collective and implementation, busbw averaged over sizes ≥ 1 MiB and its peak, and the
-    check; training runs: the end table's columns."""
-    rows = run.results
-    if run.kind == "training":
-        table = pd.DataFrame({
-            "configuration": short_labels(rows), "step p50 (ms)": rows["step_time_ms_p50"].round(1),
-            "samples/s": rows["samples_per_s"].round(1), "exposed comm, trace (ms)": rows["exposed_comm_ms"].round(1),
-            "no_sync Δ (ms)": rows["exposed_comm_ms_nosync"].round(1), "overlap (%)": rows["overlap_pct"],
-            "peak mem (MiB)": (rows["peak_mem_bytes"] / 2**20).round(0),
-            "model state (MiB)": (rows["model_state_bytes"] / 2**20).round(2),
-            "predicted state (MiB)": (rows["model_state_bytes_predicted"] / 2**20).round(2),
-            "#wrong": rows["n_wrong"]})
-        best = best_config(rows)
-        table["best"] = ["◀ best" if best is not None and index == best.name else "" for index in rows.index]
-        return table
-    large = rows[rows["size_bytes"] >= AVERAGE_FROM_BYTES]
-    grouped = (large if not large.empty else rows).groupby(["collective", "impl", "backend", "dtype"], sort=False)
-    return grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max"),
-                          "sizes": ("size_bytes", "count"), "#wrong": ("n_wrong", "sum")}).round(3).reset_index()
 
 
 def _meta_table(runs: list[LoadedRun]) -> pd.DataFrame:
@@ -149,8 +134,8 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
              _SELF_CHECK, "</head><body>", "<h1>commbench report</h1>", "<h2>Runs</h2>",
              _meta_table(runs).to_html(escape=True)]
     for run in runs:
-        parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind})</h2>")
-        parts.append(key_numbers(run).to_html(index=False, escape=True, na_rep="-"))
+        parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind.name})</h2>")
+        parts.append(run.kind.key_numbers(run.results).to_html(index=False, escape=True, na_rep="-"))
     parts.append("<h2>Plots</h2>")
     for stem, caption, png in report.drawn:
         encoded = base64.b64encode(png.read_bytes()).decode("ascii")
@@ -175,9 +160,9 @@ def _markdown(runs: list[LoadedRun], report: Report) -> str:
     lines = ["## commbench report", ""]
     for run in runs:
         meta = run.meta
-        lines += [f"### {run.name} ({run.kind}, {_text(meta.get('backend'))}, {_text(meta.get('world_size'))} ranks, "
+        lines += [f"### {run.name} ({run.kind.name}, {_text(meta.get('backend'))}, {_text(meta.get('world_size'))} ranks, "
                   f"{_text(meta.get('device_type'))}, status {_text(meta.get('status'))})", "",
-                  _markdown_table(key_numbers(run)), ""]
+                  _markdown_table(run.kind.key_numbers(run.results)), ""]
     lines.append("Plots: " + (", ".join(f"`{png.name}`" for _, _, png in report.drawn) or "none"))
     for caption, why in report.skipped:
         lines.append(f"- skipped {caption}: {why}")

@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,30 +22,42 @@ from commbench.models.shard_layout import FORMULA_AT_REST, local_state
 from commbench.profiling import overlap
 from commbench.profiling.capture import capture
 from commbench.profiling.comm_calls import comm_calls
-from commbench.profiling.nvml_sampler import GpuSampler, combine_ranks
+from commbench.benches.base import Measured, RankRun
+from commbench.profiling.nvml_sampler import combine_ranks
 from commbench.profiling.nvml_sampler import summarize as summarize_gpu
 from commbench.profiling.trace_file import load_trace
 from commbench.stats import summarize
-from commbench.training import peak_memory
 from commbench.training.build import Built, build
 from commbench.training.model_state import count
+from commbench.benches.training import SETTING_COLUMNS
 from commbench.training.spec import ConfigPoint, TrainSpec
 from commbench.training.step import train_step
 from commbench.training.synthetic import count_params
 
 FP32_ADAM = memory.PRESETS["fp32-adam"]  # what every configuration holds at rest: fp32 parameters, AdamW
-SETTING_COLUMNS = ["bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "comm_hook", "reshard_after_forward",
-                   "forward_prefetch", "backward_prefetch", "limit_all_gathers", "wrap", "mixed_precision",
-                   "shard_group"]
 
 
-def measure_config(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id: str, trace_dir: Path | None,
-                   sampler: GpuSampler | None, baseline_bytes: int | None, budget_bytes: float | None,
-                   fault: faults.Fault | None = None) -> tuple[dict | None, list[dict]]:
-    """Every rank runs this; rank 0 gets (row, per-step samples), the others (None, [])."""
+@dataclass(frozen=True)
+class LaunchMemory:
+    """Per launch: what a configuration's leftovers are measured against, and what counts as fitting."""
+
+    baseline_bytes: int | None
+    budget_bytes: float | None
+
+
+def prepare(spec: TrainSpec, ctx) -> LaunchMemory:
+    """Before the first configuration of a launch: release what is free, and note where memory starts."""
+    ctx.platform.release()
+    budget = spec.memory_budget_bytes or ctx.platform.capacity(ctx.local_world)
+    return LaunchMemory(ctx.platform.current(), budget)
+
+
+def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measured:
+    """Every rank runs this; rank 0 gets the row and per-step samples."""
+    ctx, fault, platform = run.ctx, run.fault, run.ctx.platform
     config, device = point.config, ctx.device
-    peak_memory.release(device)
-    start_bytes = peak_memory.current(device)
+    platform.release()
+    start_bytes = platform.current()
     built = build(config, spec, rank=ctx.rank, world=ctx.world, device=device)
     step_numbers = itertools.count()
 
@@ -55,14 +68,15 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id: str, tra
 
     for _ in range(spec.warmup_steps):
         step()
-    peak_memory.reset(device)
+    platform.reset_peak()
+    sampler = run.sampler
     if sampler:
         sampler.start()
     try:
         times_ms, losses = _timed_steps(step, ctx, [True] * spec.steps)
     finally:
         gpu_samples = sampler.stop() if sampler else []
-    peak = peak_memory.peak(device)
+    peak = platform.peak()
     with torch.no_grad():  # a test's injected fault: the replica check must catch it
         faults.corrupt_output(fault, _local(next(built.model.parameters())), rank=ctx.rank, point=point.index)
     state = count(built.model, built.optimizer)
@@ -71,11 +85,12 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id: str, tra
     measured_state = state.param_bytes + state.grad_bytes + state.optim_bytes
     n_wrong = _replica_mismatches(built, ctx) + ctx.sum_over_ranks(sum(not math.isfinite(x) for x in losses))
     ddp_figures = _ddp_logging(built.ddp)
-    traced = _traced_comm(step, spec, point, ctx, trace_dir) if spec.profile_steps else {}
+    traced = _traced_comm(step, spec, point, ctx, run.trace_dir) if spec.records_traces else {}
     paired_ms = None
     if config.impl == "ddp":
         step(sync=False)  # untimed: the first step without sync may take another path
         paired_ms, _ = _timed_steps(step, ctx, [True, False] * spec.steps)
+    baseline_bytes = run.state.baseline_bytes
     per_rank = ctx.gather_objects({
         "peak": peak, "carryover": None if start_bytes is None or baseline_bytes is None
         else start_bytes - baseline_bytes, "state": state, "state_exact": measured_state == predicted,
@@ -84,14 +99,14 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id: str, tra
     faults.keep_alive(fault, built, rank=ctx.rank, point=point.index)
     units, built = built.units, None  # the next configuration starts from released memory
     if ctx.rank != 0:
-        return None, []
-    row = _row(spec, point, ctx, run_id=run_id, times_ms=times_ms, paired_ms=paired_ms, losses=losses,
-               per_rank=per_rank, traced=traced, ddp_figures=ddp_figures, n_wrong=n_wrong, budget_bytes=budget_bytes,
-               units=units)
+        return Measured(None)
+    row = _row(spec, point, ctx, run_id=run.run_id, times_ms=times_ms, paired_ms=paired_ms, losses=losses,
+               per_rank=per_rank, traced=traced, ddp_figures=ddp_figures, n_wrong=n_wrong,
+               budget_bytes=run.state.budget_bytes, units=units)
     samples = [{"phase": "sync", "step": index, "step_time_ms": value} for index, value in enumerate(times_ms)]
     samples += [{"phase": "paired_sync" if index % 2 == 0 else "paired_nosync", "step": index // 2,
                  "step_time_ms": value} for index, value in enumerate(paired_ms or [])]
-    return row, samples
+    return Measured(row, samples)
 
 
 def _timed_steps(step, ctx, syncs: list[bool]) -> tuple[list[float], list[float]]:
@@ -101,8 +116,7 @@ def _timed_steps(step, ctx, syncs: list[bool]) -> tuple[list[float], list[float]
         ctx.barrier()
         start = time.perf_counter()
         losses.append(step(sync))  # returns a Python float: the device has finished the step's computation
-        if ctx.device.type == "cuda":
-            torch.cuda.synchronize(ctx.device)
+        ctx.platform.synchronize()
         times_s.append(time.perf_counter() - start)
     return [seconds * 1e3 for seconds in ctx.max_over_ranks(times_s)], losses
 
@@ -146,7 +160,7 @@ def _traced_comm(step, spec: TrainSpec, point: ConfigPoint, ctx, trace_dir: Path
     """Communication per optimizer step from each rank's trace of spec.profile_steps steps (mean over the steps):
     comm and exposed comm of the rank with the least exposed comm; calls and message sizes (equal on every rank)."""
     path = trace_dir / f"rank{ctx.rank}-{spec.bench}-config{point.index:03d}.json.gz"
-    capture(step, barrier=ctx.barrier, iterations=spec.profile_steps, device=ctx.device, path=path,
+    capture(step, barrier=ctx.barrier, iterations=spec.profile_steps, platform=ctx.platform, path=path,
             record_shapes=True)
     trace = load_trace(path)
     analysis = overlap.analyze(trace)
@@ -199,7 +213,7 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
         "layers": spec.shape.layers, "hidden": spec.shape.hidden, "heads": spec.shape.heads,
         "seq_len": spec.shape.seq_len, "micro_batch": spec.micro_batch, "accum_steps": config.accum_steps,
         "global_batch": global_batch,
-        **{column: getattr(config, column) for column in SETTING_COLUMNS},
+        **{name: getattr(config, name) for name in SETTING_COLUMNS},
         "steps": summary.n, "warmup_steps": spec.warmup_steps,
         "step_time_ms_p50": summary.p50, "step_time_ms_p95": summary.p95, "step_time_ms_min": summary.min,
         "step_time_ms_mean": summary.mean, "step_time_ms_ci_lo": summary.ci_lo, "step_time_ms_ci_hi": summary.ci_hi,

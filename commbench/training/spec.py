@@ -1,64 +1,89 @@
 """What a training sweep runs: the model, the step settings, and the resolved list of configurations (one row each)."""
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from commbench.errors import CommbenchError
 from commbench.stats import MIN_SAMPLES_FOR_CI
-from commbench.training.synthetic import ModelShape
 
-BENCHES = ("ddp", "fsdp", "strategy")
 ISOLATIONS = ("reset", "process")
+"""--isolation: one launch with memory reset between configurations, or a launch per configuration."""
+MODEL_KINDS = ("transformer", "mlp")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelShape:
+    kind: str = "transformer"
+    """transformer (attention + MLP blocks) or mlp (MLP blocks only)."""
+    layers: int = 4
+    hidden: int = 256
+    heads: int = 4
+    """Attention heads (transformer); hidden must divide by it."""
+    seq_len: int = 128
+    """Tokens per sample: tokens/s = samples/s × seq_len."""
+    ffn_mult: int = 4
+
+
+def _setting(short: str | None = None, default=None):
+    """A configuration setting; short: its name in labels (default: the field name)."""
+    return field(default=default, metadata={"short": short})
 
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """One configuration: a strategy, how it is implemented, and its settings (None = not applicable)."""
+    """One configuration: a strategy, how it is implemented, and its settings (None = not applicable). Every setting
+    is also a results column of the same name and part of the configuration's label."""
 
     strategy: str
     """ddp, zero1, zero2, zero3 or hsdp."""
     impl: str
     """ddp (DistributedDataParallel), zero1 (ZeroRedundancyOptimizer over DDP), fsdp2 (fully_shard) or fsdp1."""
-    accum_steps: int = 1
-    bucket_cap_mb: float | None = None
-    gradient_as_bucket_view: bool | None = None
-    static_graph: bool | None = None
-    comm_hook: str | None = None
-    reshard_after_forward: bool | int | None = None
+    accum_steps: int = _setting("accum", default=1)
+    bucket_cap_mb: float | None = _setting("bucket_mb")
+    gradient_as_bucket_view: bool | None = _setting("bucket_view")
+    static_graph: bool | None = _setting()
+    comm_hook: str | None = _setting()
+    reshard_after_forward: bool | int | None = _setting("reshard")
     """FSDP2: True, False or a smaller mesh size to reshard to; FSDP1: True = FULL_SHARD, False = SHARD_GRAD_OP."""
-    forward_prefetch: int | None = None
+    forward_prefetch: int | None = _setting("fwd_prefetch")
     """FSDP2: blocks gathered ahead in forward; FSDP1: 0 or 1 (its forward_prefetch flag)."""
-    backward_prefetch: str | None = None
+    backward_prefetch: str | None = _setting("bwd_prefetch")
     """FSDP2: default, 1 or 2 blocks ahead; FSDP1: pre, post or none."""
-    limit_all_gathers: bool | None = None
-    wrap: str | None = None
+    limit_all_gathers: bool | None = _setting("limit_ag")
+    wrap: str | None = _setting()
     """block (one FSDP unit per block) or model (one unit for the whole model)."""
-    mixed_precision: str | None = None
+    mixed_precision: str | None = _setting("precision")
     """fp32, or bf16 (bf16 compute and all-gathers, fp32 gradient reduction)."""
-    shard_group: int | None = None
+    shard_group: int | None = _setting()
     """HSDP: ranks per shard group (the mesh is replicas × shard_group)."""
 
     def settings(self) -> dict:
         """The settings that apply to this configuration, in field order."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        return {name: getattr(self, name) for name in SETTINGS if getattr(self, name) is not None}
 
     def label(self) -> str:
-        parts = [self.strategy if self.strategy == self.impl else f"{self.strategy}/{self.impl}"]
-        for name, value in self.settings().items():
-            if name not in ("strategy", "impl"):
-                parts.append(f"{_SHORT.get(name, name)}={_text(value)}")
-        return " ".join(parts)
+        return config_label(self.strategy, self.impl, self.settings())
 
 
-_SHORT = {"accum_steps": "accum", "bucket_cap_mb": "bucket_mb", "gradient_as_bucket_view": "bucket_view",
-          "reshard_after_forward": "reshard", "forward_prefetch": "fwd_prefetch", "backward_prefetch": "bwd_prefetch",
-          "limit_all_gathers": "limit_ag", "mixed_precision": "precision"}
+SETTINGS = {f.name: f.metadata["short"] or f.name for f in fields(TrainConfig) if "short" in f.metadata}
+"""Every setting of a configuration (field name → its name in labels), in field order."""
 
 
-def _text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+def config_label(strategy: str, impl: str, settings: dict) -> str:
+    """A configuration's name: strategy (and implementation when it differs) and name=value per given setting, e.g.
+    "hsdp/fsdp2 accum=1 reshard=true wrap=block shard_group=2"."""
+    parts = [strategy if strategy == impl else f"{strategy}/{impl}"]
+    parts += [f"{SETTINGS[name]}={setting_text(value)}" for name, value in settings.items()]
+    return " ".join(parts)
+
+
+def setting_text(value) -> str:
+    """A setting as labels write it, whether it comes from a TrainConfig or back from results.csv."""
+    if type(value).__name__ in ("bool", "bool_") or str(value) in ("True", "False"):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +109,12 @@ class TrainSpec:
     memory_budget_bytes: float | None = None
     """Peak memory a configuration may use to count as fitting; None = the device's (GPU memory, or RAM / ranks)."""
     timeout_s: float = 300.0
+    gpu_sample_interval_s: float = 0.05
+    """NVML sampling interval while a configuration's steps are timed (GPU runs)."""
+
+    @property
+    def records_traces(self) -> bool:
+        return self.profile_steps > 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

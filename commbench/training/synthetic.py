@@ -1,29 +1,15 @@
 """Synthetic models that need no download: a transformer-block stack and an MLP stack, deterministic by seed."""
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from commbench.errors import CommbenchError
+from commbench.training.spec import MODEL_KINDS, ModelShape
 
-KINDS = ("transformer", "mlp")
 _HIDDEN_STEP = 64  # hidden sizes are multiples of this (and of the head count)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelShape:
-    kind: str = "transformer"
-    """transformer (attention + MLP blocks) or mlp (MLP blocks only)."""
-    layers: int = 4
-    hidden: int = 256
-    heads: int = 4
-    """Attention heads (transformer); hidden must divide by it."""
-    seq_len: int = 128
-    """Tokens per sample: tokens/s = samples/s × seq_len."""
-    ffn_mult: int = 4
 
 
 def params_per_block(shape: ModelShape) -> int:
@@ -43,8 +29,8 @@ def count_params(shape: ModelShape) -> int:
 def shape_for_params(target: float, *, kind: str = "transformer", layers: int | None = None, heads: int = 4,
                      seq_len: int = 128) -> ModelShape:
     """The shape whose parameter count is closest to target: layers given (or 4 up to 1B, then 32), hidden chosen."""
-    if kind not in KINDS:
-        raise CommbenchError(f"unknown model kind {kind!r}; choose from {', '.join(KINDS)}")
+    if kind not in MODEL_KINDS:
+        raise CommbenchError(f"unknown model kind {kind!r}; choose from {', '.join(MODEL_KINDS)}")
     layers = layers or (4 if target <= 1e9 else 32)
     step = math.lcm(_HIDDEN_STEP, heads)
     best = None

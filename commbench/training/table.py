@@ -4,6 +4,8 @@ import math
 
 import pandas as pd
 
+from commbench.training.spec import SETTINGS, config_label
+
 _COLUMNS = [  # (header, units, width, value of a row)
     ("step p50", "(ms)", 9, lambda r: _num(r["step_time_ms_p50"], 1)),
     ("step p95", "(ms)", 9, lambda r: _num(r["step_time_ms_p95"], 1)),
@@ -42,33 +44,15 @@ def best_config(results: pd.DataFrame) -> pd.Series | None:
     return eligible.loc[eligible["samples_per_s"].idxmax()]
 
 
-# The settings a configuration's label is made of, with short names; the table shows only those that vary.
-_LABEL_SETTINGS = {"accum_steps": "accum", "bucket_cap_mb": "bucket_mb", "gradient_as_bucket_view": "bucket_view",
-                   "static_graph": "static_graph", "comm_hook": "hook", "reshard_after_forward": "reshard",
-                   "forward_prefetch": "fwd", "backward_prefetch": "bwd", "limit_all_gathers": "limit_ag",
-                   "wrap": "wrap", "mixed_precision": "precision", "shard_group": "shard_group"}
-
-
 def short_labels(results: pd.DataFrame) -> list[str]:
     """Each configuration named by its strategy (and implementation) and the settings that differ in this sweep."""
-    varying = [column for column in _LABEL_SETTINGS if results[column].astype(str).nunique() > 1]
-    labels = []
-    for _, row in results.iterrows():
-        name = row["strategy"] if row["strategy"] == row["impl"] else f"{row['strategy']}/{row['impl']}"
-        settings = [f"{_LABEL_SETTINGS[column]}={_setting(row[column])}" for column in varying
-                    if not _missing(row[column])]
-        labels.append(" ".join([name, *settings]))
-    return labels
+    varying = [name for name in SETTINGS if results[name].astype(str).nunique() > 1]
+    return [config_label(row["strategy"], row["impl"], {name: row[name] for name in varying if not _missing(row[name])})
+            for _, row in results.iterrows()]
 
 
 def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _setting(value) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def format_training_table(results: pd.DataFrame) -> str:
@@ -91,3 +75,18 @@ def format_training_table(results: pd.DataFrame) -> str:
         lines.append(f"# best: {label} — {best['samples_per_s']:.1f} samples/s, step "
                      f"{best['step_time_ms_p50']:.1f} ms, peak {_num(_mib(best['peak_mem_bytes']), 0)} MiB")
     return "\n".join(lines)
+
+
+def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
+    """The report's key numbers of a training run: the end table's columns, the recommended configuration marked."""
+    table = pd.DataFrame({
+        "configuration": short_labels(results), "step p50 (ms)": results["step_time_ms_p50"].round(1),
+        "samples/s": results["samples_per_s"].round(1), "exposed comm, trace (ms)": results["exposed_comm_ms"].round(1),
+        "no_sync Δ (ms)": results["exposed_comm_ms_nosync"].round(1), "overlap (%)": results["overlap_pct"],
+        "peak mem (MiB)": (results["peak_mem_bytes"] / 2**20).round(0),
+        "model state (MiB)": (results["model_state_bytes"] / 2**20).round(2),
+        "predicted state (MiB)": (results["model_state_bytes_predicted"] / 2**20).round(2),
+        "#wrong": results["n_wrong"]})
+    best = best_config(results)
+    table["best"] = ["◀ best" if best is not None and index == best.name else "" for index in results.index]
+    return table

@@ -1,0 +1,157 @@
+"""What a bench kind declares (the collectives registry's pattern one level up), and what it resolves to.
+
+A kind is one module in this package with one BenchKind instance named KIND, listed in benches/__init__.py. It
+declares its options dataclass, how options resolve into a Bench (validated before anything launches), the per-rank
+measure function the rank driver calls for each point, its result and sample columns, the keys that identify a row
+across runs, its compare metrics, its terminal table and key numbers, and its plots. Its module imports nothing heavy
+at the top: `commbench --help` lists the kinds without loading torch, pandas or matplotlib.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A column `commbench compare --fail NAME:PERCENT` gates on."""
+
+    name: str
+    column: str
+    higher_is_better: bool
+    samples: str | None
+    """The per-iteration column of samples.csv behind it (significance needs samples); None = one value per row."""
+    default_threshold_pct: float | None = None
+    """Gated by default (compare without --fail) at this threshold; None = only when asked for."""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A report figure. draw is "module:function" taking [LoadedRun] of the kinds that list this plot and returning
+    (figure, None) or (None, why-skipped); the module is imported only when a report is drawn."""
+
+    stem: str
+    caption: str
+    draw: str
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A bench resolved from its options, before anything launches: the same on every rank."""
+
+    kind: Any
+    """The BenchKind."""
+    spec: Any
+    """What the ranks run (to_json() / the kind's spec_from_json()); has backend, device, nproc, timeout_s."""
+    points: list
+    """One per result row, in run order; each has .index and .label() (the progress bar's)."""
+    notes: tuple[str, ...] = ()
+    """Printed with the results: what was measured differently from what was asked, and why."""
+    process_per_point: bool = False
+    """Launch the ranks once per point (--only INDEX) instead of once for the whole bench."""
+
+
+@dataclass
+class RankRun:
+    """What a kind's measure() gets on every rank besides the point."""
+
+    ctx: Any
+    """commbench.distributed.RankContext."""
+    run_id: str
+    sampler: Any = None
+    """This rank's GPU sampler (NVML) or None."""
+    trace_dir: Path | None = None
+    """Where this rank writes its profiler traces, when the bench records them."""
+    fault: Any = None
+    """A test-only fault (commbench/faults.py)."""
+    state: Any = None
+    """What the kind's prepare() returned for this launch."""
+
+
+@dataclass
+class Measured:
+    row: dict | None
+    """The result row (rank 0); None on other ranks."""
+    samples: list[dict] = field(default_factory=list)
+    """Per-iteration sample rows, without the stamp (rank 0)."""
+    gpu_samples: list[dict] = field(default_factory=list)
+    """This rank's GPU samples during the point (rank 0 writes its own)."""
+
+
+class BenchKind:
+    name: str = ""
+    """meta.json's "kind" and the rows' `bench` value."""
+    command: str = ""
+    """The CLI command and a suite's `kind = ...` (collective sweeps are `commbench sweep`)."""
+    title: str = ""
+    """What the kind is called in messages, e.g. "DDP sweep (commbench ddp)"."""
+    options: type = object
+    """The options dataclass (fields made with benches.options.option)."""
+    bare_suite: str | None = None
+    """The shipped suite the command runs when it is given no bench option (bare `commbench sweep`)."""
+    result_columns: tuple[str, ...] = ()
+    required_columns: tuple[str, ...] = ()
+    """What a results file must have; columns added later are filled in empty when an older file lacks them."""
+    sample_columns: tuple[str, ...] = ()
+    sample_keys: tuple[str, ...] = ()
+    """Row columns copied into each of its samples (with schema_version and run_id): they join samples to rows."""
+    gpu_sample_columns: tuple[str, ...] | None = None
+    """Columns of gpu_samples.csv, or None when the kind writes no per-sample GPU file."""
+    identity: tuple[str, ...] = ()
+    """The columns that name a row across runs (compare joins on them)."""
+    comparability: tuple[str, ...] = ()
+    """Columns that must agree for two rows to be compared at all."""
+    metrics: tuple[Metric, ...] = ()
+    plots: tuple[Plot, ...] = ()
+    wrong_message: str = "{n} wrong result(s) in the check"
+    """What exit code 1 says, with {n} the count of wrong results."""
+
+    def help(self) -> str:
+        """The command's help text (its first line is the summary `commbench --help` lists)."""
+        return type(self).__doc__ or ""
+
+    # before launch (the launching process)
+    def resolve(self, options, machine) -> Bench:
+        raise NotImplementedError
+
+    def spec_from_json(self, text: str):
+        raise NotImplementedError
+
+    # on every rank
+    def points(self, spec, world: int) -> list:
+        raise NotImplementedError
+
+    def run_meta(self, spec) -> dict:
+        """Fields rank 0 adds to meta.json when the ranks start."""
+        return {}
+
+    def prepare(self, spec, ctx):
+        """Per launch, before the first point; the value reaches measure() as run.state."""
+        return None
+
+    def measure(self, spec, point, run: RankRun) -> Measured:
+        raise NotImplementedError
+
+    # after the run (stored files only)
+    def table(self, results) -> str:
+        raise NotImplementedError
+
+    def key_numbers(self, results):
+        """The report's key numbers of one run, as a DataFrame."""
+        raise NotImplementedError
+
+    def row_label(self, row) -> str:
+        raise NotImplementedError
+
+    def samples_of(self, samples, row):
+        """The boolean mask of samples.csv rows that belong to results row `row`."""
+        mask = None
+        for column in self.sample_keys:
+            match = samples[column].astype(str) == str(row[column])
+            mask = match if mask is None else mask & match
+        return mask
+
+    def n_wrong(self, results) -> int:
+        if results is None or results.empty:
+            return 0
+        return int(results["n_wrong"].fillna(0).sum())

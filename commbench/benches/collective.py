@@ -1,0 +1,150 @@
+"""Bench kind `collective` (`commbench sweep`): every collective at every message size, checked on every point."""
+
+from dataclasses import dataclass
+
+from commbench.benches.base import Bench, BenchKind, Measured, Metric, Plot, RankRun
+from commbench.benches.options import TargetOptions, option
+from commbench.machine import resolve_target
+from commbench.names import CUDA, DTYPES, GLOO, IMPLEMENTATIONS, PLACEMENTS, REDUCE_OPS
+from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
+
+DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+KEY_COLUMNS = ("bench", "collective", "impl", "backend", "device", "world_size", "dtype", "op", "inplace",
+               "size_bytes")
+"""One row per collective × impl × dtype × op × placement × size (and where it ran)."""
+# A results file must have these; columns added later (ring bytes, GPU sampling) are filled in empty when absent.
+REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS, "count", "iters", "warmup", "time_us_p50", "time_us_p95",
+                    "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps",
+                    "n_wrong")
+RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
+                  "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
+                  "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
+                  "ring_chunks", "n_wrong", *SUMMARY_COLUMNS)
+SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
+GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveOptions(TargetOptions):
+    collectives: tuple[str, ...] = option(
+        "-c", "--collective", many=True,
+        help="all_reduce, reduce_scatter, all_gather, broadcast, all_to_all; repeat or comma-separate "
+             "[default: all_reduce, reduce_scatter, all_gather].")
+    sizes: str = option("--sizes", default="1K:16M:x2", show_default=True,
+                        help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G = 1024-based.")
+    dtypes: tuple[str, ...] = option("--dtype", many=True, choices=DTYPES,
+                                     help=f"{', '.join(DTYPES)}; repeatable [default: float32].")
+    ops: tuple[str, ...] = option("--op", many=True, choices=REDUCE_OPS,
+                                  help="Reduction for reducing collectives: sum, max, min, avg; repeatable "
+                                       "[default: sum].")
+    impls: tuple[str, ...] = option("--impl", many=True, choices=IMPLEMENTATIONS,
+                                    help="builtin (the backend's own) and/or ring (hand-written over send/recv; "
+                                         "all_reduce, reduce_scatter, all_gather) [default: both, where the backend "
+                                         "can run them].")
+    ring_chunks: int | None = option("--ring-chunks", type=int,
+                                     help="Pieces in flight per ring step [default: pieces of at least 4 MiB, at "
+                                          "most 4].")
+    warmup: int = option("--warmup", type=int, default=5, show_default=True, help="Untimed iterations before timing.")
+    iters: int = option("--iters", type=int, default=20, show_default=True,
+                        help="Timed iterations per point (per batch in adaptive mode); at least 6.")
+    target_ci: float | None = option("--target-ci", type=float,
+                                     help="Adaptive: sample until the 95% CI of the median is within ±P percent.")
+    max_time: float | None = option("--max-time", type=float, help="Adaptive: time budget per point in seconds.")
+    placement: str = option("--placement", choices=tuple(PLACEMENTS), default="out", show_default=True,
+                            help="Out-of-place and/or in-place buffers.")
+    check: bool = option("--check", switch=True, negatable=True, default=True, show_default=True,
+                         help="Verify every point (n_wrong).")
+    timeout: float = option("--timeout", type=float, default=300.0, show_default=True,
+                            help="Seconds without a finished point before the sweep is ended as failed.")
+    profile: bool = option("--profile", switch=True, default=False,
+                           help="Record torch.profiler traces (per rank and point) under results/<run>/traces/.")
+    profile_iters: int = option("--profile-iters", type=int, default=3, show_default=True,
+                                help="Iterations per point in each trace (recorded after timing, untimed).")
+    gpu_sample_interval: float = option("--gpu-sample-interval", type=float, default=0.05, show_default=True,
+                                        help="Seconds between NVML samples of each GPU while a point is timed.")
+
+
+def default_impls(backend: str, device: str) -> tuple[str, ...]:
+    """Both implementations side by side, except where the ring cannot run (gloo cannot send CUDA tensors)."""
+    return ("builtin",) if (backend, device) == (GLOO, CUDA) else IMPLEMENTATIONS
+
+
+class CollectiveKind(BenchKind):
+    """Measure collectives at each message size with statistics and a correctness check on every point.
+
+    With no option but --out, --run-id and --quiet, runs the suite suites/default.toml (`commbench run default`).
+
+    Launches torchrun once for the whole sweep; inside torchrun or srun (RANK and WORLD_SIZE set) it runs in place.
+    Exit codes: 0 all points correct, 1 some point had wrong results, 2 bad input, 3 the run failed.
+    """
+
+    name, command, title = "collective", "sweep", "collective sweep (commbench sweep)"
+    options = CollectiveOptions
+    bare_suite = "default"
+    result_columns, required_columns, sample_columns = RESULT_COLUMNS, REQUIRED_COLUMNS, SAMPLE_COLUMNS
+    sample_keys = KEY_COLUMNS
+    gpu_sample_columns = GPU_SAMPLE_COLUMNS
+    identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype")
+    comparability = ("schema_version", "backend", "device", "world_size")
+    metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
+    plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size", "commbench.report.collective_plots:busbw_vs_size"),
+             Plot("latency_fit", "Latency vs message size with the α–β fit",
+                  "commbench.report.collective_plots:latency_with_fit"),
+             Plot("ring_vs_builtin", "Ring / builtin busbw ratio",
+                  "commbench.report.collective_plots:ring_vs_builtin"))
+    wrong_message = "{n} wrong element(s) in the check (see #wrong)"
+
+    def resolve(self, options: CollectiveOptions, machine) -> Bench:
+        from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate
+        from commbench.units import parse_size_spec
+
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc)
+        spec = SweepSpec(
+            collectives=options.collectives or DEFAULT_COLLECTIVES,
+            impls=options.impls or default_impls(target.backend, target.device), ring_chunks=options.ring_chunks,
+            sizes=parse_size_spec(options.sizes), dtypes=options.dtypes or ("float32",), ops=options.ops or ("sum",),
+            placement=options.placement, backend=target.backend, device=target.device, nproc=target.nproc,
+            warmup=options.warmup, iters=options.iters, target_ci_pct=options.target_ci,
+            max_time_s=options.max_time, check=options.check, timeout_s=options.timeout,
+            profile_iters=options.profile_iters if options.profile else 0,
+            gpu_sample_interval_s=options.gpu_sample_interval)
+        validate(spec, nccl_version=machine.nccl_version)
+        return Bench(self, spec, plan(spec, spec.nproc),
+                     notes=tuple(placement_notes(spec) + size_notes(spec, spec.nproc)))
+
+    def spec_from_json(self, text):
+        from commbench.spec import SweepSpec
+
+        return SweepSpec.from_json(text)
+
+    def points(self, spec, world):
+        from commbench.spec import plan
+
+        return plan(spec, world)
+
+    def measure(self, spec, point, run: RankRun) -> Measured:
+        from commbench.collective_point import measure_point
+
+        return measure_point(spec, point, run)
+
+    def table(self, results) -> str:
+        from commbench.table import format_tables
+
+        return format_tables(results)
+
+    def key_numbers(self, results):
+        from commbench.table import AVERAGE_FROM_BYTES
+
+        large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES]
+        grouped = (large if not large.empty else results).groupby(["collective", "impl", "backend", "dtype"],
+                                                                  sort=False)
+        return grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"),
+                              "max busbw (GB/s)": ("busbw_gbps", "max"), "sizes": ("size_bytes", "count"),
+                              "#wrong": ("n_wrong", "sum")}).round(3).reset_index()
+
+    def row_label(self, row) -> str:
+        placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
+        return f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} {int(row['size_bytes'])} B"
+
+
+KIND = CollectiveKind()

@@ -1,0 +1,56 @@
+"""Bench kind `fsdp` (`commbench fsdp`): FSDP step time, exposed communication and memory over resharding,
+prefetching, wrapping and precision."""
+
+from dataclasses import dataclass
+
+from commbench.benches.options import option
+from commbench.benches.training import MODEL_STATE_PLOT, STEPS_MEMORY_PLOT, TrainingKind, TrainingOptions
+
+
+@dataclass(frozen=True, kw_only=True)
+class FsdpOptions(TrainingOptions):
+    impls: tuple[str, ...] = option("--impl", many=True,
+                                    help="fsdp2 (fully_shard) and/or fsdp1 (FullyShardedDataParallel) "
+                                         "[default: fsdp2].")
+    reshards: tuple[str, ...] = option("--reshard-after-forward", many=True,
+                                       help="true (ZeRO-3), false (ZeRO-2) or, FSDP2 only, a rank count "
+                                            "[default: true,false].")
+    forward_prefetch: tuple[int, ...] = option("--forward-prefetch", type=int, many=True,
+                                               help="FSDP2: blocks gathered ahead in forward (0, 1, 2); FSDP1: 0 or 1 "
+                                                    "[default: 0,1].")
+    backward_prefetch: tuple[str, ...] = option("--backward-prefetch", many=True,
+                                                help="FSDP2: default, 1, 2 blocks ahead; FSDP1: pre, post, none "
+                                                     "[default: default,1 / pre].")
+    limit_all_gathers: tuple[bool, ...] = option("--limit-all-gathers", type=bool, many=True,
+                                                 help="FSDP1: true and/or false [default: true].")
+    wraps: tuple[str, ...] = option("--wrap", many=True,
+                                    help="block (one FSDP unit per block) and/or model (one unit) [default: block].")
+    precisions: tuple[str, ...] = option("--mixed-precision", many=True,
+                                         help="fp32 and/or bf16 (bf16 compute and all-gathers, fp32 reduction) "
+                                              "[default: fp32].")
+
+
+class FsdpKind(TrainingKind):
+    """FSDP step time, exposed communication and memory over resharding, prefetching, wrapping and precision.
+
+    Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
+    """
+
+    name = command = "fsdp"
+    title = "FSDP sweep (commbench fsdp)"
+    options = FsdpOptions
+    plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+
+    def configs(self, options: FsdpOptions, accum_steps, world):
+        from commbench.training import plan
+
+        return plan.fsdp_configs(
+            impls=options.impls or ("fsdp2",),
+            reshard_after_forward=tuple(plan.parse_reshard(value) for value in options.reshards or ("true", "false")),
+            forward_prefetch=options.forward_prefetch or (0, 1),
+            backward_prefetch=options.backward_prefetch or ("default", "1", "pre"),
+            limit_all_gathers=options.limit_all_gathers or (True,), wraps=options.wraps or ("block",),
+            precisions=options.precisions or ("fp32",), accum_steps=accum_steps, world=world)
+
+
+KIND = FsdpKind()

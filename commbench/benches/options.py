@@ -1,0 +1,124 @@
+"""Bench options as typed dataclasses. Each field declares its flag, help, value type and choices once; the command
+line (cli/bench.py generates the Click options from them) and TOML suites (suite/load.py) both hand raw values to
+parse_options(), so a suite key means exactly what the flag means and every value is checked in one place.
+
+Semantic checks that relate options to each other or to the machine (a rank count that divides, a collective the
+backend can run) are the bench kind's resolve(); this module only checks each value on its own.
+"""
+
+from dataclasses import MISSING, Field, dataclass, field, fields
+
+from commbench.errors import CommbenchError
+from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+@dataclass(frozen=True)
+class Option:
+    flags: tuple[str, ...]
+    """Command-line flags, e.g. ("-c", "--collective"); the long one without dashes is the suite key."""
+    help: str
+    type: type = str
+    """Type of one value: str, int, float or bool."""
+    many: bool = False
+    """Repeatable and comma-separated on the command line, a list in a suite; the field holds a tuple."""
+    choices: tuple[str, ...] | None = None
+    switch: bool = False
+    """A flag without a value (--profile); negatable adds --no-NAME (--check/--no-check)."""
+    negatable: bool = False
+    show_default: bool = False
+
+    @property
+    def flag(self) -> str:
+        return next(flag for flag in self.flags if flag.startswith("--"))
+
+    @property
+    def key(self) -> str:
+        """The suite key: the long flag without its dashes."""
+        return self.flag[2:]
+
+
+def option(*flags: str, help: str, default=None, **settings) -> Field:
+    """A dataclass field that is also a command-line option and a suite key."""
+    described = Option(flags, help, **settings)
+    if described.many and default is None:
+        default = ()
+    return field(default=default, metadata={"option": described})
+
+
+def options_of(cls) -> list[tuple[Field, Option]]:
+    """The fields of an options dataclass that are options, in declaration order."""
+    return [(f, f.metadata["option"]) for f in fields(cls) if "option" in f.metadata]
+
+
+def default_of(f: Field):
+    return None if f.default is MISSING else f.default
+
+
+def parse_options(cls, values: dict):
+    """The options dataclass from raw values by field name (strings, numbers, booleans or lists of them, as the
+    command line or TOML gives them); an absent value, None or an empty list keeps the field's default."""
+    parsed = {}
+    for f, described in options_of(cls):
+        value = values.get(f.name)
+        if value is None or (isinstance(value, (list, tuple)) and not value):
+            continue
+        parsed[f.name] = _convert(described, value)
+    return cls(**parsed)
+
+
+def _convert(described: Option, value):
+    if described.switch:
+        if not isinstance(value, bool):
+            raise CommbenchError(f"{described.flag} is a switch: give true or false, not {value!r}")
+        return value
+    if described.many:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        # "a,b" means two values on the command line; a suite string may use the same comma form
+        items = [part.strip() for item in items for part in (item.split(",") if isinstance(item, str) else [item])
+                 if not (isinstance(part, str) and not part.strip())]
+        return tuple(_one(described, item) for item in items)
+    if isinstance(value, (list, tuple)):
+        raise CommbenchError(f"{described.flag} takes one value, got a list of {len(value)}")
+    return _one(described, value)
+
+
+def _one(described: Option, value):
+    flag = described.flag
+    if isinstance(value, (dict, list, tuple)) or not isinstance(value, (str, int, float, bool)):
+        raise CommbenchError(f"{flag} takes strings or numbers, got {value!r}")
+    text = (str(value).lower() if isinstance(value, bool) else str(value)).strip()
+    if described.type is bool:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise CommbenchError(f"{flag} {text!r} is not true or false")
+    if described.type is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise CommbenchError(f"{flag} {text!r} is not a whole number") from None
+    if described.type is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise CommbenchError(f"{flag} {text!r} is not a number") from None
+    if described.choices is not None and text not in described.choices:
+        raise CommbenchError(f"unknown {flag} {text!r}; choose from {', '.join(described.choices)}")
+    return text
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetOptions:
+    """Where a bench runs; a suite sets these once at its top (its benches share one launch)."""
+
+    backend: str = option("--backend", choices=BACKEND_CHOICES, default=AUTO, show_default=True,
+                          help="Process-group backend; auto = nccl on cuda, else gloo.")
+    device: str = option("--device", choices=DEVICE_CHOICES, default=AUTO, show_default=True,
+                         help="Tensor device; auto = cuda when a GPU is visible.")
+    nproc: int | None = option("--nproc", type=int, help="Ranks on this machine [default: every visible GPU, else 2].")
+
+
+TARGET_KEYS = tuple(described.key for _, described in options_of(TargetOptions))

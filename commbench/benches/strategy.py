@@ -1,0 +1,44 @@
+"""Bench kind `strategy` (`commbench zero`): DDP, ZeRO-1/2/3 and HSDP side by side, with the model state each rank
+holds measured against the formulas."""
+
+from dataclasses import dataclass
+
+from commbench.benches.options import option
+from commbench.benches.training import MODEL_STATE_PLOT, STEPS_MEMORY_PLOT, TrainingKind, TrainingOptions
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrategyOptions(TrainingOptions):
+    strategies: tuple[str, ...] = option("--strategy", many=True,
+                                         help="ddp, zero1, zero2, zero3, hsdp [default: all that the rank count "
+                                              "allows; hsdp needs 4+].")
+    impl: str = option("--impl", default="fsdp2", show_default=True,
+                       help="What runs zero2/zero3/hsdp: fsdp2 (fully_shard) or fsdp1 (SHARD_GRAD_OP / FULL_SHARD / "
+                            "HYBRID_SHARD on a 2-D mesh).")
+    shard_group: int | None = option("--shard-group", type=int, help="HSDP: ranks per shard group [default: 2].")
+    bucket_cap_mb: float | None = option("--bucket-cap-mb", type=float,
+                                         help="DDP bucket size for ddp and zero1 [default: 25].")
+
+
+class StrategyKind(TrainingKind):
+    """Sharding strategies side by side: DDP, ZeRO-1/2/3 and HSDP, with model state measured against the formulas.
+
+    Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
+    """
+
+    name, command = "strategy", "zero"
+    title = "strategy sweep (commbench zero)"
+    options = StrategyOptions
+    plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+
+    def configs(self, options: StrategyOptions, accum_steps, world):
+        from commbench.training import plan
+
+        chosen = options.strategies or plan.default_strategies(world)
+        return plan.strategy_configs(strategies=chosen, impl=options.impl, accum_steps=accum_steps,
+                                     bucket_cap_mb=options.bucket_cap_mb,
+                                     shard_group=options.shard_group or (2 if "hsdp" in chosen else None),
+                                     world=world)
+
+
+KIND = StrategyKind()

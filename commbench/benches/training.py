@@ -1,0 +1,156 @@
+"""What the training bench kinds (ddp, fsdp, strategy) share: model and step options, their resolution into a
+TrainSpec, the result columns (the configuration's settings among them), the rank side, table and metrics."""
+
+from dataclasses import dataclass
+
+from commbench.benches.base import Bench, BenchKind, Measured, Metric, Plot, RankRun
+from commbench.benches.options import TargetOptions, option
+from commbench.errors import CommbenchError
+from commbench.machine import resolve_target
+from commbench.names import CPU, CUDA
+from commbench.training.spec import ISOLATIONS, MODEL_KINDS, SETTINGS
+# Defaults sized to finish a DDP sweep in about two minutes on a 2-core CPU, and to give a GPU real work.
+DEFAULTS = {CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4},
+            CUDA: {"params": "350M", "seq_len": 1024, "micro_batch": 8, "layers": 24}}
+# The settings of a configuration, as columns: TrainConfig's (accum_steps stands with the batch columns).
+SETTING_COLUMNS = tuple(name for name in SETTINGS if name != "accum_steps")
+KEY_COLUMNS = ("bench", "config_index", "config")
+RESULT_COLUMNS = (
+    "schema_version", "run_id", *KEY_COLUMNS, "strategy", "impl", "backend", "device", "world_size",
+    "model_kind", "params", "layers", "hidden", "heads", "seq_len", "micro_batch", "accum_steps", "global_batch",
+    *SETTING_COLUMNS, "steps", "warmup_steps", "step_time_ms_p50", "step_time_ms_p95", "step_time_ms_min",
+    "step_time_ms_mean", "step_time_ms_ci_lo", "step_time_ms_ci_hi", "samples_per_s", "tokens_per_s",
+    "step_time_ms_nosync_p50", "exposed_comm_ms_nosync", "comm_ms", "exposed_comm_ms", "overlap_pct", "comm_calls",
+    "comm_msg_elems", "comm_msg_elems_predicted", "comm_bytes_per_rank_predicted", "bucket_count",
+    "bucket_sizes_bytes", "ddp_backward_comm_ms", "ddp_comm_overlap_ms", "peak_mem_bytes", "peak_mem_reserved_bytes",
+    "gpu_mem_used_peak_bytes", "mem_carryover_bytes", "memory_budget_bytes", "fits", "model_state_bytes",
+    "model_param_bytes", "model_grad_bytes", "model_optim_bytes", "optim_scalar_bytes",
+    "model_state_bytes_predicted", "model_state_exact_ranks", "model_state_formula", "model_state_bytes_formula",
+    "loss_last", "n_wrong")
+SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "phase", "step", "step_time_ms")
+MODEL_STATE_PLOT = Plot("model_state", "Model state per rank: measured vs predicted",
+                        "commbench.report.training_plots:model_state_vs_prediction")
+STEPS_MEMORY_PLOT = Plot("strategy_steps_memory", "FSDP / strategies: step time, exposed communication, peak memory",
+                         "commbench.report.training_plots:strategy_steps_and_memory")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingOptions(TargetOptions):
+    """Model, step and run options shared by the training sweeps."""
+
+    model_kind: str = option("--model", choices=MODEL_KINDS, default="transformer", show_default=True,
+                             help="transformer (attention + MLP blocks) or mlp (MLP blocks).")
+    params: str | None = option("--params", help="Model size, e.g. 125M; the hidden size is chosen to match "
+                                f"[default: {DEFAULTS[CPU]['params']} on CPU, {DEFAULTS[CUDA]['params']} on GPU].")
+    layers: int | None = option("--layers", type=int, help="Blocks [default: 4 on CPU, 24 on GPU].")
+    hidden: int | None = option("--hidden", type=int, help="Hidden size (instead of --params).")
+    heads: int = option("--heads", type=int, default=4, show_default=True, help="Attention heads.")
+    seq_len: int | None = option("--seq-len", type=int, help="Tokens per sample [default: 64 CPU, 1024 GPU].")
+    micro_batch: int | None = option("--micro-batch", type=int,
+                                     help="Samples per rank per micro-batch [default: 2 CPU, 8 GPU].")
+    accum_steps: tuple[int, ...] = option("--accum-steps", type=int, many=True,
+                                          help="Micro-batches per optimizer step (gradient sync on the last only), "
+                                               "e.g. 1,4 [default: 1].")
+    steps: int = option("--steps", type=int, default=10, show_default=True, help="Measured optimizer steps.")
+    warmup_steps: int = option("--warmup-steps", type=int, default=2, show_default=True,
+                               help="Untimed steps first (DDP rebuilds its buckets at step 2).")
+    profile_steps: int = option("--profile-steps", type=int, default=3, show_default=True,
+                                help="Steps recorded with torch.profiler for comm/exposed/overlap (0 = none).")
+    seed: int = option("--seed", type=int, default=0, show_default=True, help="Weights and data seed.")
+    lr: float = option("--lr", type=float, default=1e-4, show_default=True, help="AdamW learning rate.")
+    isolation: str = option("--isolation", choices=("auto", *ISOLATIONS), default="auto", show_default=True,
+                            help="reset: one launch, memory released and peak counters reset between "
+                                 "configurations; process: one launch per configuration; auto: process on CPU when "
+                                 "commbench launches the ranks (a process's RSS does not reset exactly), else reset "
+                                 "(a GPU allocator's peak does).")
+    memory_budget: str | None = option("--memory-budget",
+                                       help="Peak memory per rank that counts as fitting, e.g. 80GB or 80GiB "
+                                            "[default: GPU memory, or RAM / ranks].")
+    timeout: float = option("--timeout", type=float, default=300.0, show_default=True,
+                            help="Seconds without a finished configuration before the sweep is ended as failed.")
+
+
+class TrainingKind(BenchKind):
+    """A training-step sweep; a subclass names its options and turns them into configurations (configs())."""
+
+    result_columns = required_columns = RESULT_COLUMNS
+    sample_columns = SAMPLE_COLUMNS
+    sample_keys = KEY_COLUMNS
+    identity = ("bench", "config")
+    comparability = ("schema_version", "backend", "device", "world_size", "params", "micro_batch", "seq_len")
+    metrics = (Metric("step_time", "step_time_ms_p50", False, "step_time_ms", 3.0),
+               Metric("peak_mem", "peak_mem_bytes", False, None, 2.0))
+    wrong_message = "{n} rank(s) failed the check (replicas disagree or a loss is not finite)"
+
+    def configs(self, options, accum_steps: tuple[int, ...], world: int) -> tuple:
+        """The configurations (TrainConfig) the options ask for, refusing any that cannot run."""
+        raise NotImplementedError
+
+    def resolve(self, options: TrainingOptions, machine) -> Bench:
+        from commbench.training.spec import TrainSpec, validate
+        from commbench.training.synthetic import ModelShape, shape_for_params
+        from commbench.units import parse_count, parse_memory
+
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc)
+        defaults = DEFAULTS[target.device]
+        seq_len = options.seq_len or defaults["seq_len"]
+        layers = options.layers or defaults["layers"]
+        if options.hidden:
+            shape = ModelShape(kind=options.model_kind, layers=layers, hidden=options.hidden, heads=options.heads,
+                               seq_len=seq_len)
+        else:
+            params = parse_count(options.params or defaults["params"], option="--params")
+            shape = shape_for_params(params, kind=options.model_kind, layers=layers, heads=options.heads,
+                                     seq_len=seq_len)
+        budget = parse_memory(options.memory_budget, option="--memory-budget") if options.memory_budget else None
+        isolation = options.isolation
+        if isolation == "process" and machine.in_job:
+            raise CommbenchError("--isolation process needs commbench to launch the ranks; inside torchrun/srun use "
+                                 "--isolation reset")
+        if isolation == "auto":
+            isolation = "process" if target.device == CPU and not machine.in_job else "reset"
+        spec = TrainSpec(bench=self.name, configs=self.configs(options, options.accum_steps or (1,), target.nproc),
+                         shape=shape, micro_batch=options.micro_batch or defaults["micro_batch"], steps=options.steps,
+                         warmup_steps=options.warmup_steps, profile_steps=options.profile_steps, seed=options.seed,
+                         lr=options.lr, backend=target.backend, device=target.device, nproc=target.nproc,
+                         isolation=isolation, memory_budget_bytes=budget, timeout_s=options.timeout)
+        validate(spec)
+        return Bench(self, spec, spec.points, process_per_point=spec.isolation == "process")
+
+    def spec_from_json(self, text):
+        from commbench.training.spec import TrainSpec
+
+        return TrainSpec.from_json(text)
+
+    def points(self, spec, world):
+        return spec.points
+
+    def run_meta(self, spec) -> dict:
+        return {"isolation": spec.isolation}
+
+    def prepare(self, spec, ctx):
+        from commbench.training.measure import prepare
+
+        return prepare(spec, ctx)
+
+    def measure(self, spec, point, run: RankRun) -> Measured:
+        from commbench.training.measure import measure_config
+
+        return measure_config(spec, point, run)
+
+    def table(self, results) -> str:
+        from commbench.training.table import format_training_table
+
+        return format_training_table(results)
+
+    def key_numbers(self, results):
+        from commbench.training.table import key_numbers
+
+        return key_numbers(results)
+
+    def row_label(self, row) -> str:
+        return f"{row['bench']}: {row['config']}"
+
+    def samples_of(self, samples, row):
+        """The timed steps with gradient sync (not the paired no_sync steps) of this configuration."""
+        return (samples["config_index"] == row["config_index"]) & (samples["phase"] == "sync")

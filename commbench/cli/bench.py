@@ -1,0 +1,122 @@
+"""The bench commands (`commbench sweep`, `ddp`, `fsdp`, `zero`): one Click command per registered bench kind, its
+options made from the kind's options dataclass. The command only parses and prints; resolving and running the bench
+is the library's (the kind's resolve(), commbench/session.py)."""
+
+import sys
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from commbench.benches.base import BenchKind
+from commbench.benches.options import default_of, options_of, parse_options
+from commbench.errors import ExitCode
+
+_METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT", bool: "BOOL"}
+
+
+def split_commas(ctx, param, values) -> tuple[str, ...]:
+    """Repeatable options also take comma lists: -c all_reduce,all_gather."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def run_options(function):
+    """--out, --run-id and --quiet: options of the run as a whole (a suite sets them once, on `commbench run`)."""
+    options = [
+        click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+                     help="Folder that receives results/<run-id>/."),
+        click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host]."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def click_options(options_class):
+    """The Click options of an options dataclass, in field order. Values reach parse_options() as given (strings,
+    comma-split for repeatable options), so the command line is checked exactly as a suite is."""
+    def decorate(function):
+        for f, described in reversed(options_of(options_class)):
+            default = default_of(f)
+            if described.switch:
+                flags = (f"{described.flag}/--no-{described.key}",) if described.negatable else described.flags
+                decorator = click.option(*flags, f.name, is_flag=True, default=default,
+                                         show_default=described.show_default, help=described.help)
+            elif described.many:
+                decorator = click.option(*described.flags, f.name, type=click.STRING, multiple=True,
+                                         callback=split_commas, metavar=_metavar(described), help=described.help)
+            else:  # a string even for numbers: parse_options() checks it, with the suites' messages
+                decorator = click.option(*described.flags, f.name, type=click.STRING, default=default,
+                                         metavar=_metavar(described),
+                                         show_default=described.show_default and default is not None,
+                                         help=described.help)
+            function = decorator(function)
+        return function
+    return decorate
+
+
+def _metavar(described) -> str:
+    if described.choices:
+        return "[" + "|".join(described.choices) + "]"
+    return _METAVARS[described.type]
+
+
+def bench_command(kind: BenchKind) -> click.Command:
+    """`commbench <kind.command>`: resolve the options for this machine, run the bench, print its table, exit with
+    its verdict."""
+    @click.pass_context
+    def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, **raw) -> None:
+        from commbench.machine import Machine
+
+        if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
+            from commbench.cli.run import run_suite_command
+
+            run_suite_command(kind.bare_suite, overrides={}, into=None, out=out, run_id=run_id, quiet=quiet)
+        machine = Machine.here()
+        bench = kind.resolve(parse_options(kind.options, raw), machine)
+        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet)
+
+    command.__doc__ = kind.help()
+    command = run_options(click_options(kind.options)(command))
+    return click.command(name=kind.command, help=kind.help())(command)
+
+
+def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool) -> None:
+    from commbench import session
+
+    ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]],
+                                    quiet=quiet)
+    if outcome is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
+        sys.exit(ExitCode.OK if ok else ExitCode.RUN_FAILED)
+    if not quiet:
+        show_results(bench, outcome)
+    show_teardown(outcome.teardown)
+    click.echo(f"# Results: {outcome.run_dir}")
+    sys.exit(verdict(bench.kind, outcome))
+
+
+def show_results(bench, outcome) -> None:
+    for note in bench.notes:
+        click.echo(f"# note: {note}")
+    if outcome.results is not None and not outcome.results.empty:
+        click.echo(bench.kind.table(outcome.results))
+
+
+def show_teardown(teardown: str | None) -> None:
+    if teardown:
+        click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}")
+
+
+def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
+    """The exit code of a finished bench, saying on stderr what went wrong."""
+    from commbench.store import STATUS_COMPLETE
+
+    if outcome.status != STATUS_COMPLETE:
+        click.echo(f"commbench: {name} failed: {outcome.reason}", err=True)
+        return ExitCode.RUN_FAILED
+    if outcome.n_wrong:
+        click.echo(f"commbench: {name}: {kind.wrong_message.format(n=outcome.n_wrong)}; results are not valid",
+                   err=True)
+        return ExitCode.WRONG_RESULTS
+    return ExitCode.OK

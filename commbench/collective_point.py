@@ -1,0 +1,100 @@
+"""Measure one collective point on every rank: time it (sampling the GPU meanwhile), check it in a separate untimed
+run, and, when asked, record a trace of a few more runs."""
+
+from commbench import faults
+from commbench.backends import DTYPES
+from commbench.bandwidth import algbw_gbps, busbw_gbps
+from commbench.benches.base import Measured, RankRun
+from commbench.collectives import check_data, get_collective
+from commbench.collectives.base import RunSetup
+from commbench.profiling.capture import capture, trace_file_name
+from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, sample_rows
+from commbench.profiling.nvml_sampler import summarize as summarize_gpu
+from commbench.spec import Point, SweepSpec
+from commbench.stats import summarize
+from commbench.store import SCHEMA_VERSION
+from commbench.timing import measure
+
+
+def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
+    ctx = run.ctx
+    collective = get_collective(point.collective)
+    layout, dtype = point.layout, DTYPES[point.dtype]
+    buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank,
+                                      world=ctx.world)
+    collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
+    setup = RunSetup(rank=ctx.rank, world=ctx.world, p2p_batched=ctx.platform.p2p_batched, op=point.op,
+                     ring_chunks=spec.ring_chunks)
+    call = collective.runner(point.impl, buffers, setup)
+
+    sampler = run.sampler
+    if sampler:
+        sampler.start()
+    try:
+        measurement = measure(faults.slowed(call), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
+                              target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s)
+    finally:
+        gpu_samples = sampler.stop() if sampler else []
+    gpu_summary = _gpu_summary(gpu_samples, ctx)
+    n_wrong = _check(collective, buffers, call, point, ctx, run.fault) if spec.check else None
+    bytes_sent, bytes_source = _bytes_sent_per_rank(collective, call, layout, ctx)
+    if run.trace_dir is not None:
+        name = trace_file_name(rank=ctx.rank, collective=point.collective, impl=point.impl, dtype=point.dtype,
+                               op=point.op, inplace=point.inplace, size_bytes=layout.size_bytes)
+        capture(call, barrier=ctx.barrier, iterations=spec.profile_iters, platform=ctx.platform,
+                path=run.trace_dir / name)
+    if ctx.rank != 0:
+        return Measured(None)
+
+    times_us = [seconds * 1e6 for seconds in measurement.samples_s]
+    summary = summarize(times_us)
+    seconds = summary.p50 / 1e6
+    moved = collective.algbw_bytes(layout, ctx.world)
+    row = {
+        "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "bench": "collective",
+        "collective": point.collective, "impl": point.impl, "backend": ctx.backend, "device": ctx.device.type,
+        "world_size": ctx.world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
+        "size_bytes": layout.size_bytes, "count": layout.count, "iters": summary.n, "warmup": spec.warmup,
+        "stop_reason": measurement.stop_reason,
+        "time_us_p50": summary.p50, "time_us_p95": summary.p95, "time_us_min": summary.min,
+        "time_us_mean": summary.mean, "time_us_stdev": summary.stdev,
+        "time_us_ci_lo": summary.ci_lo, "time_us_ci_hi": summary.ci_hi,
+        "algbw_gbps": algbw_gbps(moved, seconds),
+        "busbw_gbps": busbw_gbps(moved, seconds, collective.busbw_factor(ctx.world)),
+        "bytes_sent_per_rank": bytes_sent, "bytes_source": bytes_source,
+        "ring_chunks": getattr(call, "pieces", None),
+        "n_wrong": n_wrong,
+        **gpu_summary,
+    }
+    samples = [{"iteration": iteration, "time_us": time_us} for iteration, time_us in enumerate(times_us)]
+    return Measured(row, samples, sample_rows(gpu_samples))
+
+
+def _check(collective, buffers, call, point: Point, ctx, fault) -> int:
+    """Refill the inputs, run once more, and count elements that differ from the exact expected result."""
+    collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
+    call()
+    ctx.platform.synchronize()
+    faults.corrupt_output(fault, buffers.recv, rank=ctx.rank, point=point.index)
+    expected = collective.expected(point.layout, rank=ctx.rank, world=ctx.world, op=point.op,
+                                   dtype=buffers.recv.dtype, device=ctx.device)
+    wrong = check_data.count_wrong(buffers.recv, expected, op=point.op, world=ctx.world)
+    return ctx.sum_over_ranks(wrong)
+
+
+def _bytes_sent_per_rank(collective, call, layout, ctx) -> tuple[float, str]:
+    """What the last run sent, averaged over ranks, when the implementation counts it; else the ring model.
+
+    The mean over ranks is exact even with uneven chunks: the chunks each rank skips add up to the whole message.
+    """
+    counted = getattr(call, "bytes_sent", None)
+    if counted is None:
+        return collective.bus_bytes(layout, ctx.world), "model"
+    return ctx.sum_over_ranks(counted) / ctx.world, "counted"
+
+
+def _gpu_summary(samples: list, ctx) -> dict:
+    """The GPU columns of a row, combined over ranks; empty on CPU runs (no collective is spent on them)."""
+    if not ctx.platform.has_gpu:
+        return dict.fromkeys(SUMMARY_COLUMNS)
+    return combine_ranks(ctx.gather_objects(summarize_gpu(samples) if samples else {}))

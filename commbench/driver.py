@@ -1,0 +1,110 @@
+"""The rank driver, the same for every bench kind: on every rank, run a bench's points in the process group and,
+on rank 0, record the run in meta.json and append each point's samples and then its row.
+
+Order per bench: meta.json learns the job (hosts, devices, versions) and the kind's own facts; the GPU sampler opens;
+each point is measured by the kind (every rank), then rank 0 writes its samples (a row in results.csv promises its
+samples are on disk) and its row, flushed; meta.json says complete when the last point is stored, or failed with the
+first line of the error.
+"""
+
+import contextlib
+from pathlib import Path
+from typing import Callable
+
+from commbench import faults, runinfo, store
+from commbench.benches.base import BenchKind, RankRun
+from commbench.profiling.capture import TRACES_DIR
+
+
+def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | None = None,
+              on_point: Callable[[object], None] | None = None) -> None:
+    """Rank 0 is handed the run folder (others get None and learn it from rank 0, for their traces). only: measure
+    just that point (a launch per point); meta.json says complete after the last one."""
+    writes = ctx.rank == 0
+    run_dir = Path(ctx.broadcast_object(str(run_dir) if writes else None))
+    points = kind.points(spec, ctx.world)
+    fault = faults.from_env()
+    with _recorded_end(run_dir, writes=writes, last=only in (None, len(points) - 1)):
+        sampler, sampling = ctx.platform.gpu_sampler(spec.gpu_sample_interval_s)
+        try:
+            trace_dir = run_dir / TRACES_DIR if spec.records_traces else None
+            first = only in (None, 0)
+            facts = ctx.gather_objects(runinfo.rank_facts(ctx.platform)) if first else None
+            run = RankRun(ctx, run_id=store.run_id_of(run_dir) if writes else "", sampler=sampler,
+                          trace_dir=trace_dir, fault=fault, state=kind.prepare(spec, ctx))
+            if writes:
+                if first:
+                    store.update_meta(run_dir, gpu_sampling=sampling, traces_dir=str(trace_dir) if trace_dir else None,
+                                      **kind.run_meta(spec),
+                                      **runinfo.job_meta(backend=ctx.backend, world=ctx.world, device=ctx.device,
+                                                         facts=facts))
+                writers = _Writers(run_dir, kind, gpu_samples=sampler is not None)
+            for point in points:
+                if only is not None and point.index != only:
+                    continue
+                faults.before_point(fault, rank=ctx.rank, point=point.index)
+                measured = kind.measure(spec, point, run)
+                if writes:
+                    writers.write(measured)
+                    if on_point:
+                        on_point(point)
+        finally:
+            if sampler:
+                sampler.close()
+
+
+class _Writers:
+    def __init__(self, run_dir: Path, kind: BenchKind, *, gpu_samples: bool):
+        self._kind = kind
+        self._results = store.RowWriter(run_dir / store.RESULTS_FILE, kind.result_columns)
+        self._samples = store.RowWriter(run_dir / store.SAMPLES_FILE, kind.sample_columns)
+        self._gpu_samples = store.RowWriter(run_dir / store.GPU_SAMPLES_FILE, kind.gpu_sample_columns) \
+            if gpu_samples and kind.gpu_sample_columns else None
+
+    def write(self, measured) -> None:
+        row = measured.row
+        stamp = {"schema_version": store.SCHEMA_VERSION, "run_id": row["run_id"],
+                 **{column: row[column] for column in self._kind.sample_keys}}
+        # samples first: a row in results.csv promises its samples are on disk
+        self._samples.write([{**stamp, **sample} for sample in measured.samples])
+        if self._gpu_samples:
+            self._gpu_samples.write([{**stamp, **sample} for sample in measured.gpu_samples])
+        self._results.write([row])
+
+
+@contextlib.contextmanager
+def _recorded_end(run_dir: Path, *, writes: bool, last: bool):
+    """meta.json says failed with the first line of the error when the body raises, and complete when it returns
+    and was the last part of the run (one launch per point runs the body once per point)."""
+    try:
+        yield
+    except BaseException as error:
+        if writes:
+            message = str(error).strip().splitlines()
+            reason = f"rank 0: {type(error).__name__}: {message[0] if message else ''}"
+            store.update_meta(run_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
+        raise
+    if writes and last:
+        store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
+
+
+@contextlib.contextmanager
+def joined(machine, specs: list, *, timeout_s: float):
+    """This process's one process group for the benches of a launch (they share backend and device, which a suite
+    sets once): destroying and re-creating a group in one job is avoidable churn. Yields the RankContext and a flag
+    holder; a bench that failed sets `.clean = False` (a peer may be gone, so the end must not wait for it)."""
+    from commbench.distributed import init_group, shutdown
+
+    ctx = init_group(machine, backend=specs[0].backend, device_type=specs[0].device, timeout_s=timeout_s)
+    group = _Group()
+    try:
+        yield ctx, group
+    except BaseException:
+        group.clean = False
+        raise
+    finally:
+        shutdown(clean=group.clean)
+
+
+class _Group:
+    clean = True

@@ -1,0 +1,109 @@
+"""The machine a bench will run on, as one value resolved once and passed down: how many GPUs, whether NCCL is there,
+and whether commbench already runs as a rank of a job (torchrun or srun) of how many ranks.
+
+`Machine.here()` reads this machine (torch and the environment, once); `Machine.for_job()` states the compute nodes
+of a Slurm job, so a login node without GPUs can validate a GPU suite. Options resolve against a Machine
+(`resolve_target`), never against global state.
+"""
+
+import os
+from dataclasses import dataclass
+
+from commbench.errors import CommbenchError
+from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL
+
+DEFAULT_CPU_RANKS = 2
+"""Ranks of a CPU run when --nproc is not given: the smallest world in which bytes cross between ranks."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Machine:
+    gpus: int
+    """CUDA GPUs one rank's machine has (visible to torch)."""
+    nccl_available: bool
+    nccl_version: tuple[int, ...] | None = None
+    """None when unknown (no CUDA here, or the facts are assumed for other machines)."""
+    rank: int | None = None
+    """This process's RANK when it already is a rank of a job (torchrun, srun), else None."""
+    world_size: int | None = None
+    """WORLD_SIZE of that job: the rank count is fixed by it."""
+    local_rank: int = 0
+    local_world_size: int | None = None
+    """Ranks of the job on this machine, which share its GPUs."""
+
+    @property
+    def in_job(self) -> bool:
+        return self.world_size is not None
+
+    @classmethod
+    def here(cls, environ: dict[str, str] | None = None) -> "Machine":
+        """This machine and this process (reads torch, so call it only where torch is needed anyway)."""
+        import torch
+        import torch.distributed as dist
+
+        environ = os.environ if environ is None else environ
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        nccl = bool(dist.is_available() and dist.is_nccl_available())
+        version = None
+        if gpus and nccl:
+            found = torch.cuda.nccl.version()
+            version = tuple(found) if isinstance(found, tuple) else None
+        in_job = "RANK" in environ and "WORLD_SIZE" in environ
+        return cls(gpus=gpus, nccl_available=nccl, nccl_version=version,
+                   rank=int(environ["RANK"]) if in_job else None,
+                   world_size=int(environ["WORLD_SIZE"]) if in_job else None,
+                   local_rank=int(environ.get("LOCAL_RANK") or environ.get("SLURM_LOCALID") or 0),
+                   local_world_size=_local_world_size(environ) if in_job else None)
+
+    @classmethod
+    def for_job(cls, *, nodes: int, ranks_per_node: int, gpus_per_node: int) -> "Machine":
+        """The compute nodes of a job: each rank resolves its options in place, as rank 0 of nodes × ranks_per_node,
+        on a node with gpus_per_node GPUs (a GPU node is assumed to have NCCL)."""
+        return cls(gpus=gpus_per_node, nccl_available=gpus_per_node > 0, rank=0, world_size=nodes * ranks_per_node,
+                   local_world_size=ranks_per_node)
+
+
+def _local_world_size(environ) -> int | None:
+    value = environ.get("LOCAL_WORLD_SIZE") or environ.get("SLURM_NTASKS_PER_NODE")
+    return int(value) if value and value.isdigit() else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Where a bench runs: the resolved backend, device type and number of ranks."""
+
+    backend: str
+    device: str
+    nproc: int
+
+
+def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO, nproc: int | None = None) -> Target:
+    """Turn `auto` choices into concrete ones for this machine and refuse impossible combinations before anything
+    launches. Inside a job the rank count is the job's, and the ranks on one machine share its GPUs."""
+    gpus = machine.gpus
+    if device == AUTO:
+        # gloo asked for by name means CPU tensors; gloo on CUDA tensors must be asked for with --device cuda
+        device = CUDA if gpus and backend != GLOO else CPU
+    if device == CUDA and not gpus:
+        raise CommbenchError("--device cuda asked for, but no CUDA GPU is visible; use --device cpu (gloo)")
+    if backend == AUTO:
+        backend = NCCL if device == CUDA else GLOO
+    if backend == NCCL:
+        if device != CUDA:
+            raise CommbenchError("NCCL runs on CUDA tensors only; use --backend gloo with --device cpu")
+        if not machine.nccl_available:
+            raise CommbenchError("this torch build has no NCCL; use --backend gloo")
+    if machine.in_job:
+        if nproc is not None and nproc != machine.world_size:
+            raise CommbenchError(f"--nproc {nproc} conflicts with WORLD_SIZE={machine.world_size} of the job "
+                                 "commbench runs in; drop --nproc inside torchrun/srun")
+        nproc, ranks_here = machine.world_size, machine.local_world_size
+    else:
+        nproc = (gpus if device == CUDA else DEFAULT_CPU_RANKS) if nproc is None else nproc
+        ranks_here = nproc
+    if nproc < 1:
+        raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
+    if backend == NCCL and ranks_here is not None and ranks_here > gpus:
+        raise CommbenchError(f"{ranks_here} ranks on this machine exceed its {gpus} visible GPU(s): NCCL needs one GPU "
+                             f"per rank; use --nproc {gpus} or fewer (or fewer ranks per node), or --backend gloo")
+    return Target(backend=backend, device=device, nproc=nproc)

@@ -1,0 +1,22 @@
+"""The names a user chooses from (backends, devices, dtypes, reductions, placements, implementations).
+
+Plain strings, no torch: the command line and suites list and check them without loading torch; the modules that run
+them map the names to torch objects (commbench/backends.py).
+"""
+
+NCCL, GLOO = "nccl", "gloo"
+CUDA, CPU = "cuda", "cpu"
+AUTO = "auto"
+BACKENDS = (NCCL, GLOO)
+DEVICES = (CUDA, CPU)
+BACKEND_CHOICES = (AUTO, *BACKENDS)
+DEVICE_CHOICES = (AUTO, *DEVICES)
+
+DTYPES = ("float32", "float64", "bfloat16", "float16", "int32")
+REDUCE_OPS = ("sum", "max", "min", "avg")
+NO_OP = "none"
+"""The op column of collectives that do not reduce, as nccl-tests prints it."""
+PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
+"""--placement: which of out-of-place (False) and in-place (True) buffers to measure."""
+IMPLEMENTATIONS = ("builtin", "ring")
+"""builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""

@@ -1,0 +1,157 @@
+"""What differs between device types on a rank, asked of one Platform value instead of testing the device type:
+timing a call, waiting for the device, peak memory (read, reset, release), GPU sampling, profiler activities,
+and whether point-to-point transfers go in pairs.
+
+torch.cuda.max_memory_allocated() silently returns 0 without CUDA, so the CPU platform reads Linux's VmHWM, which
+writing "5" to /proc/self/clear_refs resets to the current RSS (it includes torch's own ~0.5 GiB baseline).
+"""
+
+import ctypes
+import gc
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from commbench.names import CUDA, NCCL
+from commbench.timing import CpuTimer, CudaTimer
+
+
+class CpuPlatform:
+    """Ranks on CPU tensors (gloo)."""
+
+    has_gpu = False
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self.device = torch.device("cpu")
+
+    @property
+    def p2p_batched(self) -> bool:
+        """NCCL pairs a ring step's send and receive in one group (batch_isend_irecv); gloo posts them apart."""
+        return self.backend == NCCL
+
+    def timer(self, barrier: Callable[[], None]):
+        return CpuTimer(barrier)
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished what was queued (nothing is queued on CPU)."""
+
+    def profiler_activities(self) -> list:
+        return [torch.profiler.ProfilerActivity.CPU]
+
+    def device_name(self) -> str:
+        from commbench.runinfo import cpu_model
+
+        return cpu_model()
+
+    def gpu_sampler(self, interval_s: float):
+        """(sampler or None, what meta.json says about GPU sampling)."""
+        return None, "not sampled: the run is on CPU tensors"
+
+    def reset_peak(self) -> None:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:  # not Linux, or not allowed: the peak then counts from process start
+            pass
+
+    def peak(self) -> dict:
+        """Peak bytes since the last reset_peak: the resident set size (no reserved figure on CPU)."""
+        return {"peak_mem_bytes": _status_bytes("VmHWM:"), "peak_mem_reserved_bytes": None}
+
+    def current(self) -> int | None:
+        """Bytes in use now: the resident set size."""
+        return _status_bytes("VmRSS:")
+
+    def release(self) -> None:
+        """Give back what was freed: Python garbage, then free heap pages (glibc malloc_trim) to the system."""
+        gc.collect()
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc: freed pages stay with the process
+            pass
+
+    def capacity(self, ranks_on_host: int) -> int | None:
+        """What one rank may use: this host's RAM shared by its ranks."""
+        try:
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 // max(1, ranks_on_host)
+        except OSError:
+            pass
+        return None
+
+
+class CudaPlatform(CpuPlatform):
+    """Ranks on one CUDA GPU each (NCCL), or sharing GPUs (gloo on CUDA tensors)."""
+
+    has_gpu = True
+
+    def __init__(self, backend: str, local_rank: int):
+        self.backend = backend
+        # gloo may put several ranks on one GPU; NCCL was checked to have one GPU per rank.
+        self.device = torch.device(CUDA, local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(self.device)
+
+    def timer(self, barrier: Callable[[], None]):
+        return CudaTimer(barrier)
+
+    def synchronize(self) -> None:
+        torch.cuda.synchronize(self.device)
+
+    def profiler_activities(self) -> list:
+        return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+
+    def device_name(self) -> str:
+        return torch.cuda.get_device_name(self.device)
+
+    def gpu_sampler(self, interval_s: float):
+        from commbench.profiling.nvml_sampler import GpuSampler, nvml_unavailable_reason
+
+        reason = nvml_unavailable_reason()
+        if reason:
+            return None, f"not sampled: {reason}"
+        uuid = getattr(torch.cuda.get_device_properties(self.device), "uuid", None)
+        uuid_text = None if uuid is None else (str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}")
+        try:
+            sampler = GpuSampler(self.device.index, interval_s, uuid=uuid_text)
+        except Exception as error:  # e.g. the UUID is unknown to NVML: sampling another GPU would be wrong
+            return None, f"not sampled: NVML could not open this rank's GPU ({type(error).__name__})"
+        return sampler, f"NVML every {interval_s:g} s"
+
+    def reset_peak(self) -> None:
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def peak(self) -> dict:
+        """Peak bytes since the last reset_peak: allocated and reserved by torch's caching allocator."""
+        return {"peak_mem_bytes": torch.cuda.max_memory_allocated(self.device),
+                "peak_mem_reserved_bytes": torch.cuda.max_memory_reserved(self.device)}
+
+    def current(self) -> int | None:
+        return torch.cuda.memory_allocated(self.device)
+
+    def release(self) -> None:
+        """Python garbage first, then the allocator's cached blocks back to the driver."""
+        gc.collect()
+        torch.cuda.synchronize(self.device)
+        torch.cuda.empty_cache()
+
+    def capacity(self, ranks_on_host: int) -> int | None:
+        """What one rank may use: its GPU's memory."""
+        return torch.cuda.get_device_properties(self.device).total_memory
+
+
+def platform_for(*, backend: str, device_type: str, local_rank: int):
+    """This rank's platform (on CUDA it also makes the rank's GPU the current device)."""
+    return CudaPlatform(backend, local_rank) if device_type == CUDA else CpuPlatform(backend)
+
+
+def _status_bytes(field: str) -> int | None:
+    """A kB field of /proc/self/status in bytes (Linux), else None."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,36 @@
+"""Rank entry point of a launch (`torchrun ... -m commbench.rank --run-dir DIR ...`): run the benches prepared in
+those run folders (spec.json, and meta.json naming the kind), in order, in one process group."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from commbench import driver, faults, store
+from commbench.benches import get_kind
+from commbench.machine import Machine
+
+WATCHED_TIMEOUT_GRACE_S = 30.0
+"""Launched ranks leave hang detection to the launcher's watchdog (which names the hang); their own collective
+timeout comes later so that it does not race the watchdog. Ranks running in place have no watchdog: theirs is the
+bench's --timeout."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="commbench rank (started by commbench through torchrun)")
+    parser.add_argument("--run-dir", type=Path, action="append", required=True, help="a prepared run folder")
+    parser.add_argument("--only", type=int, default=None, help="measure only this point (a launch per point)")
+    args = parser.parse_args(argv)
+    machine = Machine.here()
+    benches = []
+    for run_dir in args.run_dir:
+        kind = get_kind(store.read_meta(run_dir)["kind"])
+        benches.append((kind, kind.spec_from_json((run_dir / store.SPEC_FILE).read_text(encoding="utf-8")), run_dir))
+    timeout_s = max(spec.timeout_s for _, spec, _ in benches) + WATCHED_TIMEOUT_GRACE_S
+    with driver.joined(machine, [spec for _, spec, _ in benches], timeout_s=timeout_s) as (ctx, _):
+        for kind, spec, run_dir in benches:
+            driver.run_bench(kind, spec, ctx, run_dir=run_dir, only=args.only)
+    faults.on_exit(faults.from_env(), rank=machine.rank, point=args.only)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,81 @@
+"""Stored runs, read back with their bench kind (meta.json names it; the registry knows its columns): what report,
+compare and `slurm submit --wait` read. Nothing here touches torch.distributed."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from commbench import store
+from commbench.benches import get_kind
+from commbench.benches.base import BenchKind
+from commbench.errors import CommbenchError
+
+
+@dataclass
+class LoadedRun:
+    name: str
+    path: Path
+    kind: BenchKind
+    results: object
+    """The rows, a DataFrame."""
+    meta: dict
+
+
+def kind_of(run_dir: Path) -> BenchKind:
+    name = store.kind_name(run_dir)
+    if name == store.SUITE_KIND:
+        raise CommbenchError(f"{run_dir} is a suite run; pass one of its bench folders "
+                             f"({', '.join(store.suite_bench_dirs(run_dir) or {})}) or a command that takes suites")
+    return get_kind(name)
+
+
+def load_run(run_dir: Path, name: str | None = None, *, allow_empty: bool = False) -> LoadedRun:
+    """A bench run folder with its rows; an empty one (a failed or unfinished run) is refused unless allowed."""
+    run_dir = Path(run_dir)
+    kind = kind_of(run_dir)
+    results = store.read_results(run_dir, kind)
+    if results.empty and not allow_empty:
+        raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that measured "
+                             "something")
+    return LoadedRun(name or run_dir.name, run_dir, kind, results, store.read_meta(run_dir))
+
+
+def load_collective_results(run_dir: Path):
+    """The rows of a collective sweep (what α–β fits read); a run of another kind is refused in one line."""
+    run = load_run(run_dir, allow_empty=True)
+    if run.kind.name != "collective":
+        raise CommbenchError(f"{run_dir} holds a {run.kind.title}; pass the run folder of a collective sweep "
+                             "(commbench sweep)")
+    return run.results
+
+
+def bench_dirs(run_dir: Path) -> dict[str, Path]:
+    """The bench runs a folder holds: a suite run's benches by name, or the run itself under its folder name."""
+    benches = store.suite_bench_dirs(run_dir)
+    return benches if benches is not None else {Path(run_dir).name: Path(run_dir)}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one bench ended, read from its run folder."""
+
+    run_dir: Path
+    status: str
+    reason: str | None
+    results: object | None
+    """Its rows (a DataFrame), or None when it wrote none."""
+    teardown: str | None = None
+    """How ranks failed after the run had stored and checked everything (the run is still complete)."""
+    n_wrong: int = 0
+
+
+def read_outcome(kind: BenchKind, run_dir: Path) -> Outcome:
+    meta = store.read_meta(run_dir)
+    results = store.read_results(run_dir, kind) if (run_dir / store.RESULTS_FILE).exists() else None
+    return Outcome(run_dir, meta.get("status"), meta.get("reason"), results, meta.get("teardown"),
+                   kind.n_wrong(results))
+
+
+def bench_outcomes(run_dir: Path) -> list[Outcome]:
+    """How each bench of a run (a suite's, or the run itself) ended."""
+    return [read_outcome(kind_of(bench_dir), bench_dir) for bench_dir in bench_dirs(run_dir).values()
+            if (bench_dir / store.META_FILE).exists()]
