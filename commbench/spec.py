@@ -8,7 +8,7 @@ from commbench.backends import DTYPES, REDUCE_OPS, nccl_version, unsupported_rea
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
-from commbench.sizes import format_bytes
+from commbench.units import format_bytes
 from commbench.stats import MIN_SAMPLES_FOR_CI
 
 PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}

@@ -7,7 +7,7 @@ from commbench.backends import resolve_target
 from commbench.cli.options import split_commas, target_options
 from commbench.cli.run_job import BenchJob, bench_command
 from commbench.session import Job
-from commbench.sizes import parse_size_spec
+from commbench.units import parse_size_spec
 from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate
 from commbench.table import format_tables
 from commbench.worker import run_sweep

@@ -8,7 +8,7 @@ from commbench.backends import resolve_target
 from commbench.cli.options import split_commas, target_options
 from commbench.cli.run_job import BenchJob, bench_command
 from commbench.errors import CommbenchError
-from commbench.models.quantities import parse_count, parse_memory
+from commbench.units import parse_count, parse_memory
 from commbench.session import Job
 from commbench.training import plan
 from commbench.training.spec import ISOLATIONS, TrainSpec, validate
