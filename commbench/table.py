@@ -5,7 +5,7 @@ import math
 import pandas as pd
 
 from commbench.collectives import COLLECTIVES
-from commbench.sizes import format_bytes
+from commbench.units import format_bytes
 
 AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: they would drag the average down
 _PLACEMENTS = ((False, "out-of-place"), (True, "in-place"))

@@ -1,3 +1,154 @@
-"""TEMPORARY shim until the units helper's module lands."""
-from commbench.models.quantities import UNITS, parse_count, parse_memory  # noqa: F401
-from commbench.sizes import format_bytes, parse_size, parse_size_spec  # noqa: F401
+"""Quantities as people write them: message sizes and memory in bytes, parameter counts; one set of suffix rules.
+
+| suffix                    | means                    | where                                        |
+|---------------------------|--------------------------|----------------------------------------------|
+| none, `B`                 | bytes                    | `--sizes` (memory needs a unit)              |
+| `K`, `M`, `G`, `T`        | 2^10, 2^20, 2^30, 2^40 B | `--sizes`, `--fit`, `--memory-budget`        |
+| `KiB`, `MiB`, `GiB`, `TiB`| 2^10, 2^20, 2^30, 2^40 B | `--sizes`, `--fit`, `--memory-budget`        |
+| `KB`, `MB`, `GB`, `TB`    | 1e3, 1e6, 1e9, 1e12 B    | `--sizes`, `--fit`, `--memory-budget`        |
+| `K`, `M`, `B`, `T`        | 1e3, 1e6, 1e9, 1e12      | `--params` (a count: `B` is billion)         |
+
+Bare K/M/G follow nccl-tests (`-e 8G` is 8 GiB); with a B they are SI, as disks and GPU data sheets print them.
+Letters are case-insensitive; only the `i` decides between 1024 and 1000. Sizes are whole bytes (`1.5K` is 1536,
+`0.1K` is refused); memory may be fractional (`1.5GB`) but must name its unit, because GB and GiB differ by 7 %.
+This module imports nothing heavy: `commbench model memory` must start in a blink.
+"""
+
+import math
+import re
+
+from commbench.errors import CommbenchError
+
+_NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]{1,4})?)"  # exponent capped: 1e99999999 would be a huge exact integer
+_BYTES = re.compile(rf"^\s*{_NUMBER}\s*(?:([KMGT])(i?B)?|(B))?\s*$", re.IGNORECASE)
+_COUNT = re.compile(rf"^\s*{_NUMBER}\s*([KMBT]?)\s*$", re.IGNORECASE)
+
+# Every byte suffix and its scale: "" and "B" are bytes, X and XiB are 1024-based, XB is 1000-based.
+_BYTE_SCALE = {"": 1, "B": 1}
+for _power, _letter in enumerate("KMGT", start=1):
+    _BYTE_SCALE[_letter] = _BYTE_SCALE[f"{_letter}iB"] = 1024**_power
+    _BYTE_SCALE[f"{_letter}B"] = 1000**_power
+UNITS = {name: _BYTE_SCALE[name] for name in ("GB", "GiB", "TB", "TiB", "MB", "MiB")}  # `model memory --units`
+_COUNT_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+_MAX_POINTS = 10_000
+_SPEC_HELP = "use min:max:xF (geometric), min:max:+STEP (linear) or a comma list, e.g. 1K:64M:x2"
+_SIZE_HELP = ("write a whole number of bytes with an optional unit, e.g. 64K: K, M, G (or KiB, MiB, GiB) are "
+              "1024-based, KB, MB, GB 1000-based")
+_MEMORY_HELP = "write a memory size with its unit, e.g. 80GB (1e9 B), 80GiB or 80G (2^30 B)"
+
+
+def _parse_bytes(text: str) -> tuple[int, int, str] | None:
+    """The exact byte count of `text` as numerator / denominator, and the unit as written ("" for none); None when
+    it is not a byte quantity. Exact, so that 1.1MB is a whole 1100000 B rather than 1100000.0000000002."""
+    match = _BYTES.match(str(text))
+    if not match:
+        return None
+    number, letter, suffix, bare_b = match.groups()
+    if letter:
+        unit = letter.upper() + ("iB" if suffix and suffix.lower() == "ib" else "B" if suffix else "")
+    else:
+        unit = "B" if bare_b else ""
+    mantissa, _, exponent = number.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = int(whole + fraction or "0")
+    power = int(exponent or 0) - len(fraction)
+    numerator = digits * _BYTE_SCALE[unit] * 10 ** max(power, 0)
+    return numerator, 10 ** max(-power, 0), unit
+
+
+def parse_size(text: str) -> int:
+    """One message size in whole bytes: `4096`, `64K` = `64KiB` = 65536, `1MB` = 1000000."""
+    parsed = _parse_bytes(text)
+    if parsed is None:
+        raise CommbenchError(f"bad size {text!r}: {_SIZE_HELP}")
+    numerator, denominator, _ = parsed
+    if numerator % denominator:
+        raise CommbenchError(f"bad size {text!r}: not a whole number of bytes; {_SIZE_HELP}")
+    return numerator // denominator
+
+
+def parse_size_spec(spec: str) -> tuple[int, ...]:
+    """All sizes in bytes that a spec names, ascending and without repeats."""
+    spec = spec.strip()
+    if not spec:
+        raise CommbenchError(f"empty --sizes: {_SPEC_HELP}")
+    if ":" in spec:
+        sizes = _range_sizes(spec)
+    else:
+        sizes = [parse_size(part) for part in spec.split(",") if part.strip()]
+    if not sizes:
+        raise CommbenchError(f"--sizes {spec!r} names no size: {_SPEC_HELP}")
+    if min(sizes) <= 0:
+        raise CommbenchError(f"--sizes {spec!r} contains 0 bytes: every size must be at least one element")
+    return tuple(sorted(set(sizes)))
+
+
+def _range_sizes(spec: str) -> list[int]:
+    parts = spec.split(":")
+    if len(parts) != 3:
+        raise CommbenchError(f"bad --sizes {spec!r}: {_SPEC_HELP}")
+    low, high, step = parse_size(parts[0]), parse_size(parts[1]), parts[2].strip()
+    if low > high:
+        raise CommbenchError(f"bad --sizes {spec!r}: min {low} B is above max {high} B; swap them")
+    if step.lower().startswith("x"):
+        try:
+            factor = float(step[1:])
+        except ValueError:
+            factor = 0.0
+        if factor <= 1:
+            raise CommbenchError(f"bad --sizes {spec!r}: the factor after 'x' must be a number above 1, e.g. x2")
+        sizes, size = [], float(low)
+        while round(size) <= high:
+            sizes.append(round(size))
+            size *= factor
+            _check_count(spec, sizes)
+        return sizes
+    if step.startswith("+"):
+        increment = parse_size(step[1:])
+        if increment <= 0:
+            raise CommbenchError(f"bad --sizes {spec!r}: the step after '+' must be above 0, e.g. +256K")
+        sizes = list(range(low, high + 1, increment))
+        _check_count(spec, sizes)
+        return sizes
+    raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step); "
+                         f"{_SPEC_HELP}")
+
+
+def _check_count(spec: str, sizes: list[int]) -> None:
+    if len(sizes) > _MAX_POINTS:
+        raise CommbenchError(f"--sizes {spec!r} names more than {_MAX_POINTS} sizes; use a larger factor or step")
+
+
+def format_bytes(size: int) -> str:
+    """A byte count the way the CLI accepts it back: 1 KiB, 16 MiB, 1000 B."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale and size % scale == 0:
+            return f"{size // scale} {unit}"
+    return f"{size} B"
+
+
+def parse_memory(text: str, *, option: str) -> float:
+    """Memory in bytes, unit required: 80GB → 80e9; 80GiB = 80G → 80·2^30; 1.5GB → 1.5e9."""
+    parsed = _parse_bytes(text)
+    if parsed is None or parsed[2] == "":
+        raise CommbenchError(f"bad {option} {text!r}: {_MEMORY_HELP}")
+    numerator, denominator, _ = parsed
+    try:
+        value = numerator / denominator
+    except OverflowError:  # more bytes than a float holds
+        value = math.inf
+    if not math.isfinite(value) or value <= 0:
+        raise CommbenchError(f"{option} {text!r} must be a finite number above 0")
+    return value
+
+
+def parse_count(text: str, *, option: str) -> float:
+    """A count, not bytes: 7B → 7e9 (K, M, B, T are decimal: thousand, million, billion, trillion)."""
+    match = _COUNT.match(str(text))
+    if not match:
+        raise CommbenchError(f"bad {option} {text!r}: write a count like 7B, 125M, 1.5e9 or 671B")
+    value = float(match.group(1)) * _COUNT_SCALE[match.group(2).upper()]
+    if not math.isfinite(value) or value <= 0:
+        raise CommbenchError(f"{option} {text!r} must be a finite number above 0")
+    return value

@@ -1,6 +1,8 @@
 """The analytic models against values worked out by hand (in the comments), not by the code under test."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,7 +11,8 @@ from click.testing import CliRunner
 from commbench.cli import main
 from commbench.models import comm_volume, memory
 from commbench.models.alpha_beta import fit_line
-from commbench.models.quantities import parse_count, parse_memory
+from commbench.models.shard_layout import FORMULA_AT_REST
+from commbench.models.strategies import KEYS, STRATEGIES, display_name
 
 GB, GIB = 10**9, 2**30
 
@@ -23,28 +26,28 @@ def test_zero_paper_figure_1():
     # ZeRO paper, Fig. 1: Ψ = 7.5B, N = 64, K = 12 → 120 GB, 31.4 GB, 16.6 GB, 1.9 GB
     # by hand: 16·7.5 = 120; 4·7.5 + 12·7.5/64 = 31.406; 2·7.5 + 14·7.5/64 = 16.641; 120/64 = 1.875
     got = totals(7.5e9, 64, "mixed-adam")
-    assert got["DDP"] == pytest.approx(120 * GB)
-    assert got["ZeRO-1"] == pytest.approx(31.40625 * GB)
-    assert got["ZeRO-2"] == pytest.approx(16.640625 * GB)
-    assert got["ZeRO-3/FSDP"] == pytest.approx(1.875 * GB)
+    assert got["ddp"] == pytest.approx(120 * GB)
+    assert got["zero1"] == pytest.approx(31.40625 * GB)
+    assert got["zero2"] == pytest.approx(16.640625 * GB)
+    assert got["zero3"] == pytest.approx(1.875 * GB)
 
 
 def test_fp32_adam_7b_8_ranks():
     # P4 G4 O8: DDP 16·7 = 112 GB; ZeRO-1 8·7 + 8·7/8 = 63; ZeRO-2 4·7 + 12·7/8 = 38.5; ZeRO-3 112/8 = 14
     got = totals(7e9, 8, "fp32-adam")
-    assert [got[s] / GB for s in memory.STRATEGIES] == pytest.approx([112, 63, 38.5, 14])
+    assert [got[s] / GB for s in ("ddp", "zero1", "zero2", "zero3")] == pytest.approx([112, 63, 38.5, 14])
 
 
 def test_mixed_adam_7b_8_ranks_in_gib():
     # P2 G2 O12: DDP 112e9 B = 104.308 GiB; ZeRO-3 14e9 B = 13.039 GiB; HSDP over groups of 4: 28e9 B = 26.077 GiB
     got = totals(7e9, 8, "mixed-adam", shard_group=4)
-    assert got["DDP"] / GIB == pytest.approx(104.3081, abs=1e-4)
-    assert got["ZeRO-3/FSDP"] / GIB == pytest.approx(13.0385, abs=1e-4)
-    assert got["HSDP"] / GIB == pytest.approx(26.0770, abs=1e-4)
+    assert got["ddp"] / GIB == pytest.approx(104.3081, abs=1e-4)
+    assert got["zero3"] / GIB == pytest.approx(13.0385, abs=1e-4)
+    assert got["hsdp"] / GIB == pytest.approx(26.0770, abs=1e-4)
 
 
 def test_parts_per_rank():
-    row = memory.state_per_rank("ZeRO-2", params=1e9, ranks=4, state=memory.PRESETS["bf16-fp32grad-adam"])
+    row = memory.state_per_rank("zero2", params=1e9, ranks=4, state=memory.PRESETS["bf16-fp32grad-adam"])
     # P2 unsharded = 2e9; G4 / 4 = 1e9; O12 / 4 = 3e9
     assert (row.param_bytes, row.grad_bytes, row.optim_bytes) == (2e9, 1e9, 3e9)
 
@@ -52,26 +55,26 @@ def test_parts_per_rank():
 def test_min_ranks_to_fit():
     state = memory.PRESETS["mixed-adam"]
     # 7B in 80 GB: DDP 112 GB never; ZeRO-1 28 + 84/N ≤ 80 → N ≥ 1.62 → 2; ZeRO-3 112/N ≤ 80 → 2
-    assert memory.min_ranks_to_fit("DDP", params=7e9, state=state, capacity_bytes=80 * GB) is None
-    assert memory.min_ranks_to_fit("ZeRO-1", params=7e9, state=state, capacity_bytes=80 * GB) == 2
+    assert memory.min_ranks_to_fit("ddp", params=7e9, state=state, capacity_bytes=80 * GB) is None
+    assert memory.min_ranks_to_fit("zero1", params=7e9, state=state, capacity_bytes=80 * GB) == 2
     # 70B in 80 GB: ZeRO-1 fixed 280 GB > 80 → never; ZeRO-3 1120/80 = 14 exactly → 14
-    assert memory.min_ranks_to_fit("ZeRO-1", params=70e9, state=state, capacity_bytes=80 * GB) is None
-    assert memory.min_ranks_to_fit("ZeRO-3/FSDP", params=70e9, state=state, capacity_bytes=80 * GB) == 14
+    assert memory.min_ranks_to_fit("zero1", params=70e9, state=state, capacity_bytes=80 * GB) is None
+    assert memory.min_ranks_to_fit("zero3", params=70e9, state=state, capacity_bytes=80 * GB) == 14
 
 
 def test_comm_volume_zero3_is_1_5x_ddp():
     rows = {row.strategy: row for row in comm_volume.traffic(params=7e9, ranks=8, dtype_bytes=2)}
     # DDP: 2·(7/8)·7e9·2 B = 24.5e9; ZeRO-3: 3·(7/8)·7e9·2 = 36.75e9
-    assert rows["DDP"].bytes_sent_per_rank == pytest.approx(24.5e9)
-    assert rows["ZeRO-3/FSDP"].bytes_sent_per_rank == pytest.approx(36.75e9)
-    assert rows["ZeRO-3/FSDP"].ratio_to_ddp == 1.5 and rows["ZeRO-1"].ratio_to_ddp == 1.0
+    assert rows["ddp"].bytes_sent_per_rank == pytest.approx(24.5e9)
+    assert rows["zero3"].bytes_sent_per_rank == pytest.approx(36.75e9)
+    assert rows["zero3"].ratio_to_ddp == 1.5 and rows["zero1"].ratio_to_ddp == 1.0
 
 
 def test_comm_time_alpha_beta():
     # DDP, N = 8: 2 phases × (7 × 10 µs + (7/8)·14e9 B / 400e9 B/s) = 2 × (70e-6 + 0.030625) s = 61.39 ms
     rows = {row.strategy: row for row in comm_volume.traffic(params=7e9, ranks=8, dtype_bytes=2, alpha_us=10,
                                                              busbw_gbps=400)}
-    assert rows["DDP"].time_s == pytest.approx(0.06139)
+    assert rows["ddp"].time_s == pytest.approx(0.06139)
 
 
 def test_fit_recovers_alpha_and_bandwidth_from_noisy_timings():
@@ -84,22 +87,53 @@ def test_fit_recovers_alpha_and_bandwidth_from_noisy_timings():
     assert fit.r2 > 0.99
 
 
-@pytest.mark.parametrize("text, value", [("7B", 7e9), ("1.5e9", 1.5e9), ("671B", 671e9), ("125M", 125e6)])
-def test_parameter_counts(text, value):
-    assert parse_count(text, option="--params") == value
-
-
-def test_memory_units():
-    assert parse_memory("80GB", option="--fit") == 80e9
-    assert parse_memory("80GiB", option="--fit") == 80 * GIB
-
-
 def test_memory_json():
     result = CliRunner().invoke(main, ["model", "memory", "--params", "7B", "--ranks", "8", "--json"])
     assert result.exit_code == 0, result.output
     rows = {row["strategy"]: row for row in json.loads(result.output)["per_rank"]}
     assert rows["ZeRO-3/FSDP"]["total_bytes"] == pytest.approx(14e9)
     assert {"strategy", "param_bytes", "grad_bytes", "optim_bytes", "total_bytes"} <= set(rows["DDP"])
+
+
+def test_one_strategy_table():
+    assert KEYS == ("ddp", "zero1", "zero2", "zero3", "hsdp")
+    assert [display_name(key) for key in KEYS] == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP", "HSDP"]
+    assert [STRATEGIES[key].sharded for key in KEYS] == [(False, False, False), (False, False, True),
+                                                         (False, True, True), (True, True, True), (True, True, True)]
+    assert comm_volume.PHASES == {"ddp": 2, "zero1": 2, "zero2": 2, "zero3": 3}
+    assert set(FORMULA_AT_REST) == set(KEYS) and set(FORMULA_AT_REST.values()) <= set(KEYS)
+
+
+def test_tables_print_display_names():
+    memory_out = CliRunner().invoke(main, ["model", "memory", "--params", "7B", "--ranks", "8", "--shard-group", "4",
+                                           "--fit", "80GB"]).output
+    assert [line.split()[0] for line in memory_out.splitlines()[2:7]] == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP",
+                                                                          "HSDP"]
+    assert "shard group 2" in memory_out.splitlines()[6]
+    comm_out = CliRunner().invoke(main, ["model", "comm", "--params", "7B", "--ranks", "8", "--json"]).output
+    assert [row["strategy"] for row in json.loads(comm_out)["per_step"]] == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP"]
+
+
+# `model memory` and `model comm` answer on a laptop without torch: their modules import nothing heavy. The cli
+# package imports every command, so commbench.cli.model is loaded here under an empty stand-in for it.
+LIGHT_IMPORT = """
+import importlib, pathlib, sys, types
+import commbench
+if {module!r}.startswith("commbench.cli."):
+    package = types.ModuleType("commbench.cli")
+    package.__path__ = [str(pathlib.Path(commbench.__file__).parent / "cli")]
+    sys.modules["commbench.cli"] = package
+importlib.import_module({module!r})
+print(",".join(m for m in ("torch", "numpy", "pandas", "scipy", "matplotlib") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("module", ["commbench.cli.model", "commbench.models.memory", "commbench.models.comm_volume",
+                                    "commbench.models.strategies", "commbench.models.shard_layout"])
+def test_model_commands_import_nothing_heavy(module):
+    result = subprocess.run([sys.executable, "-c", LIGHT_IMPORT.format(module=module)], capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == ""
 
 
 def test_memory_table_states_its_assumptions():

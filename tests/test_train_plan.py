@@ -18,6 +18,12 @@ def _spec(configs, **overrides) -> TrainSpec:
     return TrainSpec(**fields)
 
 
+def test_strategy_keys_come_from_the_model_table():
+    assert plan.STRATEGIES == ("ddp", "zero1", "zero2", "zero3", "hsdp")
+    assert plan.default_strategies(4) == plan.STRATEGIES
+    assert plan.default_strategies(2) == ("ddp", "zero1", "zero2", "zero3")  # HSDP needs two replicas of two
+
+
 def test_ddp_axes_are_a_cross_product():
     configs = plan.ddp_configs(bucket_cap_mb=(1.0, 25.0), gradient_as_bucket_view=(False, True),
                                static_graph=(False,), comm_hooks=("none", "bf16"), accum_steps=(1, 4))

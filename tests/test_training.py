@@ -41,7 +41,7 @@ def test_model_state_of_fp32_adam_equals_the_formula():
     F.mse_loss(model(inputs), targets).backward()
     optimizer.step()
     state = count(model, optimizer)
-    predicted = memory.state_per_rank("DDP", params=count_params(shape), ranks=1, state=memory.PRESETS["fp32-adam"])
+    predicted = memory.state_per_rank("ddp", params=count_params(shape), ranks=1, state=memory.PRESETS["fp32-adam"])
     assert (state.param_bytes, state.grad_bytes, state.optim_bytes) == (
         predicted.param_bytes, predicted.grad_bytes, predicted.optim_bytes)
     assert state.optim_scalar_bytes == 4 * len(list(model.parameters()))  # Adam's step counters, outside the formula

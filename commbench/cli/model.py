@@ -1,4 +1,8 @@
-"""`commbench model memory|comm`: what the ZeRO formulas predict per rank, before there is a cluster."""
+"""`commbench model memory|comm`: what the ZeRO formulas predict per rank, before there is a cluster.
+
+Light on purpose: without --from, these answer in a blink on a laptop, so torch, pandas, scipy and matplotlib are
+imported only by the --from path.
+"""
 
 import json
 import math
@@ -6,11 +10,10 @@ from pathlib import Path
 
 import click
 
-from commbench import store
 from commbench.errors import CommbenchError
 from commbench.models import comm_volume, memory
-from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce
-from commbench.models.quantities import UNITS, parse_count, parse_memory
+from commbench.models.strategies import STRATEGIES, display_name
+from commbench.units import UNITS, parse_count, parse_memory
 
 
 @click.group()
@@ -58,7 +61,7 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
     fits = {row.strategy: memory.min_ranks_to_fit(row.strategy, params=psi, state=state, capacity_bytes=capacity)
             for row in rows} if capacity else {}
     if as_json:
-        per_rank = [{"strategy": row.strategy, "shards": row.shards, "param_bytes": row.param_bytes,
+        per_rank = [{"strategy": display_name(row.strategy), "shards": row.shards, "param_bytes": row.param_bytes,
                      "grad_bytes": row.grad_bytes, "optim_bytes": row.optim_bytes, "total_bytes": row.total_bytes,
                      "reduction_vs_ddp": ddp_total / row.total_bytes if row.total_bytes else None,
                      **({"min_ranks_to_fit": fits[row.strategy]} if capacity else {})} for row in rows]
@@ -74,13 +77,13 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
         header += f" {'min ranks to fit ' + fit_memory:>24}"
     click.echo(header)
     for row in rows:
-        line = (f"{row.strategy:<12} {row.param_bytes / scale:>14.2f} {row.grad_bytes / scale:>14.2f} "
+        line = (f"{display_name(row.strategy):<12} {row.param_bytes / scale:>14.2f} {row.grad_bytes / scale:>14.2f} "
                 f"{row.optim_bytes / scale:>14.2f} {row.total_bytes / scale:>14.2f} "
                 f"{ddp_total / row.total_bytes if row.total_bytes else math.nan:>7.2f}x")
         if capacity:
             needed = fits[row.strategy]
-            label = "never" if needed is None else (f"shard group {needed}" if row.strategy == memory.HSDP
-                                                    else str(needed))
+            label = "never" if needed is None else (f"shard group {needed}"
+                                                    if STRATEGIES[row.strategy].needs_shard_group else str(needed))
             line += f" {label:>24}"
         click.echo(line)
     click.echo("# not included: activations, all-gather buffers, communication workspaces, fragmentation")
@@ -116,7 +119,8 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
                                busbw_gbps=bw_gbps)
     if as_json:
         click.echo(json.dumps({"params": psi, "ranks": ranks, "dtype_bytes": dtype_bytes, "alpha_us": alpha_us,
-                               "bw_gbps": bw_gbps, "source": source, "per_step": [vars(row) for row in rows]},
+                               "bw_gbps": bw_gbps, "source": source,
+                               "per_step": [{**vars(row), "strategy": display_name(row.strategy)} for row in rows]},
                               indent=2))
         return
     timing = f"; α {alpha_us:g} µs per ring step, {bw_gbps:g} GB/s" + (f" ({source})" if source else "") \
@@ -126,13 +130,16 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
     click.echo(f"{'strategy':<12} {'sent per rank (GB)':>19} {'vs DDP':>8}" + (f" {'time (ms)':>10}" if timing else ""))
     for row in rows:
         ratio = "n/a" if row.ratio_to_ddp is None else f"{row.ratio_to_ddp:.2f}x"
-        line = f"{row.strategy:<12} {row.bytes_sent_per_rank / 1e9:>19.3f} {ratio:>8}"
+        line = f"{display_name(row.strategy):<12} {row.bytes_sent_per_rank / 1e9:>19.3f} {ratio:>8}"
         if row.time_s is not None:
             line += f" {row.time_s * 1e3:>10.2f}"
         click.echo(line)
 
 
 def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
+    from commbench import store  # pandas
+    from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce  # numpy, scipy
+
     results = store.read_results(run_dir, expect="collective")
     fits = [fit for fit in fit_results(results) if fit.collective == "all_reduce" and fit.impl == "builtin"
             and fit.world_size > 1]

@@ -9,13 +9,16 @@ and again in backward and reduce-scatters gradients: 3 phases, 1.5× DDP.
 import math
 from dataclasses import dataclass
 
-# ring phases (one reduce-scatter or all-gather of the whole model) per step
-PHASES = {"DDP": 2, "ZeRO-1": 2, "ZeRO-2": 2, "ZeRO-3/FSDP": 3}
+from commbench.models.strategies import STRATEGIES, WITHOUT_SHARD_GROUP
+
+# ring phases (one reduce-scatter or all-gather of the whole model) per step; HSDP's also depend on its shard group,
+# so the per-model table leaves it out
+PHASES = {key: STRATEGIES[key].ring_phases for key in WITHOUT_SHARD_GROUP}
 
 
 @dataclass(frozen=True)
 class StepTraffic:
-    strategy: str
+    strategy: str  # key: ddp, zero1, zero2, zero3
     bytes_sent_per_rank: float
     ratio_to_ddp: float | None  # None at one rank, where nothing is sent
     time_s: float | None  # α–β estimate, when α and bandwidth are known
@@ -37,7 +40,7 @@ def traffic(*, params: float, ranks: int, dtype_bytes: float, alpha_us: float | 
         time_s = None
         if alpha_us is not None and busbw_gbps is not None:
             time_s = ring_time_s(phases, ranks=ranks, payload_bytes=payload, alpha_us=alpha_us, busbw_gbps=busbw_gbps)
-        ratio = phases / PHASES["DDP"] if per_phase > 0 else None
+        ratio = phases / PHASES["ddp"] if per_phase > 0 else None
         rows.append(StepTraffic(strategy, phases * per_phase, ratio, time_s))
     return rows
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from commbench.errors import CommbenchError
+from commbench.models.strategies import STRATEGIES, WITHOUT_SHARD_GROUP
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,11 @@ PRESETS = {
     "fp32-adam": StateBytes(4, 4, 8, "fp32 params and grads; Adam m, v in fp32"),
     "bf16-fp32grad-adam": StateBytes(2, 4, 12, "bf16 params, fp32 grads; Adam with fp32 master copy, m, v"),
 }
-STRATEGIES = ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP")
-HSDP = "HSDP"
 
 
 @dataclass(frozen=True)
 class StatePerRank:
-    strategy: str
+    strategy: str  # key: ddp, zero1, zero2, zero3, hsdp
     shards: int  # how many ranks share each sharded state
     param_bytes: float
     grad_bytes: float
@@ -47,23 +46,17 @@ class StatePerRank:
         return self.param_bytes + self.grad_bytes + self.optim_bytes
 
 
-def _sharded(strategy: str) -> tuple[bool, bool, bool]:
-    """Which of (parameters, gradients, optimizer state) a strategy shards."""
-    return {"DDP": (False, False, False), "ZeRO-1": (False, False, True), "ZeRO-2": (False, True, True),
-            "ZeRO-3/FSDP": (True, True, True), HSDP: (True, True, True)}[strategy]
-
-
 def state_per_rank(strategy: str, *, params: float, ranks: int, state: StateBytes,
                    shard_group: int | None = None) -> StatePerRank:
     if ranks < 1:
         raise CommbenchError(f"--ranks {ranks} must be 1 or more")
     shards = ranks
-    if strategy == HSDP:
+    if STRATEGIES[strategy].needs_shard_group:
         if not shard_group or shard_group < 1 or ranks % shard_group:
             raise CommbenchError(f"--shard-group {shard_group} must divide --ranks {ranks} (HSDP replicates "
                                  "shard groups)")
         shards = shard_group
-    param_sharded, grad_sharded, optim_sharded = _sharded(strategy)
+    param_sharded, grad_sharded, optim_sharded = STRATEGIES[strategy].sharded
     part = lambda bytes_per_param, sharded: bytes_per_param * params / (shards if sharded else 1)  # noqa: E731
     return StatePerRank(strategy, shards, part(state.param, param_sharded), part(state.grad, grad_sharded),
                         part(state.optim, optim_sharded))
@@ -72,7 +65,7 @@ def state_per_rank(strategy: str, *, params: float, ranks: int, state: StateByte
 def min_ranks_to_fit(strategy: str, *, params: float, state: StateBytes, capacity_bytes: float) -> int | None:
     """The fewest ranks (shard-group size for HSDP) whose model state per rank fits in capacity; None if no count
     does (the unsharded part alone is too big)."""
-    param_sharded, grad_sharded, optim_sharded = _sharded(strategy)
+    param_sharded, grad_sharded, optim_sharded = STRATEGIES[strategy].sharded
     psi = Fraction(params)
     fixed = sum(Fraction(b) * psi for b, s in ((state.param, param_sharded), (state.grad, grad_sharded),
                                                 (state.optim, optim_sharded)) if not s)
@@ -87,6 +80,6 @@ def min_ranks_to_fit(strategy: str, *, params: float, state: StateBytes, capacit
 
 
 def table(*, params: float, ranks: int, state: StateBytes, shard_group: int | None = None) -> list[StatePerRank]:
-    strategies = list(STRATEGIES) + ([HSDP] if shard_group is not None else [])
+    strategies = WITHOUT_SHARD_GROUP if shard_group is None else tuple(STRATEGIES)
     return [state_per_rank(strategy, params=params, ranks=ranks, state=state, shard_group=shard_group)
             for strategy in strategies]

@@ -80,6 +80,7 @@ def local_state(*, impl: str, units: list[list[tuple[int, ...]]], rank: int, wor
     return LocalState(local, local, local)
 
 
-# The paper's formula that describes what each configuration holds at rest. FSDP reshards ZeRO-2's parameters
-# after backward, so between steps ZeRO-2 holds what ZeRO-3 does; it differs only between forward and backward.
-FORMULA_AT_REST = {"ddp": "DDP", "zero1": "ZeRO-1", "zero2": "ZeRO-3/FSDP", "zero3": "ZeRO-3/FSDP", "hsdp": "HSDP"}
+# The strategy whose paper formula describes what each configuration holds at rest. FSDP reshards ZeRO-2's
+# parameters after backward, so between steps ZeRO-2 holds what ZeRO-3 does; it differs only between forward and
+# backward.
+FORMULA_AT_REST = {"ddp": "ddp", "zero1": "zero1", "zero2": "zero3", "zero3": "zero3", "hsdp": "hsdp"}

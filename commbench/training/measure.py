@@ -19,6 +19,7 @@ import torch
 from commbench import faults, store
 from commbench.models import comm_volume, memory
 from commbench.models.shard_layout import FORMULA_AT_REST, local_state
+from commbench.models.strategies import display_name
 from commbench.profiling import overlap
 from commbench.profiling.capture import capture
 from commbench.profiling.comm_calls import comm_calls
@@ -237,7 +238,7 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
         "optim_scalar_bytes": state.optim_scalar_bytes,
         "model_state_bytes_predicted": per_rank[worst]["predicted_state"],
         "model_state_exact_ranks": sum(rank["state_exact"] for rank in per_rank),
-        "model_state_formula": formula, "model_state_bytes_formula": formula_bytes,
+        "model_state_formula": display_name(formula), "model_state_bytes_formula": formula_bytes,
         "loss_last": losses[-1], "n_wrong": n_wrong,
     }
 

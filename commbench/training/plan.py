@@ -4,10 +4,11 @@ implementation cannot express (which are named, never silently run as something 
 import itertools
 
 from commbench.errors import CommbenchError
+from commbench.models.strategies import KEYS, WITHOUT_SHARD_GROUP
 from commbench.training.spec import TrainConfig
 from commbench.training.wrappers import DDP_COMM_HOOKS
 
-STRATEGIES = ("ddp", "zero1", "zero2", "zero3", "hsdp")
+STRATEGIES = KEYS
 FSDP_IMPLS = ("fsdp2", "fsdp1")
 FSDP2_BACKWARD = ("default", "1", "2")
 FSDP1_BACKWARD = ("pre", "post", "none")
@@ -120,4 +121,4 @@ def strategy_configs(*, strategies, impl: str, shard_group: int | None, bucket_c
 
 def default_strategies(world: int) -> tuple[str, ...]:
     """HSDP needs at least two replicas of a shard group of at least two: four ranks or more."""
-    return STRATEGIES if world >= 4 and world % 2 == 0 else STRATEGIES[:4]
+    return STRATEGIES if world >= 4 and world % 2 == 0 else WITHOUT_SHARD_GROUP

@@ -163,7 +163,7 @@ def validate(spec: TrainSpec) -> None:
     if spec.isolation not in ISOLATIONS:
         raise CommbenchError(f"unknown --isolation {spec.isolation!r}; choose from {', '.join(ISOLATIONS)}")
     if spec.memory_budget_bytes is not None and spec.memory_budget_bytes <= 0:
-        raise CommbenchError("--memory-budget must be above 0 bytes, e.g. 80G")
+        raise CommbenchError("--memory-budget must be above 0 bytes, e.g. 80GB (1e9 B), 80GiB or 80G (2^30 B)")
     if spec.timeout_s <= 0:
         raise CommbenchError(f"--timeout {spec.timeout_s:g} must be above 0 seconds")
     if spec.shape.hidden % spec.shape.heads:

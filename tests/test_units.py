@@ -1,0 +1,139 @@
+"""Sizes, memory and counts against values worked out by hand: one suffix table for every byte quantity."""
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from commbench.cli import main
+from commbench.errors import CommbenchError
+from commbench.units import UNITS, format_bytes, parse_count, parse_memory, parse_size, parse_size_spec
+
+GB, GIB = 10**9, 2**30
+
+
+def test_bare_letters_and_ib_are_1024_based():
+    assert parse_size("1K") == 1024
+    assert parse_size("64M") == 64 * 1024**2
+    assert parse_size("1G") == 1024**3
+    assert parse_size("1T") == 1024**4
+    assert parse_size("4KiB") == 4096
+    assert parse_size("17") == 17
+    assert parse_size("17B") == 17
+
+
+def test_kb_mb_gb_are_1000_based():
+    # K and KiB agree; KB is SI, as nccl-tests' -e 8G is 8 GiB but a data sheet's 80 GB is 80e9
+    assert parse_size("1K") == parse_size("1KiB") == 1024 and parse_size("1KB") == 1000
+    assert parse_size("1MB") == 1_000_000 and parse_size("1MiB") == 1024**2
+    assert parse_size("8GB") == 8 * GB and parse_size("8GiB") == 8 * GIB
+    assert parse_size("2TB") == 2 * 10**12
+
+
+def test_letters_are_case_insensitive_but_i_still_decides():
+    assert parse_size("4k") == parse_size("4kib") == 4096
+    assert parse_size("4kb") == 4000
+
+
+def test_whole_bytes_from_fractions():
+    assert parse_size("1.5K") == 1536
+    assert parse_size("1.1MB") == 1_100_000  # exact, not 1100000.0000000002
+    with pytest.raises(CommbenchError, match="not a whole number of bytes"):
+        parse_size("0.1K")
+
+
+def test_geometric_range():
+    assert parse_size_spec("1K:16K:x2") == (1024, 2048, 4096, 8192, 16384)
+
+
+def test_geometric_range_stops_at_max():
+    assert parse_size_spec("1K:10K:x4") == (1024, 4096)
+
+
+def test_linear_range():
+    assert parse_size_spec("1K:1M:+256K") == (1024, 1024 + 262144, 1024 + 2 * 262144, 1024 + 3 * 262144)
+
+
+def test_comma_list_is_sorted_and_unique():
+    assert parse_size_spec("1M,4K,4K,16") == (16, 4096, 1024**2)
+
+
+def test_sizes_in_si_units():
+    assert parse_size_spec("1MB") == (1_000_000,)
+    assert parse_size_spec("1KB:4KB:+1KB") == (1000, 2000, 3000, 4000)
+
+
+@pytest.mark.parametrize("spec", ["", "abc", "1K:2K", "2K:1K:x2", "1K:2K:x1", "1K:2K:y2", "1K:2K:+0", "0", "1X",
+                                  "1K:1G:x1.0001", "1iB", "-1K", "1.5"])
+def test_bad_specs_name_the_problem(spec):
+    with pytest.raises(CommbenchError) as error:
+        parse_size_spec(spec)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("spec, fragment", [("1K:oops:x2", "bad size 'oops'"),
+                                            ("64K:1K:x2", "min 65536 B is above max 1024 B")])
+def test_size_messages(spec, fragment):
+    with pytest.raises(CommbenchError, match=fragment):
+        parse_size_spec(spec)
+
+
+def test_format_bytes():
+    assert format_bytes(1024) == "1 KiB"
+    assert format_bytes(16 * 1024**2) == "16 MiB"
+    assert format_bytes(1000) == "1000 B"
+
+
+def test_format_bytes_reads_back():
+    for size in (1000, 1024, 3 * 1024**2, 8 * 1024**3):
+        assert parse_size(format_bytes(size)) == size
+
+
+@pytest.mark.parametrize("text, value", [("7B", 7e9), ("1.5e9", 1.5e9), ("671B", 671e9), ("125M", 125e6),
+                                         ("2T", 2e12), ("10k", 1e4)])
+def test_parameter_counts(text, value):
+    assert parse_count(text, option="--params") == value
+
+
+@pytest.mark.parametrize("text", ["7X", "-7B", "7GiB", "0"])
+def test_bad_parameter_counts(text):
+    with pytest.raises(CommbenchError, match="--params"):
+        parse_count(text, option="--params")
+
+
+def test_memory_units():
+    assert parse_memory("80GB", option="--fit") == 80e9
+    assert parse_memory("80GiB", option="--fit") == 80 * GIB
+    assert parse_memory("80G", option="--fit") == 80 * GIB  # what the --memory-budget hint suggests
+    assert parse_memory("1.5GB", option="--fit") == 1.5e9
+    assert parse_memory("512MiB", option="--fit") == 512 * 2**20
+    assert parse_memory("1TB", option="--fit") == 1e12
+
+
+def test_memory_needs_its_unit():
+    with pytest.raises(CommbenchError, match=r"bad --fit '80': write a memory size with its unit, e\.g\. 80GB"):
+        parse_memory("80", option="--fit")
+
+
+@pytest.mark.parametrize("text", ["80X", "0GB", "-1GB", "GB", "1e9999GB"])
+def test_bad_memory(text):
+    with pytest.raises(CommbenchError, match="--memory-budget"):
+        parse_memory(text, option="--memory-budget")
+
+
+def test_units_choice_table():
+    assert UNITS["GB"] == GB and UNITS["GiB"] == GIB and UNITS["MB"] == 10**6 and UNITS["TiB"] == 2**40
+
+
+def test_model_memory_fit_accepts_80g():
+    result = CliRunner().invoke(main, ["model", "memory", "--params", "7B", "--ranks", "8", "--fit", "80G"])
+    assert result.exit_code == 0, result.output
+    assert "min ranks to fit 80G" in result.output
+
+
+def test_units_module_imports_nothing_heavy():
+    heavy = ("torch", "numpy", "pandas", "scipy", "matplotlib")
+    code = f"import sys, commbench.units; print([m for m in {heavy!r} if m in sys.modules])"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
