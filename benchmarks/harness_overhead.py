@@ -33,11 +33,13 @@ def run_ranks(args) -> None:
     import torch
     import torch.distributed as dist
 
-    from commbench.distributed import init_rank, shutdown
+    from commbench.benches.base import RankRun
+    from commbench.collective_point import measure_point
+    from commbench.distributed import init_group, shutdown
+    from commbench.machine import Machine
     from commbench.spec import SweepSpec, plan
-    from commbench.worker import measure_point
 
-    ctx = init_rank(backend="gloo", device_type="cpu", timeout_s=600)
+    ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
     spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(m * 1024**2 for m in SIZES_MIB), dtypes=("float32",),
                      ops=("sum",), placement="in", backend="gloo", device="cpu", nproc=ctx.world,
                      warmup=args.warmup, iters=args.iters)
@@ -45,7 +47,7 @@ def run_ranks(args) -> None:
     busbw = {(size, way): [] for size in SIZES_MIB for way in ("commbench", "commbench_mean", "bare")}
 
     def commbench_way(point) -> float:
-        row = measure_point(spec, point, ctx, run_id="overhead")[0]
+        row = measure_point(spec, point, RankRun(ctx, run_id="overhead")).row
         busbw[(point.layout.size_bytes // 1024**2, "commbench_mean")].append(
             row["busbw_gbps"] * row["time_us_p50"] / row["time_us_mean"])
         return row["busbw_gbps"]

@@ -28,11 +28,13 @@ def main() -> None:
 
 
 def run_ranks(args) -> None:
-    from commbench.distributed import init_rank, shutdown
+    from commbench.benches.base import RankRun
+    from commbench.collective_point import measure_point
+    from commbench.distributed import init_group, shutdown
+    from commbench.machine import Machine
     from commbench.spec import SweepSpec, plan
-    from commbench.worker import measure_point
 
-    ctx = init_rank(backend="gloo", device_type="cpu", timeout_s=600)
+    ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
     base = SweepSpec(collectives=("all_reduce", "reduce_scatter"), impls=("ring",),
                      sizes=tuple(m * 1024**2 for m in SIZES_MIB), dtypes=("float32",), ops=("sum",),
                      placement="out", backend="gloo", device="cpu", nproc=ctx.world, warmup=2, iters=args.iters)
@@ -43,7 +45,7 @@ def run_ranks(args) -> None:
         for point in plan(base, ctx.world):
             for chunks in order:
                 spec = dataclasses.replace(base, ring_chunks=chunks)
-                row = measure_point(spec, point, ctx, run_id="ring-chunks")[0]
+                row = measure_point(spec, point, RankRun(ctx, run_id="ring-chunks")).row
                 key = (point.collective, point.layout.size_bytes, chunks)
                 busbw.setdefault(key, []).append(row["busbw_gbps"])
                 if chunks is None:

@@ -33,11 +33,11 @@ def run_ranks(args) -> None:
     import torch
 
     from commbench.collectives import ring
-    from commbench.distributed import init_rank, shutdown
-    from commbench.timing import CpuTimer
+    from commbench.distributed import init_group, shutdown
+    from commbench.machine import Machine
 
-    ctx = init_rank(backend="gloo", device_type="cpu", timeout_s=600)
-    timer, world, rank = CpuTimer(ctx), ctx.world, ctx.rank
+    ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
+    timer, world, rank = ctx.platform.timer(ctx.barrier), ctx.world, ctx.rank
 
     def median_us(run) -> float:
         run()  # warm-up
@@ -48,9 +48,9 @@ def run_ranks(args) -> None:
         count = size_mib * 1024**2 // 4
         buffer = torch.ones(count)
         chunk = count // world
-        whole = median_us(ring.all_reduce(buffer, rank=rank, world=world, backend="gloo", op="sum", ring_chunks=1))
+        whole = median_us(ring.all_reduce(buffer, rank=rank, world=world, batched=False, op="sum", ring_chunks=1))
         gather = ring.all_gather(buffer[rank * chunk:(rank + 1) * chunk], buffer[: chunk * world], rank=rank,
-                                 world=world, backend="gloo", ring_chunks=1)
+                                 world=world, batched=False, ring_chunks=1)
         transfers = 2 * median_us(gather)
         a, b, out = torch.ones(chunk), torch.ones(chunk), torch.empty(chunk)
 
@@ -62,7 +62,7 @@ def run_ranks(args) -> None:
         copy_us = median_us(lambda: out.copy_(a))
         rows.append((size_mib, whole, transfers, reduce_us, copy_us))
 
-    tiny_ring = ring.all_reduce(torch.ones(world), rank=rank, world=world, backend="gloo", op="sum", ring_chunks=1)
+    tiny_ring = ring.all_reduce(torch.ones(world), rank=rank, world=world, batched=False, op="sum", ring_chunks=1)
     tiny_ring()
     tiny_us = [seconds * 1e6 / (2 * (world - 1)) for seconds in
                ctx.max_over_ranks(timer.time_iterations(tiny_ring, args.iters))]

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from commbench import store
+from commbench.runs import load_run
 
 MODES = ("reset", "process")
 
@@ -38,7 +38,7 @@ def main() -> None:
                 start = time.perf_counter()
                 subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
                 wall[mode].append(time.perf_counter() - start)
-                for row in store.read_results(Path(out) / run_id).to_dict("records"):
+                for row in load_run(Path(out) / run_id).results.to_dict("records"):
                     peaks.setdefault((row["strategy"], row["config_index"], mode), []).append(row["peak_mem_bytes"])
     median = {mode: statistics.median(times) for mode, times in wall.items()}
     print(f"wall time (median of {args.rounds}): reset {median['reset']:.1f} s, process {median['process']:.1f} s, "

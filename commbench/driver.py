@@ -48,6 +48,9 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | N
                     writers.write(measured)
                     if on_point:
                         on_point(point)
+                # no rank starts the next point before this one is on disk: a rank that then dies loses nothing
+                # already measured (without the wait, torchrun could stop rank 0 between measuring and writing)
+                ctx.barrier()
         finally:
             if sampler:
                 sampler.close()

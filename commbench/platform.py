@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from commbench.names import CUDA, NCCL
+from commbench.names import CPU, CUDA, NCCL
 from commbench.timing import CpuTimer, CudaTimer
 
 
@@ -24,7 +24,7 @@ class CpuPlatform:
 
     def __init__(self, backend: str):
         self.backend = backend
-        self.device = torch.device("cpu")
+        self.device = torch.device(CPU)
 
     @property
     def p2p_batched(self) -> bool:

@@ -13,7 +13,7 @@ import torch.distributed as dist
 
 import commbench
 from commbench import nvml
-from commbench.names import NCCL
+from commbench.names import BACKENDS, NCCL
 from commbench.store import SCHEMA_VERSION, STATUS_RUNNING
 
 _ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
@@ -107,7 +107,7 @@ def environment_report() -> dict:
 
     machine = Machine.here()
     default = resolve_target(Machine(gpus=machine.gpus, nccl_available=machine.nccl_available))  # a new sweep's
-    backends = {name: getattr(dist, f"is_{name}_available", lambda: False)() for name in ("gloo", "nccl", "mpi", "ucc")}
+    backends = {name: getattr(dist, f"is_{name}_available", lambda: False)() for name in (*BACKENDS, "mpi", "ucc")}
     return {
         "commbench_version": commbench.__version__,
         "python_version": platform.python_version(),

@@ -1,4 +1,4 @@
-"""What a collective sweep runs: the frozen spec, its validation, and the ordered list of points every rank agrees on."""
+"""What a collective sweep runs: the frozen spec, its validation, and the ordered points every rank agrees on."""
 
 import itertools
 import json

@@ -1,15 +1,16 @@
-"""Resolving auto choices and refusing impossible targets, for stated machine facts (GPU count, NCCL present)."""
+"""Resolving auto choices and refusing impossible targets against a stated Machine (GPU count, NCCL, the job)."""
 
 import pytest
 
-from commbench.backends import resolve_target, unsupported_reason
+from commbench.backends import unsupported_reason
 from commbench.errors import CommbenchError
+from commbench.machine import Machine, resolve_target
 
 
-def resolve(**kwargs):
-    facts = dict(backend="auto", device="auto", nproc=None, world_size_in_job=None, gpus=0, nccl_available=False)
-    facts.update(kwargs)
-    return resolve_target(**facts)
+def resolve(*, gpus=0, nccl_available=False, world_size_in_job=None, local_world_size=None, **options):
+    machine = Machine(gpus=gpus, nccl_available=nccl_available, rank=0 if world_size_in_job else None,
+                      world_size=world_size_in_job, local_world_size=local_world_size)
+    return resolve_target(machine, **options)
 
 
 def test_cpu_machine_defaults_to_gloo_with_two_ranks():
@@ -48,3 +49,19 @@ def test_old_nccl_has_no_avg():
     assert "needs 2.10+" in reason
     assert unsupported_reason(backend="nccl", device="cuda", collective="all_reduce", dtype="float32", op="avg",
                               nccl_version=(2, 21, 5)) is None
+
+
+def test_a_slurm_jobs_nodes_are_stated_not_read_from_this_machine():
+    machine = Machine.for_job(nodes=2, ranks_per_node=8, gpus_per_node=8)
+    assert machine.in_job and machine.world_size == 16 and machine.local_world_size == 8
+    target = resolve_target(machine)
+    assert (target.backend, target.device, target.nproc) == ("nccl", "cuda", 16)
+    with pytest.raises(CommbenchError, match="no CUDA GPU is visible"):
+        resolve_target(Machine.for_job(nodes=1, ranks_per_node=2, gpus_per_node=0), device="cuda")
+
+
+def test_machine_here_reads_the_job_from_the_given_environment():
+    alone = Machine.here({})
+    assert not alone.in_job and alone.rank is None
+    rank = Machine.here({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+    assert (rank.rank, rank.world_size, rank.local_rank, rank.local_world_size) == (3, 4, 1, 2)

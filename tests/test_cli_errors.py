@@ -21,8 +21,9 @@ NEEDS_NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the 
     (["sweep", "--iters", "2"], "--iters 2 is too few"),
     (["sweep", "-c", "reduce_scatter", "--sizes", "4"], "below one float32 element per rank"),
     (["sweep", "--max-time", "5"], "--max-time applies to the adaptive mode"),
-    (["sweep", "--iters", "many"], "'many' is not a valid integer"),
-    (["sweep", "--placement", "sideways"], "'sideways' is not one of"),
+    (["sweep", "--iters", "many"], "--iters 'many' is not a whole number"),
+    (["sweep", "--placement", "sideways"], "unknown --placement 'sideways'; choose from out, in, both"),
+    (["sweep", "--dtype", "float8"], "unknown --dtype 'float8'"),
     (["sweep", "--no-such-flag"], "No such option"),
     (["frobnicate"], "No such command 'frobnicate'"),
 ])

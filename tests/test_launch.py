@@ -1,7 +1,7 @@
 from commbench.launch import failed_rank_summary, torchrun_command
 
 TORCHRUN_REPORT = """
-commbench.worker FAILED
+commbench.rank FAILED
 ------------------------------------------------------
 Failures:
 [1]:
@@ -30,7 +30,7 @@ def test_plain_exit_codes():
 
 
 def test_one_standalone_torchrun_per_sweep():
-    command = torchrun_command(nproc=4, program=["--module", "commbench.worker", "--run-dir", "x y"])
+    command = torchrun_command(nproc=4, program=["--module", "commbench.rank", "--run-dir", "x y"])
     assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
     assert "--nproc-per-node=4" in command
-    assert command[-3:] == ["commbench.worker", "--run-dir", "x y"]  # arguments stay separate: no shell
+    assert command[-3:] == ["commbench.rank", "--run-dir", "x y"]  # arguments stay separate: no shell

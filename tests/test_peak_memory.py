@@ -3,18 +3,18 @@ import sys
 import pytest
 import torch
 
-from commbench.training import peak_memory
+from commbench.platform import CpuPlatform
 
-CPU = torch.device("cpu")
+CPU = CpuPlatform("gloo")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="VmHWM and clear_refs are Linux features")
 def test_cpu_peak_rises_with_an_allocation_and_resets():
-    peak_memory.reset(CPU)
-    before = peak_memory.peak(CPU)["peak_mem_bytes"]
+    CPU.reset_peak()
+    before = CPU.peak()["peak_mem_bytes"]
     big = torch.ones(64 * 1024 * 1024)  # 256 MiB, touched
-    high = peak_memory.peak(CPU)["peak_mem_bytes"]
+    high = CPU.peak()["peak_mem_bytes"]
     assert high - before >= 200 * 1024 * 1024
     del big  # large tensors are mmap-backed: freeing returns them to the OS
-    peak_memory.reset(CPU)
-    assert peak_memory.peak(CPU)["peak_mem_bytes"] < high - 150 * 1024 * 1024
+    CPU.reset_peak()
+    assert CPU.peak()["peak_mem_bytes"] < high - 150 * 1024 * 1024

@@ -8,10 +8,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from commbench.backends import assumed_job
-from commbench.suite.load import SUITES_DIR, load_suite
-from commbench.suite.run import launch_groups
+from commbench.machine import Machine
+from commbench.session import launch_groups
+from commbench.suite.load import load_suite
 from tests.conftest import commbench_env
+
+SUITES_DIR = Path(__file__).parent.parent / "suites"
+
+CPU_MACHINE = Machine(gpus=0, nccl_available=False)
 
 SHIPPED = ("default", "nccl-tests", "ddp-buckets", "fsdp-prefetch", "zero-stages", "cpu-ci")
 
@@ -76,16 +80,18 @@ def _with_bench(extra: str, kind: str = "sweep") -> str:
     ("[[bench]\nkind = 'sweep'", ["not valid TOML", "line 1"]),
     ('description = "no benches"', ["no [[bench]] tables"]),
     (_with_bench("", kind="allreduce"), ["key 'kind' is 'allreduce'", "sweep, ddp, fsdp, zero"]),
+    (_with_bench("iters = 'many'"), ["key 'iters'", "--iters 'many' is not a whole number"]),
     ('[[bench]]\nkind = ["sweep"]\n', ["key 'kind' is ['sweep']"]),
     (_with_bench('colective = "all_reduce"'), ["unknown key 'colective'", "collective"]),
-    (_with_bench('placement = "sideways"'), ["key 'placement'", "'sideways' is not one of", "'out', 'in', 'both'"]),
+    (_with_bench('placement = "sideways"'), ["key 'placement'", "unknown --placement 'sideways'", "out, in, both"]),
     (_with_bench('collective = "allreduce"'), ["unknown collective 'allreduce'"]),
     (_with_bench('sizes = "1K:oops"'), ["bad --sizes '1K:oops'"]),
     (_with_bench("iters = 2"), ["--iters 2 is too few", "option without --"]),
     (_with_bench("nproc = 4"), ["key 'nproc' belongs at the top of the suite"]),
-    (_with_bench('check = "yes"'), ["key 'check' is a switch"]),
-    (_with_bench("timeout = [1, 2]"), ["key 'timeout' takes one value"]),
-    (_with_bench('bucket-cap-mb = ["big"]', kind="ddp"), ["--bucket-cap-mb takes numbers"]),
+    (_with_bench('check = "yes"'), ["key 'check'", "--check is a switch"]),
+    (_with_bench("timeout = [1, 2]"), ["key 'timeout'", "--timeout takes one value"]),
+    (_with_bench('bucket-cap-mb = ["big"]', kind="ddp"),
+     ["key 'bucket-cap-mb'", "--bucket-cap-mb 'big' is not a number"]),
     (_with_bench('name = "a b"'), ["key 'name' 'a b' is not a folder name"]),
     (_with_bench("") + '\n[[bench]]\nkind = "sweep"\n', ["two benches are named 'sweep'"]),
     ('nproc = 0\n[[bench]]\nkind = "sweep"\n', ["--nproc 0 is not a rank count"]),
@@ -111,21 +117,21 @@ def test_missing_suite_names_the_shipped_ones(commbench_cli):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_suites_are_valid_where_they_are_meant_to_run(name):
     # nccl-tests is a GPU suite: validate it as on a node with 8 GPUs (what `slurm submit` does on a login node)
-    machine = (lambda: assumed_job(world=8, ranks_per_node=8, gpus_per_node=8)) if name == "nccl-tests" else None
-    suite = load_suite(name, machine=machine) if machine else load_suite(name)
-    assert suite.path == SUITES_DIR / f"{name}.toml" and suite.description
+    machine = Machine.for_job(nodes=1, ranks_per_node=8, gpus_per_node=8) if name == "nccl-tests" else CPU_MACHINE
+    suite = load_suite(name, machine)
+    assert suite.path.resolve() == (SUITES_DIR / f"{name}.toml").resolve() and suite.description
     for bench in suite.benches:
-        assert bench.bench.job.points, bench.name
+        assert bench.bench.points, bench.name
     if name == "nccl-tests":
-        spec = suite.benches[0].bench.job.spec
+        spec = suite.benches[0].bench.spec
         assert (spec.backend, spec.device, spec.nproc) == ("nccl", "cuda", 8)
         assert spec.sizes[0] == 8 and spec.sizes[-1] == 8 * 2**30 and spec.placement == "both"
 
 
 def test_launch_groups_share_a_launch_except_process_per_configuration(tmp_path):
-    suite = load_suite(_suite(tmp_path, MIXED))
-    assert [[bench.name for bench in group] for group in launch_groups(suite.benches)] == [["ar", "ddp", "ag"],
-                                                                                          ["zero"]]
+    suite = load_suite(_suite(tmp_path, MIXED), CPU_MACHINE)
+    groups = launch_groups([bench.bench for bench in suite.benches])
+    assert [[suite.benches[index].name for index in group] for group in groups] == [["ar", "ddp", "ag"], ["zero"]]
 
 
 def _run(tmp_path: Path, *args: str, env: dict | None = None, torchrun: bool = False) -> subprocess.CompletedProcess:

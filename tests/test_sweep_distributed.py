@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from commbench import store
+from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.collectives import COLLECTIVES
 from tests.conftest import commbench_env
 
@@ -18,8 +19,8 @@ GLOO_CPU = ("--backend", "gloo", "--device", "cpu")
 
 
 def _assert_consistent(results: pd.DataFrame, samples: pd.DataFrame) -> None:
-    assert list(results.columns) == store.RESULT_COLUMNS
-    assert list(samples.columns) == store.SAMPLE_COLUMNS
+    assert list(results.columns) == list(COLLECTIVE.result_columns)
+    assert list(samples.columns) == list(COLLECTIVE.sample_columns)
     for _, row in results.iterrows():
         assert row["time_us_min"] <= row["time_us_p50"] <= row["time_us_p95"]
         assert row["time_us_ci_lo"] <= row["time_us_p50"] <= row["time_us_ci_hi"]
@@ -32,7 +33,7 @@ def _assert_consistent(results: pd.DataFrame, samples: pd.DataFrame) -> None:
         # the ring counts what it sends; builtin rows carry the same ring model, and both must equal it exactly
         assert row["bytes_source"] == ("counted" if row["impl"] == "ring" else "model")
         assert row["bytes_sent_per_rank"] == pytest.approx(collective.bus_bytes(layout, row["world_size"]), rel=1e-12)
-        keys = (samples[store.KEY_COLUMNS] == row[store.KEY_COLUMNS]).all(axis=1)
+        keys = (samples[list(COLLECTIVE.sample_keys)] == row[list(COLLECTIVE.sample_keys)]).all(axis=1)
         point_samples = samples[keys]
         assert len(point_samples) == row["iters"]
         assert point_samples["time_us"].median() == pytest.approx(row["time_us_p50"])
@@ -141,7 +142,7 @@ def test_two_sweeps_at_once_do_not_collide(tmp_path):
     assert len(run_dirs) == 2
     for run_dir in run_dirs:
         assert store.read_meta(run_dir)["status"] == "complete"
-        assert len(store.read_results(run_dir)) == 2
+        assert len(store.read_results(run_dir, COLLECTIVE)) == 2
 
 
 def test_inside_torchrun_it_runs_in_place(tmp_path):
@@ -156,7 +157,7 @@ def test_inside_torchrun_it_runs_in_place(tmp_path):
     assert [path.name for path in (tmp_path / "results").iterdir()] == ["inplace"]  # rank 1 wrote nothing
     assert not (run_dir / store.LAUNCH_LOG).exists()  # no nested torchrun
     assert store.read_meta(run_dir)["world_size"] == 2
-    assert list(store.read_results(run_dir)["impl"]) == ["builtin", "ring"]
+    assert list(store.read_results(run_dir, COLLECTIVE)["impl"]) == ["builtin", "ring"]
     # rank 1 was not handed the run folder; it learns it from rank 0 and writes its own traces there
     assert sorted(path.name.split("-")[0] for path in (run_dir / "traces").iterdir()) == ["rank0"] * 2 + ["rank1"] * 2
     assert completed.stdout.count("# Results:") == 1

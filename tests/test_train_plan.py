@@ -66,7 +66,7 @@ def test_validation_names_the_fix(overrides, config, message):
 
 @pytest.mark.parametrize("args, message", [
     (["ddp", "--comm-hook", "int8"], "unknown --comm-hook 'int8'"),
-    (["ddp", "--bucket-cap-mb", "big"], "--bucket-cap-mb takes numbers"),
+    (["ddp", "--bucket-cap-mb", "big"], "--bucket-cap-mb 'big' is not a number"),
     (["ddp", "--bucket-cap-mb", "0"], "must be above 0 MiB"),
     (["ddp", "--gradient-as-bucket-view", "maybe"], "is not true or false"),
     (["ddp", "--params", "lots"], "bad --params 'lots'"),
@@ -121,11 +121,12 @@ def test_fsdp_moves_one_and_a_half_times_the_bytes_of_ddp():
 
 def test_fit_refuses_a_training_run_in_one_line(tmp_path, commbench_cli):
     from commbench import store
+    from commbench.benches.ddp import KIND
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    store.write_meta(run_dir, {"schema_version": store.SCHEMA_VERSION, "status": "complete"})
-    (run_dir / store.RESULTS_FILE).write_text(",".join(store.TRAIN_RESULT_COLUMNS) + "\n")
+    store.write_meta(run_dir, {"schema_version": store.SCHEMA_VERSION, "status": "complete", "kind": KIND.name})
+    (run_dir / store.RESULTS_FILE).write_text(",".join(KIND.result_columns) + "\n")
     completed = commbench_cli("fit", str(run_dir))
     assert completed.returncode == 2
-    assert "holds a training sweep" in completed.stderr and completed.stderr.count("\n") == 1
+    assert "holds a DDP sweep (commbench ddp)" in completed.stderr and completed.stderr.count("\n") == 1

@@ -5,6 +5,8 @@ import json
 import pytest
 
 from commbench import store
+from commbench.benches.ddp import KIND as DDP
+from commbench.runs import load_run
 from tests.conftest import commbench_env
 
 pytestmark = pytest.mark.distributed
@@ -16,7 +18,7 @@ SMALL = ("--params", "1M", "--steps", "6", "--profile-steps", "1")
 
 def _rows(run) -> list[dict]:
     assert run.returncode == 0, run.stderr[-3000:]
-    return store.read_results(run.run_dir).to_dict("records")
+    return load_run(run.run_dir).results.to_dict("records")
 
 
 def test_ddp_sweep_rows_buckets_accumulation_and_the_exposed_comm_cross_check(run_commbench):
@@ -24,7 +26,7 @@ def test_ddp_sweep_rows_buckets_accumulation_and_the_exposed_comm_cross_check(ru
                         "--isolation", "reset", timeout=400)
     rows = _rows(run)
     assert [(row["bucket_cap_mb"], row["accum_steps"]) for row in rows] == [(25, 1), (25, 4), (100, 1), (100, 4)]
-    samples = store.read_rows(run.run_dir / store.SAMPLES_FILE, store.TRAIN_SAMPLE_COLUMNS)
+    samples = store.read_samples(run.run_dir, DDP)
     for row in rows:
         assert row["bench"] == "ddp" and row["n_wrong"] == 0 and row["world_size"] == 2
         assert row["global_batch"] == 1 * row["accum_steps"] * 2
@@ -131,7 +133,7 @@ def test_a_configuration_whose_rank_dies_on_the_way_out_does_not_stop_the_next(r
     run = run_commbench("ddp", "--bucket-cap-mb", "5,25", "--params", "1M", "--layers", "2", "--steps", "6",
                         "--profile-steps", "0", env=commbench_env(COMMBENCH_FAULT="abort:1:0"))
     assert run.returncode == 0, run.stderr[-2000:]
-    assert store.read_results(run.run_dir)["bucket_cap_mb"].tolist() == [5, 25]
+    assert load_run(run.run_dir).results["bucket_cap_mb"].tolist() == [5, 25]
     meta = json.loads((run.run_dir / "meta.json").read_text())
     assert meta["isolation"] == "process" and meta["status"] == "complete"
     assert "rank 1 exited with code -6 (SIGABRT)" in meta["teardown"]
@@ -141,7 +143,7 @@ def test_a_replica_that_disagrees_is_counted_and_fails_the_run(run_commbench):
     run = run_commbench("ddp", "--bucket-cap-mb", "25", "--isolation", "reset", *SMALL,
                         env=commbench_env(COMMBENCH_FAULT="wrong:1:0"))
     assert run.returncode == 1, run.stderr[-2000:]
-    assert store.read_results(run.run_dir)["n_wrong"].tolist() == [1]
+    assert load_run(run.run_dir).results["n_wrong"].tolist() == [1]
     assert "failed the check" in run.stderr
 
 
@@ -149,6 +151,6 @@ def test_a_killed_rank_keeps_earlier_rows_and_marks_the_run_failed(run_commbench
     run = run_commbench("ddp", "--bucket-cap-mb", "5,25", "--isolation", "reset", *SMALL,
                         env=commbench_env(COMMBENCH_FAULT="kill:1:1"))
     assert run.returncode == 3
-    assert store.read_results(run.run_dir)["bucket_cap_mb"].tolist() == [5]
+    assert load_run(run.run_dir).results["bucket_cap_mb"].tolist() == [5]
     meta = json.loads((run.run_dir / "meta.json").read_text())
     assert meta["status"] == "failed" and "rank 1" in meta["reason"]

@@ -76,7 +76,8 @@ def _convert(described: Option, value):
     if described.many:
         items = value if isinstance(value, (list, tuple)) else [value]
         # "a,b" means two values on the command line; a suite string may use the same comma form
-        items = [part.strip() for item in items for part in (item.split(",") if isinstance(item, str) else [item])
+        items = [part.strip() if isinstance(part, str) else part
+                 for item in items for part in (item.split(",") if isinstance(item, str) else [item])
                  if not (isinstance(part, str) and not part.strip())]
         return tuple(_one(described, item) for item in items)
     if isinstance(value, (list, tuple)):

@@ -8,12 +8,11 @@ from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA
-from commbench.training.spec import ISOLATIONS, MODEL_KINDS, SETTINGS
+from commbench.training.spec import ISOLATIONS, MODEL_KINDS, SETTING_COLUMNS
+
 # Defaults sized to finish a DDP sweep in about two minutes on a 2-core CPU, and to give a GPU real work.
 DEFAULTS = {CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4},
             CUDA: {"params": "350M", "seq_len": 1024, "micro_batch": 8, "layers": 24}}
-# The settings of a configuration, as columns: TrainConfig's (accum_steps stands with the batch columns).
-SETTING_COLUMNS = tuple(name for name in SETTINGS if name != "accum_steps")
 KEY_COLUMNS = ("bench", "config_index", "config")
 RESULT_COLUMNS = (
     "schema_version", "run_id", *KEY_COLUMNS, "strategy", "impl", "backend", "device", "world_size",

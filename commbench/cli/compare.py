@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.bench import split_commas
+from commbench.cli.shared import split_commas
 from commbench.errors import ExitCode
 
 
@@ -22,8 +22,14 @@ def compare_command(baseline, new, fails, markdown) -> None:
 
     Exit codes: 0 no regression, 1 at least one regression, 2 bad input.
     """
-    from commbench.compare import DEFAULT_THRESHOLDS, compare, format_markdown, format_terminal, parse_threshold, \
-        regressions
+    from commbench.compare import (
+        DEFAULT_THRESHOLDS,
+        compare,
+        format_markdown,
+        format_terminal,
+        parse_threshold,
+        regressions,
+    )
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds)

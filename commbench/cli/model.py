@@ -137,10 +137,10 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
 
 
 def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
-    from commbench import store  # pandas
     from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce  # numpy, scipy
+    from commbench.runs import load_collective_results  # pandas
 
-    results = store.read_results(run_dir, expect="collective")
+    results = load_collective_results(run_dir)
     fits = [fit for fit in fit_results(results) if fit.collective == "all_reduce" and fit.impl == "builtin"
             and fit.world_size > 1]
     if not fits:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.bench import run_options, show_results, show_teardown, verdict
+from commbench.cli.shared import run_options, show_results, show_teardown, verdict
 from commbench.errors import ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
 

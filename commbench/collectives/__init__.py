@@ -3,8 +3,9 @@
 import importlib
 import pkgutil
 
-from commbench.collectives.base import IMPLEMENTATIONS, Collective
+from commbench.collectives.base import Collective
 from commbench.errors import CommbenchError
+from commbench.names import IMPLEMENTATIONS
 
 
 def _discover() -> dict[str, Collective]:

@@ -24,8 +24,8 @@ class AllGather(PerRankCollective):
         return partial(torch_api.all_gather_single, buffers.recv, buffers.send)
 
     def ring(self, buffers, setup):
-        return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world, batched=setup.p2p_batched,
-                               ring_chunks=setup.ring_chunks)
+        return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
+                               batched=setup.p2p_batched, ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world, op, dtype, device):
         return torch.cat([check_data.rank_pattern(source, 0, layout.count, world=world, dtype=dtype, device=device)

@@ -7,7 +7,7 @@ import torch
 
 from commbench.backends import REDUCE_OPS
 from commbench.collectives import check_data
-from commbench.names import IMPLEMENTATIONS  # each is a method of the same name on the collectives that have it
+
 # nccl-tests keeps every rank's chunk 16-byte aligned: per-rank counts are rounded down to a multiple of 16/elt.
 _ALIGN_BYTES = 16
 

@@ -4,8 +4,6 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-SUMMARY_COLUMNS = ["gpu_mem_used_peak_bytes", "gpu_util_pct_mean", "power_w_mean", "energy_j",
-                   "nvlink_tx_gbps_mean", "nvlink_rx_gbps_mean"]
 SAMPLE_FIELDS = ["t_s", "mem_used_bytes", "util_pct", "power_mw", "energy_mj", "sm_clock_mhz", "nvlink_tx_kib",
                  "nvlink_rx_kib", "pcie_tx_kibps", "pcie_rx_kibps"]
 
@@ -120,7 +118,7 @@ def _counter_rate_gbps(samples: list[GpuSample], field: str) -> float | None:
 
 
 def summarize(samples: list[GpuSample]) -> dict:
-    """The results.csv columns for one point on one GPU."""
+    """The results.csv columns (SUMMARY_COLUMNS) for one point on one GPU."""
     memory, power = _values(samples, "mem_used_bytes"), _values(samples, "power_mw")
     energy = [(s.t_s, s.energy_mj) for s in samples if s.energy_mj is not None]
     energy_j = (energy[-1][1] - energy[0][1]) / 1000 if len(energy) >= 2 else None
@@ -134,24 +132,25 @@ def summarize(samples: list[GpuSample]) -> dict:
     }
 
 
+def _largest(values: list[float]) -> float | None:
+    return max(values) if values else None
+
+
+def _total(values: list[float]) -> float | None:
+    return sum(values) if values else None
+
+
+# A row's GPU columns, each with how the job's value comes from the GPUs' values: peak memory is the largest GPU's,
+# utilisation and NVLink rates the mean over GPUs, power and energy the sum (what the job drew).
+_COMBINE = {"gpu_mem_used_peak_bytes": _largest, "gpu_util_pct_mean": _mean, "power_w_mean": _total,
+            "energy_j": _total, "nvlink_tx_gbps_mean": _mean, "nvlink_rx_gbps_mean": _mean}
+SUMMARY_COLUMNS = list(_COMBINE)
+
+
 def combine_ranks(summaries: list[dict]) -> dict:
-    """One row per point for the whole job: peak memory is the largest GPU's, utilisation and NVLink rates the mean
-    over GPUs, power and energy the sum (what the job drew)."""
-    def present(column):
-        return [summary[column] for summary in summaries if summary.get(column) is not None]
-
-    def total(column):
-        values = present(column)
-        return sum(values) if values else None
-
-    return {
-        "gpu_mem_used_peak_bytes": max(present("gpu_mem_used_peak_bytes"), default=None),
-        "gpu_util_pct_mean": _mean(present("gpu_util_pct_mean")),
-        "power_w_mean": total("power_w_mean"),
-        "energy_j": total("energy_j"),
-        "nvlink_tx_gbps_mean": _mean(present("nvlink_tx_gbps_mean")),
-        "nvlink_rx_gbps_mean": _mean(present("nvlink_rx_gbps_mean")),
-    }
+    """One row's GPU columns for the whole job from each rank's summarize()."""
+    return {column: combine([summary[column] for summary in summaries if summary.get(column) is not None])
+            for column, combine in _COMBINE.items()}
 
 
 def sample_rows(samples: list[GpuSample]) -> list[dict]:

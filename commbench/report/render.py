@@ -160,7 +160,8 @@ def _markdown(runs: list[LoadedRun], report: Report) -> str:
     lines = ["## commbench report", ""]
     for run in runs:
         meta = run.meta
-        lines += [f"### {run.name} ({run.kind.name}, {_text(meta.get('backend'))}, {_text(meta.get('world_size'))} ranks, "
+        lines += [f"### {run.name} ({run.kind.name}, {_text(meta.get('backend'))}, "
+                  f"{_text(meta.get('world_size'))} ranks, "
                   f"{_text(meta.get('device_type'))}, status {_text(meta.get('status'))})", "",
                   _markdown_table(run.kind.key_numbers(run.results)), ""]
     lines.append("Plots: " + (", ".join(f"`{png.name}`" for _, _, png in report.drawn) or "none"))

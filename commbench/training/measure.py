@@ -17,21 +17,20 @@ from pathlib import Path
 import torch
 
 from commbench import faults, store
+from commbench.benches.base import Measured, RankRun
 from commbench.models import comm_volume, memory
 from commbench.models.shard_layout import FORMULA_AT_REST, local_state
 from commbench.models.strategies import display_name
 from commbench.profiling import overlap
 from commbench.profiling.capture import capture
 from commbench.profiling.comm_calls import comm_calls
-from commbench.benches.base import Measured, RankRun
 from commbench.profiling.nvml_sampler import combine_ranks
 from commbench.profiling.nvml_sampler import summarize as summarize_gpu
 from commbench.profiling.trace_file import load_trace
 from commbench.stats import summarize
 from commbench.training.build import Built, build
 from commbench.training.model_state import count
-from commbench.benches.training import SETTING_COLUMNS
-from commbench.training.spec import ConfigPoint, TrainSpec
+from commbench.training.spec import SETTING_COLUMNS, ConfigPoint, TrainSpec
 from commbench.training.step import train_step
 from commbench.training.synthetic import count_params
 

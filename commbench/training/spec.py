@@ -67,6 +67,8 @@ class TrainConfig:
 
 SETTINGS = {f.name: f.metadata["short"] or f.name for f in fields(TrainConfig) if "short" in f.metadata}
 """Every setting of a configuration (field name → its name in labels), in field order."""
+SETTING_COLUMNS = tuple(name for name in SETTINGS if name != "accum_steps")
+"""The settings as results columns of the same names (accum_steps stands with the batch columns)."""
 
 
 def config_label(strategy: str, impl: str, settings: dict) -> str:

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from commbench.errors import CommbenchError
+from commbench.names import CPU
 from commbench.training.spec import MODEL_KINDS, ModelShape
 
 _HIDDEN_STEP = 64  # hidden sizes are multiples of this (and of the head count)
@@ -97,7 +98,7 @@ class SyntheticModel(nn.Module):
         return self.head(self.norm(x))
 
 
-def build_model(shape: ModelShape, *, seed: int, device: torch.device | str = "cpu") -> SyntheticModel:
+def build_model(shape: ModelShape, *, seed: int, device: torch.device | str = CPU) -> SyntheticModel:
     """The same weights on every rank and every run for the same seed."""
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -108,7 +109,7 @@ def build_model(shape: ModelShape, *, seed: int, device: torch.device | str = "c
 
 
 def make_batch(shape: ModelShape, *, micro_batch: int, seed: int, step: int, rank: int,
-               device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+               device: torch.device | str = CPU) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and regression targets for one micro-batch, a pure function of (seed, step, rank)."""
     generator = torch.Generator().manual_seed(hash((seed, step, rank)) & 0x7FFF_FFFF_FFFF)
     inputs = torch.randn(micro_batch, shape.seq_len, shape.hidden, generator=generator)

@@ -6,6 +6,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from commbench.errors import CommbenchError
+from commbench.names import CPU, CUDA
 
 DDP_COMM_HOOKS = {
     "none": None,
@@ -20,7 +21,7 @@ def apply_ddp(model: nn.Module, *, device: torch.device, bucket_cap_mb: float | 
     """Wrap in DDP. bucket_cap_mb None keeps DDP's default (25 MiB, with the 1 MiB first bucket)."""
     if comm_hook not in DDP_COMM_HOOKS:
         raise CommbenchError(f"unknown --comm-hook {comm_hook!r}; choose from {', '.join(DDP_COMM_HOOKS)}")
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == CUDA else None,
                                   bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=gradient_as_bucket_view,
                                   static_graph=static_graph)
     if DDP_COMM_HOOKS[comm_hook] is not None:
@@ -83,4 +84,4 @@ def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: st
                 backward_prefetch=BackwardPrefetch[backward_prefetch] if backward_prefetch else None,
                 forward_prefetch=forward_prefetch, limit_all_gathers=limit_all_gathers,
                 mixed_precision=precision,
-                device_id=device if device.type == "cuda" else torch.device("cpu"))
+                device_id=device if device.type == CUDA else torch.device(CPU))

@@ -1,0 +1,53 @@
+"""What several commands share: repeatable options, the run options, and how a finished bench is shown and
+judged (its table, notes, and exit code)."""
+
+from pathlib import Path
+
+import click
+
+from commbench.benches.base import BenchKind
+from commbench.errors import ExitCode
+
+
+def split_commas(ctx, param, values) -> tuple[str, ...]:
+    """Repeatable options also take comma lists: -c all_reduce,all_gather."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def run_options(function):
+    """--out, --run-id and --quiet: options of the run as a whole (a suite sets them once, on `commbench run`)."""
+    options = [
+        click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+                     help="Folder that receives results/<run-id>/."),
+        click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host]."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def show_results(bench, outcome) -> None:
+    for note in bench.notes:
+        click.echo(f"# note: {note}")
+    if outcome.results is not None and not outcome.results.empty:
+        click.echo(bench.kind.table(outcome.results))
+
+
+def show_teardown(teardown: str | None) -> None:
+    if teardown:
+        click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}")
+
+
+def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
+    """The exit code of a finished bench, saying on stderr what went wrong."""
+    from commbench.store import STATUS_COMPLETE
+
+    if outcome.status != STATUS_COMPLETE:
+        click.echo(f"commbench: {name} failed: {outcome.reason}", err=True)
+        return ExitCode.RUN_FAILED
+    if outcome.n_wrong:
+        click.echo(f"commbench: {name}: {kind.wrong_message.format(n=outcome.n_wrong)}; results are not valid",
+                   err=True)
+        return ExitCode.WRONG_RESULTS
+    return ExitCode.OK

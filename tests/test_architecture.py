@@ -1,0 +1,152 @@
+"""The structure the code promises: no import cycles (function-level imports included), every bench kind declared
+completely in the registry, and the command line and suites made from the same options dataclasses."""
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from commbench.benches import COMMANDS, KINDS
+from commbench.benches.base import Bench, BenchKind
+from commbench.benches.options import TARGET_KEYS, TargetOptions, option, options_of, parse_options
+from commbench.cli import main
+from commbench.cli.bench import bench_command
+from commbench.errors import CommbenchError
+from commbench.machine import Machine, resolve_target
+
+PACKAGE = Path(__file__).parent.parent / "commbench"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """commbench module → the commbench modules it imports anywhere in its file (top level or inside functions)."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from package import submodule` imports the submodule; other names come from the module itself
+                targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                           for alias in node.names]
+            else:
+                continue
+            graph[name] |= {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_not_even_through_function_level_imports():
+    graph = _import_graph()
+    assert len(graph) > 50 and graph["commbench.cli"]  # the walk found the package and its imports
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("kind", KINDS.values(), ids=list(KINDS))
+def test_every_kind_declares_what_the_harness_needs(kind: BenchKind):
+    assert kind.name and kind.command and kind.title and kind.help().strip()
+    assert COMMANDS[kind.command] is kind
+    columns = set(kind.result_columns)
+    assert {"schema_version", "run_id", "bench", "n_wrong"} <= columns
+    assert set(kind.required_columns) <= columns and set(kind.identity) <= columns
+    assert set(kind.comparability) <= columns and set(kind.sample_keys) <= columns
+    assert set(kind.sample_keys) <= set(kind.sample_columns)
+    for metric in kind.metrics:
+        assert metric.column in columns
+        assert metric.samples is None or metric.samples in kind.sample_columns
+    assert kind.plots and all(":" in plot.draw for plot in kind.plots)
+    assert issubclass(kind.options, TargetOptions)
+    keys = [described.key for _, described in options_of(kind.options)]
+    assert len(keys) == len(set(keys)) and set(TARGET_KEYS) <= set(keys)
+
+
+@pytest.mark.parametrize("kind", KINDS.values(), ids=list(KINDS))
+def test_the_command_line_is_made_from_the_options_dataclass(kind: BenchKind):
+    command = main.commands[kind.command]
+    flags = {opt for param in command.params if isinstance(param, click.Option) for opt in param.opts}
+    for _, described in options_of(kind.options):
+        assert described.flag in flags
+    assert {"--out", "--run-id", "--quiet"} <= flags
+
+
+@dataclass(frozen=True, kw_only=True)
+class _EchoOptions(TargetOptions):
+    message: str = option("--message", default="hi", help="What to echo.")
+    repeat: tuple[int, ...] = option("--repeat", type=int, many=True, help="How often.")
+
+
+class _EchoKind(BenchKind):
+    """A toy kind, registered only inside a test."""
+
+    name, command, title = "echo", "echo", "echo (commbench echo)"
+    options = _EchoOptions
+
+    def resolve(self, options, machine):
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc)
+        if any(count < 1 for count in options.repeat):
+            raise CommbenchError("--repeat must be 1 or more")
+        return Bench(self, (options.message, options.repeat, target.nproc), points=[])
+
+
+def test_a_new_kind_is_one_class_and_a_registry_entry(monkeypatch, tmp_path):
+    """Registered, a kind gets its command-line options and its suite keys, parsed and checked the same way."""
+    kind = _EchoKind()
+    monkeypatch.setitem(KINDS, kind.name, kind)
+    monkeypatch.setitem(COMMANDS, kind.command, kind)
+    machine = Machine(gpus=0, nccl_available=False)
+    options = parse_options(kind.options, {"message": "yo", "repeat": ("1,2",), "nproc": "3"})
+    assert kind.resolve(options, machine).spec == ("yo", (1, 2), 3)
+    result = CliRunner().invoke(bench_command(kind), ["--help"])
+    assert "--message" in result.output and "--repeat" in result.output and "--nproc" in result.output
+
+    from commbench.suite.load import load_suite
+
+    suite = tmp_path / "echo.toml"
+    suite.write_text('nproc = 2\n[[bench]]\nkind = "echo"\nmessage = "from toml"\nrepeat = [3, 4]\n')
+    assert load_suite(suite, machine).benches[0].bench.spec == ("from toml", (3, 4), 2)
+    suite.write_text('[[bench]]\nkind = "echo"\nrepeat = [0]\n')
+    with pytest.raises(CommbenchError, match="bench 'echo' \\(echo\\): --repeat must be 1 or more"):
+        load_suite(suite, machine)
