@@ -22,7 +22,7 @@ REDUCE_OPS = {
     "min": dist.ReduceOp.MIN,
     "avg": dist.ReduceOp.AVG,
 }
-# gloo runs only these collectives on CUDA tensors (PyTorch's backend table; ../notes/gpu-single-h200.md).
+# gloo runs only these collectives on CUDA tensors (PyTorch's backend table in the torch.distributed documentation).
 _GLOO_CUDA_COLLECTIVES = {"all_reduce", "broadcast"}
 _NCCL_AVG_AND_BF16 = (2, 10)  # ncclAvg and ncclBfloat16 appeared in NCCL 2.10
 

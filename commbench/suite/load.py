@@ -16,14 +16,13 @@ import click
 from commbench.cli.options import RUN_OPTION_NAMES
 from commbench.cli.run_job import BenchJob
 from commbench.errors import CommbenchError
+from commbench.shipped import shipped_suite, suite_names
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-SUITES_DIR = Path(__file__).resolve().parents[2] / "suites"
-"""The suites shipped with the source tree (`commbench run default` finds suites/default.toml)."""
 TARGET_KEYS = ("backend", "device", "nproc")
 """Set once at the top of a suite: its benches share one launch, so they run on the same ranks."""
 TOP_KEYS = ("description", *TARGET_KEYS, "bench")
@@ -55,14 +54,14 @@ def bench_commands() -> dict[str, click.Command]:
 
 
 def find_suite(name_or_path: str | Path) -> Path:
-    """A path to a .toml file, or the name of a shipped suite (default, cpu-ci, ...)."""
+    """A path to a .toml file, or the name of a suite shipped in the package (default, cpu-ci, ...; see shipped.py)."""
     path = Path(name_or_path)
     if path.is_file():
         return path
-    shipped = SUITES_DIR / f"{name_or_path}.toml"
-    if shipped.is_file():
+    shipped = shipped_suite(str(name_or_path))
+    if shipped is not None:
         return shipped
-    names = ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.toml"))) or "none found"
+    names = ", ".join(suite_names()) or "none found"
     raise CommbenchError(f"suite {str(name_or_path)!r} not found: pass a .toml file or a shipped suite name "
                          f"({names})")
 
