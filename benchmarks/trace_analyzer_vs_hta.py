@@ -1,8 +1,9 @@
 """Benchmark (not a test): commbench's trace analyser against Holistic Trace Analysis on the same traces.
 
-For each dataset of ../shared/data/traces/gpu, times (a) commbench: load + analyse every rank's trace, and (b) HTA:
-TraceAnalysis(trace_dir) + get_comm_comp_overlap(), interleaved over rounds, and prints the median seconds, the
-speed ratio (goal: commbench ≥ 2× faster) and both tools' overlap % (they must agree).
+For each dataset of the shared GPU traces (../shared/data/traces/gpu, present in the developers' checkout), times
+(a) commbench: load + analyse every rank's trace, and (b) HTA: TraceAnalysis(trace_dir) + get_comm_comp_overlap(),
+interleaved over rounds, and prints the median seconds, the speed ratio (goal: commbench ≥ 2× faster) and both
+tools' overlap % (they must agree).
 
     pip install --no-deps traceinsight==0.6.1 && pip install -e '.[hta]'
     python benchmarks/trace_analyzer_vs_hta.py [--rounds 5]

@@ -10,10 +10,9 @@ import pytest
 
 from commbench.machine import Machine
 from commbench.session import launch_groups
+from commbench.shipped import shipped_suite
 from commbench.suite.load import load_suite
 from tests.conftest import commbench_env
-
-SUITES_DIR = Path(__file__).parent.parent / "suites"
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False)
 
@@ -119,7 +118,7 @@ def test_shipped_suites_are_valid_where_they_are_meant_to_run(name):
     # nccl-tests is a GPU suite: validate it as on a node with 8 GPUs (what `slurm submit` does on a login node)
     machine = Machine.for_job(nodes=1, ranks_per_node=8, gpus_per_node=8) if name == "nccl-tests" else CPU_MACHINE
     suite = load_suite(name, machine)
-    assert suite.path.resolve() == (SUITES_DIR / f"{name}.toml").resolve() and suite.description
+    assert suite.path == shipped_suite(name) and suite.path.is_file() and suite.description
     for bench in suite.benches:
         assert bench.bench.points, bench.name
     if name == "nccl-tests":
@@ -210,7 +209,7 @@ def test_a_failed_bench_keeps_its_rows_and_stops_the_suite(tmp_path):
 def test_bare_sweep_runs_the_default_suite(bare_sweep):
     assert bare_sweep.returncode == 0, bare_sweep.stderr[-3000:]
     run_dir = bare_sweep.run_dir
-    assert (run_dir / "suite.toml").read_text() == (SUITES_DIR / "default.toml").read_text()
+    assert (run_dir / "suite.toml").read_text() == shipped_suite("default").read_text()
     results = pd.read_csv(run_dir / "collectives" / "results.csv")
     assert set(results["collective"]) == {"all_reduce", "reduce_scatter", "all_gather"}
     assert set(results["impl"]) == {"builtin", "ring"} and (results["n_wrong"] == 0).all()

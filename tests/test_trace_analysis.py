@@ -19,7 +19,8 @@ from tests.conftest import commbench_env
 
 GPU_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "gpu"
 needs_gpu_traces = pytest.mark.skipif(not GPU_TRACES.is_dir(),
-                                      reason="../shared/data/traces/gpu is absent (a user's clone has no ../shared)")
+                                      reason="no shared GPU traces (../shared/data/traces/gpu, in the developers' "
+                                             "checkout only)")
 DATASETS = {"ddp": ["ddp-allreduce-2rank-rank0.json.gz"],
             "sendrecv": ["sendrecv-128rank-rank0.json.gz", "sendrecv-128rank-rank1.json.gz"]}
 

@@ -1,4 +1,4 @@
-"""Training groundwork: synthetic models, model-state accounting, and DDP against a single-process reference."""
+"""Training building blocks: synthetic models, model-state accounting, and DDP against a single-process reference."""
 
 import json
 import subprocess

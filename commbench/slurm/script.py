@@ -1,4 +1,6 @@
-"""Render slurm/commbench.sbatch for one suite run: #SBATCH directives, exported environment, the srun + torchrun line.
+"""Render the sbatch template for one suite run: #SBATCH directives, exported environment, the srun + torchrun line.
+
+The template is commbench/data/slurm/commbench.sbatch (package data, read through commbench.shipped).
 
 Two kinds of user input reach the script, and each is made safe its own way:
 - values in the shell body (paths, environment values, options) are quoted with shlex.quote, so bash reads each as
@@ -12,9 +14,9 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from commbench import shipped
 from commbench.errors import CommbenchError
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "slurm" / "commbench.sbatch"
 LOG_PATTERN = "slurm-%j.out"
 """Relative: the job runs in the run folder (sbatch is called there), so user paths never enter a directive."""
 
@@ -120,7 +122,8 @@ def directives(request: JobRequest) -> list[str]:
     return [f"#SBATCH {line}" for line in lines]
 
 
-def render(request: JobRequest, *, suite_file: Path, run_dir: Path, template: Path = TEMPLATE) -> str:
+def render(request: JobRequest, *, suite_file: Path, run_dir: Path, template: Path | None = None) -> str:
+    """template: a template file to use instead of the shipped one (tests)."""
     validate(request)
     exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in request.env.items())
     # Without a chosen port, one derived from the job id keeps two jobs that share a first node apart.
@@ -136,9 +139,10 @@ def render(request: JobRequest, *, suite_file: Path, run_dir: Path, template: Pa
         "@RUN_DIR@": shlex.quote(str(run_dir)),
         "@RUN_OPTIONS@": "".join(f" {shlex.quote(option)}" for option in request.run_options),
     }
-    text = template.read_text(encoding="utf-8")
+    text = template.read_text(encoding="utf-8") if template else shipped.sbatch_template()
     unknown = set(_PLACEHOLDER.findall(text)) - set(values)
     if unknown:
-        raise CommbenchError(f"{template} has placeholders commbench does not know: {', '.join(sorted(unknown))}")
+        where = template or shipped.sbatch_template_name()
+        raise CommbenchError(f"{where} has placeholders commbench does not know: {', '.join(sorted(unknown))}")
     # one pass, so a value that happens to contain "@NODES@" is not substituted again
     return _PLACEHOLDER.sub(lambda match: values[match.group(0)], text)

@@ -44,7 +44,7 @@ class Suite:
 
 
 def find_suite(name_or_path: str | Path) -> Path:
-    """A path to a .toml file, or the name of a shipped suite (default, cpu-ci, ...)."""
+    """A path to a .toml file, or the name of a suite shipped in the package (default, cpu-ci, ...; see shipped.py)."""
     path = Path(name_or_path)
     if path.is_file():
         return path

@@ -1,1 +1,1 @@
-"""Training benches (groundwork for issue 6): synthetic models, parallelism wrappers, model-state accounting."""
+"""Training benches: synthetic models, parallelism wrappers, model-state accounting."""

@@ -1,0 +1,81 @@
+"""Start-up: `commbench --help`, `--version` and the analytic `model` commands import no torch, scipy, pandas or
+matplotlib, so they answer at once (importing those takes seconds; see benchmarks/startup.py).
+
+Each command runs in a fresh interpreter, because this test process has long imported them all. An import hook there
+records, for each heavy module, the chain of commbench modules (and functions) on the stack when it was first asked
+for, so a failure names the import to make lazy.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import commbench
+from tests.conftest import commbench_env
+
+HEAVY = ("torch", "scipy", "pandas", "matplotlib")
+
+# Runs in the child: record who imports a heavy module, run the CLI in process as conftest's commbench_cli does,
+# then print one JSON line after everything the command printed.
+CHILD = r"""
+import json, sys, types
+
+HEAVY = {heavy!r}
+importers = {{}}
+
+
+class RecordImporter:
+    # Asked first for every module not yet imported; answers None, so the real finders import it as usual.
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in HEAVY and fullname not in importers:
+            frame, chain = sys._getframe(1), []
+            while frame is not None:
+                name, code = frame.f_globals.get("__name__", ""), frame.f_code.co_name
+                if name.startswith("commbench"):  # a module body being imported, or a function that imports
+                    label = name if code == "<module>" else f"{{name}}.{{code}}()"
+                    if label not in chain:
+                        chain.append(label)
+                frame = frame.f_back
+            importers[fullname] = " -> ".join(reversed(chain)) or "(not from a commbench module)"
+        return None
+
+
+sys.meta_path.insert(0, RecordImporter())
+import commbench.cli
+
+cli = commbench.cli.main
+group = cli.main if isinstance(cli, types.ModuleType) else cli  # commbench.cli.main, a module or the group itself
+try:
+    returned = group.main(args={args!r}, standalone_mode=False)
+    code = returned if isinstance(returned, int) else 0
+except SystemExit as exit_:
+    code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+sys.stdout.flush()
+heavy = [name for name in HEAVY if name in sys.modules]
+print("\n@@startup@@" + json.dumps({{"code": code, "heavy": heavy, "importers": importers}}))
+"""
+
+COMMANDS = {
+    "help": (["--help"], ["Usage:", "commbench"]),
+    "version": (["--version"], [commbench.__version__]),
+    "model-memory": (["model", "memory", "--params", "7B", "--ranks", "8"], ["DDP", "ZeRO-3", "112.0"]),
+    "model-comm": (["model", "comm", "--params", "7B", "--ranks", "8"], ["DDP", "ZeRO-3", "24.5"]),
+}
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_light_commands_import_no_heavy_module(name, tmp_path):
+    args, expected = COMMANDS[name]
+    completed = subprocess.run([sys.executable, "-c", CHILD.format(heavy=HEAVY, args=args)], cwd=tmp_path,
+                               env=commbench_env(), capture_output=True, text=True, timeout=120)
+    output, marker, report = completed.stdout.rpartition("\n@@startup@@")
+    assert completed.returncode == 0 and marker, f"commbench {' '.join(args)} crashed:\n{completed.stderr[-3000:]}"
+    result = json.loads(report)
+    assert result["code"] == 0, f"commbench {' '.join(args)} exited {result['code']}:\n{completed.stderr[-3000:]}"
+    for fragment in expected:
+        assert fragment in output, f"{fragment!r} not in the output of commbench {' '.join(args)}:\n{output}"
+    heavy = result["heavy"]
+    assert not heavy, (f"commbench {' '.join(args)} imported {', '.join(heavy)}; first asked for by:\n" +
+                       "\n".join(f"  {module}: {result['importers'].get(module, '?')}" for module in heavy))
