@@ -33,7 +33,7 @@ def run_ranks(args) -> None:
     import torch
     import torch.distributed as dist
 
-    from commbench.benches.base import RankRun
+    from commbench.bench_kind import RankRun
     from commbench.collective_point import measure_point
     from commbench.distributed import init_group, shutdown
     from commbench.machine import Machine
@@ -47,7 +47,7 @@ def run_ranks(args) -> None:
     busbw = {(size, way): [] for size in SIZES_MIB for way in ("commbench", "commbench_mean", "bare")}
 
     def commbench_way(point) -> float:
-        row = measure_point(spec, point, RankRun(ctx, run_id="overhead")).row
+        row = ctx.broadcast_object(measure_point(spec, point, RankRun(ctx, run_id="overhead")).row)  # rank 0's
         busbw[(point.layout.size_bytes // 1024**2, "commbench_mean")].append(
             row["busbw_gbps"] * row["time_us_p50"] / row["time_us_mean"])
         return row["busbw_gbps"]

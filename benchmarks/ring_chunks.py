@@ -28,7 +28,7 @@ def main() -> None:
 
 
 def run_ranks(args) -> None:
-    from commbench.benches.base import RankRun
+    from commbench.bench_kind import RankRun
     from commbench.collective_point import measure_point
     from commbench.distributed import init_group, shutdown
     from commbench.machine import Machine
@@ -45,7 +45,7 @@ def run_ranks(args) -> None:
         for point in plan(base, ctx.world):
             for chunks in order:
                 spec = dataclasses.replace(base, ring_chunks=chunks)
-                row = measure_point(spec, point, RankRun(ctx, run_id="ring-chunks")).row
+                row = ctx.broadcast_object(measure_point(spec, point, RankRun(ctx, run_id="ring-chunks")).row)
                 key = (point.collective, point.layout.size_bytes, chunks)
                 busbw.setdefault(key, []).append(row["busbw_gbps"])
                 if chunks is None:

@@ -4,7 +4,7 @@ run, and, when asked, record a trace of a few more runs."""
 from commbench import faults
 from commbench.backends import DTYPES
 from commbench.bandwidth import algbw_gbps, busbw_gbps
-from commbench.benches.base import Measured, RankRun
+from commbench.bench_kind import Measured, RankRun
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
 from commbench.profiling.capture import capture, trace_file_name

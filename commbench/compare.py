@@ -20,8 +20,8 @@ import pandas as pd
 from scipy.stats import mannwhitneyu
 
 from commbench import store
+from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
-from commbench.benches.base import BenchKind, Metric
 from commbench.errors import CommbenchError
 from commbench.runs import kind_of
 

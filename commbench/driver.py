@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from commbench import faults, runinfo, store
-from commbench.benches.base import BenchKind, RankRun
+from commbench.bench_kind import BenchKind, RankRun
 from commbench.profiling.capture import TRACES_DIR
 
 
@@ -21,10 +21,10 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | N
     """Rank 0 is handed the run folder (others get None and learn it from rank 0, for their traces). only: measure
     just that point (a launch per point); meta.json says complete after the last one."""
     writes = ctx.rank == 0
-    run_dir = Path(ctx.broadcast_object(str(run_dir) if writes else None))
-    points = kind.points(spec, ctx.world)
-    fault = faults.from_env()
+    points = kind.points(spec, ctx.world)  # resolved and checked before launch: the same on every rank
     with _recorded_end(run_dir, writes=writes, last=only in (None, len(points) - 1)):
+        run_dir = Path(ctx.broadcast_object(str(run_dir) if writes else None))
+        fault = faults.from_env()
         sampler, sampling = ctx.platform.gpu_sampler(spec.gpu_sample_interval_s)
         try:
             trace_dir = run_dir / TRACES_DIR if spec.records_traces else None

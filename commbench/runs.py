@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commbench import store
+from commbench.bench_kind import BenchKind
 from commbench.benches import get_kind
-from commbench.benches.base import BenchKind
 from commbench.errors import CommbenchError
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from commbench import launch, runinfo, store
-from commbench.benches.base import Bench
+from commbench.bench_kind import Bench
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
 
@@ -137,22 +137,45 @@ def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *,
 
     rank = machine.rank
     timeout_s = max(bench.spec.timeout_s for bench in benches)
-    with driver.joined(machine, [bench.spec for bench in benches], timeout_s=timeout_s) as (ctx, group):
-        for bench, run_dir in zip(benches, run_dirs):
-            with SweepProgress(bench.points, enabled=rank == 0 and not quiet) as bar:
-                done = 0
+    completed = False
+    try:
+        with driver.joined(machine, [bench.spec for bench in benches], timeout_s=timeout_s) as (ctx, group):
+            for bench, run_dir in zip(benches, run_dirs):
+                with SweepProgress(bench.points, enabled=rank == 0 and not quiet) as bar:
+                    done = 0
 
-                def on_point(point) -> None:
-                    nonlocal done
-                    done += 1
-                    bar.show(done)
+                    def on_point(point) -> None:
+                        nonlocal done
+                        done += 1
+                        bar.show(done)
 
-                try:
-                    driver.run_bench(bench.kind, bench.spec, ctx, run_dir=run_dir, on_point=on_point)
-                except Exception:  # rank 0's meta.json says why; the other ranks only stop
-                    group.clean = False
-                    return False
+                    try:
+                        driver.run_bench(bench.kind, bench.spec, ctx, run_dir=run_dir, on_point=on_point)
+                    except Exception:  # rank 0's meta.json says why; the other ranks only stop
+                        group.clean = False
+                        return False
+            completed = True
+    except Exception as error:  # joining or leaving the job's process group failed
+        return _record_group_failure(run_dirs, error, after_every_bench=completed)
     return True
+
+
+def _record_group_failure(run_dirs: list[Path | None], error: Exception, *, after_every_bench: bool) -> bool:
+    """The process group failed around the benches (a rendezvous that never formed, a peer that broke the
+    teardown): benches still `running` fail with the cause; when every bench had stored its rows and said complete,
+    the failure is a teardown note and the run stays complete. True when the run stands complete."""
+    lines = str(error).strip().splitlines()
+    cause = f"{type(error).__name__}: {lines[0] if lines else ''}"
+    written = [run_dir for run_dir in run_dirs if run_dir is not None]
+    if after_every_bench and written and all(
+            store.read_meta(run_dir).get("status") == store.STATUS_COMPLETE for run_dir in written):
+        store.update_meta(written[-1], teardown=f"{cause} after its rows were stored")
+        return True
+    for run_dir in written:
+        if store.read_meta(run_dir).get("status") == store.STATUS_RUNNING:
+            store.update_meta(run_dir, status=store.STATUS_FAILED, reason=f"rank 0: {cause}",
+                              end_time=runinfo.utc_now())
+    return False
 
 
 def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: list[str],

@@ -5,10 +5,12 @@
 | none, `B`                 | bytes                    | `--sizes` (memory needs a unit)              |
 | `K`, `M`, `G`, `T`        | 2^10, 2^20, 2^30, 2^40 B | `--sizes`, `--fit`, `--memory-budget`        |
 | `KiB`, `MiB`, `GiB`, `TiB`| 2^10, 2^20, 2^30, 2^40 B | `--sizes`, `--fit`, `--memory-budget`        |
-| `KB`, `MB`, `GB`, `TB`    | 1e3, 1e6, 1e9, 1e12 B    | `--sizes`, `--fit`, `--memory-budget`        |
+| `KB`, `MB`, `GB`, `TB`    | 1e3, 1e6, 1e9, 1e12 B    | `--fit`, `--memory-budget` (refused in sizes)|
 | `K`, `M`, `B`, `T`        | 1e3, 1e6, 1e9, 1e12      | `--params` (a count: `B` is billion)         |
 
 Bare K/M/G follow nccl-tests (`-e 8G` is 8 GiB); with a B they are SI, as disks and GPU data sheets print them.
+Message sizes refuse the SI forms: commbench once read `64KB` as 65536 B there, and a size that silently changed
+would also change every row's identity against older runs; `64K`, `64KiB` or `64000` say it without doubt.
 Letters are case-insensitive; only the `i` decides between 1024 and 1000. Sizes are whole bytes (`1.5K` is 1536,
 `0.1K` is refused); memory may be fractional (`1.5GB`) but must name its unit, because GB and GiB differ by 7 %.
 This module imports nothing heavy: `commbench model memory` must start in a blink.
@@ -29,12 +31,12 @@ for _power, _letter in enumerate("KMGT", start=1):
     _BYTE_SCALE[_letter] = _BYTE_SCALE[f"{_letter}iB"] = 1024**_power
     _BYTE_SCALE[f"{_letter}B"] = 1000**_power
 UNITS = {name: _BYTE_SCALE[name] for name in ("GB", "GiB", "TB", "TiB", "MB", "MiB")}  # `model memory --units`
+_SI_UNITS = {f"{letter}B" for letter in "KMGT"}
 _COUNT_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 _MAX_POINTS = 10_000
 _SPEC_HELP = "use min:max:xF (geometric), min:max:+STEP (linear) or a comma list, e.g. 1K:64M:x2"
-_SIZE_HELP = ("write a whole number of bytes with an optional unit, e.g. 64K: K, M, G (or KiB, MiB, GiB) are "
-              "1024-based, KB, MB, GB 1000-based")
+_SIZE_HELP = "write a whole number of bytes with an optional unit, e.g. 64K: K, M, G (or KiB, MiB, GiB) are 1024-based"
 _MEMORY_HELP = "write a memory size with its unit, e.g. 80GB (1e9 B), 80GiB or 80G (2^30 B)"
 
 
@@ -58,11 +60,15 @@ def _parse_bytes(text: str) -> tuple[int, int, str] | None:
 
 
 def parse_size(text: str) -> int:
-    """One message size in whole bytes: `4096`, `64K` = `64KiB` = 65536, `1MB` = 1000000."""
+    """One message size in whole bytes: `4096`, `64K` = `64KiB` = 65536 (`64KB` is refused: write 64000)."""
     parsed = _parse_bytes(text)
     if parsed is None:
         raise CommbenchError(f"bad size {text!r}: {_SIZE_HELP}")
-    numerator, denominator, _ = parsed
+    numerator, denominator, unit = parsed
+    if unit in _SI_UNITS:
+        number = text.strip()[:-2].strip()
+        raise CommbenchError(f"bad size {text!r}: message sizes do not take SI units; write {number}{unit[0]} or "
+                             f"{number}{unit[0]}iB ({unit[0]} = 1024-based, as nccl-tests), or the byte count")
     if numerator % denominator:
         raise CommbenchError(f"bad size {text!r}: not a whole number of bytes; {_SIZE_HELP}")
     return numerator // denominator

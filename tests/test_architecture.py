@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from commbench.benches import COMMANDS, KINDS
-from commbench.benches.base import Bench, BenchKind
+from commbench.bench_kind import Bench, BenchKind
 from commbench.benches.options import TARGET_KEYS, TargetOptions, option, options_of, parse_options
 from commbench.cli import main
 from commbench.cli.bench import bench_command
@@ -39,8 +39,18 @@ def _import_graph() -> dict[str, set[str]]:
                            for alias in node.names]
             else:
                 continue
-            graph[name] |= {target for target in targets if target in modules and target != name}
+            for target in targets:
+                graph[name] |= {module for module in (target, *_outside_parents(target, name)) if module in modules
+                                and module != name}
     return graph
+
+
+def _outside_parents(target: str, importer: str) -> list[str]:
+    """Importing a.b.c runs a/__init__ and a/b/__init__ first; a module inside a package imports it only after that
+    package's __init__ has started, so only the packages that do not contain the importer count."""
+    parts = target.split(".")
+    parents = [".".join(parts[:end]) for end in range(1, len(parts))]
+    return [parent for parent in parents if not importer.startswith(parent + ".")]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -83,6 +93,9 @@ def test_no_import_cycles_not_even_through_function_level_imports():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    # importing a submodule from outside its package runs the package's __init__ first
+    assert _outside_parents("commbench.benches.options", "commbench.driver") == ["commbench.benches"]
+    assert _outside_parents("commbench.benches.options", "commbench.benches.ddp") == []
 
 
 @pytest.mark.parametrize("kind", KINDS.values(), ids=list(KINDS))

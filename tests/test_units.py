@@ -23,22 +23,24 @@ def test_bare_letters_and_ib_are_1024_based():
     assert parse_size("17B") == 17
 
 
-def test_kb_mb_gb_are_1000_based():
-    # K and KiB agree; KB is SI, as nccl-tests' -e 8G is 8 GiB but a data sheet's 80 GB is 80e9
-    assert parse_size("1K") == parse_size("1KiB") == 1024 and parse_size("1KB") == 1000
-    assert parse_size("1MB") == 1_000_000 and parse_size("1MiB") == 1024**2
-    assert parse_size("8GB") == 8 * GB and parse_size("8GiB") == 8 * GIB
-    assert parse_size("2TB") == 2 * 10**12
+def test_message_sizes_are_1024_based_and_refuse_si():
+    # K and KiB agree (nccl-tests' -e 8G is 8 GiB); SI forms are refused in message sizes, not reinterpreted
+    assert parse_size("1K") == parse_size("1KiB") == 1024
+    assert parse_size("1MiB") == 1024**2 and parse_size("8GiB") == 8 * GIB
+    for text in ("1KB", "1MB", "8GB", "1tb"):
+        with pytest.raises(CommbenchError, match="message sizes do not take SI units"):
+            parse_size(text)
+    assert parse_memory("2TB", option="--fit") == 2 * 10**12 and parse_memory("2T", option="--fit") == 2 * 2**40
 
 
 def test_letters_are_case_insensitive_but_i_still_decides():
     assert parse_size("4k") == parse_size("4kib") == 4096
-    assert parse_size("4kb") == 4000
+    assert parse_memory("4kb", option="--fit") == 4000
 
 
 def test_whole_bytes_from_fractions():
     assert parse_size("1.5K") == 1536
-    assert parse_size("1.1MB") == 1_100_000  # exact, not 1100000.0000000002
+    assert parse_memory("1.1MB", option="--fit") == 1_100_000  # exact, not 1100000.0000000002
     with pytest.raises(CommbenchError, match="not a whole number of bytes"):
         parse_size("0.1K")
 
@@ -60,8 +62,8 @@ def test_comma_list_is_sorted_and_unique():
 
 
 def test_sizes_in_si_units():
-    assert parse_size_spec("1MB") == (1_000_000,)
-    assert parse_size_spec("1KB:4KB:+1KB") == (1000, 2000, 3000, 4000)
+    assert parse_size_spec("1000000") == (1_000_000,)
+    assert parse_size_spec("1000:4000:+1000") == (1000, 2000, 3000, 4000)
 
 
 @pytest.mark.parametrize("spec", ["", "abc", "1K:2K", "2K:1K:x2", "1K:2K:x1", "1K:2K:y2", "1K:2K:+0", "0", "1X",

@@ -2,8 +2,8 @@
 by command (`commbench sweep`, a suite's `kind = "sweep"`). Adding a kind: one module in this package that defines
 KIND (see base.py), and its line below."""
 
+from commbench.bench_kind import BenchKind
 from commbench.benches import collective, ddp, fsdp, strategy
-from commbench.benches.base import BenchKind
 from commbench.errors import CommbenchError
 
 KINDS: dict[str, BenchKind] = {kind.name: kind for kind in (

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from commbench.benches.base import Bench, BenchKind, Measured, Metric, Plot, RankRun
+from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
 from commbench.machine import resolve_target
 from commbench.names import CUDA, DTYPES, GLOO, IMPLEMENTATIONS, PLACEMENTS, REDUCE_OPS
@@ -31,7 +31,8 @@ class CollectiveOptions(TargetOptions):
         help="all_reduce, reduce_scatter, all_gather, broadcast, all_to_all; repeat or comma-separate "
              "[default: all_reduce, reduce_scatter, all_gather].")
     sizes: str = option("--sizes", default="1K:16M:x2", show_default=True,
-                        help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G = 1024-based.")
+                        help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G (= KiB/MiB/GiB) are "
+                             "1024-based.")
     dtypes: tuple[str, ...] = option("--dtype", many=True, choices=DTYPES,
                                      help=f"{', '.join(DTYPES)}; repeatable [default: float32].")
     ops: tuple[str, ...] = option("--op", many=True, choices=REDUCE_OPS,

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from commbench.benches.base import Plot
+from commbench.bench_kind import Plot
 from commbench.benches.options import option
 from commbench.benches.training import MODEL_STATE_PLOT, TrainingKind, TrainingOptions
 

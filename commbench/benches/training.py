@@ -3,7 +3,7 @@ TrainSpec, the result columns (the configuration's settings among them), the ran
 
 from dataclasses import dataclass
 
-from commbench.benches.base import Bench, BenchKind, Measured, Metric, Plot, RankRun
+from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target

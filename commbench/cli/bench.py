@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from commbench.benches.base import BenchKind
+from commbench.bench_kind import BenchKind
 from commbench.benches.options import default_of, options_of, parse_options
 from commbench.cli.shared import run_options, show_results, show_teardown, split_commas, verdict
 from commbench.errors import ExitCode

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from commbench.benches.base import BenchKind
+from commbench.bench_kind import BenchKind
 from commbench.errors import ExitCode
 
 

@@ -38,12 +38,21 @@ def load_runs(run_dirs: list[Path]) -> list[LoadedRun]:
             runs.append(load_run(run_dir))
             continue
         loaded = [load_run(bench_dir, f"{Path(run_dir).name}/{name}", allow_empty=True)
-                  for name, bench_dir in benches.items() if (bench_dir / RESULTS_FILE).exists()]
+                  for name, bench_dir in benches.items() if _has_rows(bench_dir)]
         measured = [run for run in loaded if not run.results.empty]
         if not measured:
             raise CommbenchError(f"{run_dir} is a suite run whose benches have no result rows; nothing to report")
         runs += measured
     return runs
+
+
+def _has_rows(run_dir: Path) -> bool:
+    """A results.csv with a row after its header (a bench that never ran, or failed at once, has none)."""
+    try:
+        with open(run_dir / RESULTS_FILE, encoding="utf-8") as file:
+            return bool(file.readline()) and bool(file.readline().strip())
+    except FileNotFoundError:
+        return False
 
 
 def _plots() -> list:

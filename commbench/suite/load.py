@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from commbench.bench_kind import Bench
 from commbench.benches import COMMANDS
-from commbench.benches.base import Bench
 from commbench.benches.options import TARGET_KEYS, options_of, parse_options
 from commbench.errors import CommbenchError
 from commbench.shipped import shipped_suite, suite_names
@@ -114,7 +114,8 @@ def _load_bench(path: Path, number: int, table: dict, target: dict, machine) -> 
     try:
         options = parse_options(kind.options, {field: value for field, (_, value) in values.items()})
     except CommbenchError as error:
-        key = next((key for key, value in values.values() if f"--{key.replace('_', '-')}" in str(error)), None)
+        key = next((key for key, _ in values.values()
+                    if re.search(rf"--{re.escape(key.replace('_', '-'))}(?![\w-])", str(error))), None)
         raise CommbenchError(f"{path}: {where}" + (f": key {key!r}" if key else "") + f": {error}") from None
     try:
         bench = kind.resolve(options, machine)

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from commbench import faults, store
-from commbench.benches.base import Measured, RankRun
+from commbench.bench_kind import Measured, RankRun
 from commbench.models import comm_volume, memory
 from commbench.models.shard_layout import FORMULA_AT_REST, local_state
 from commbench.models.strategies import display_name

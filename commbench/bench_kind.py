@@ -1,6 +1,7 @@
 """What a bench kind declares (the collectives registry's pattern one level up), and what it resolves to.
 
-A kind is one module in this package with one BenchKind instance named KIND, listed in benches/__init__.py. It
+A kind is one module in commbench/benches/ with one BenchKind instance named KIND, listed in benches/__init__.py
+(this module stands outside that package so that the rank side can import it without loading the registry). It
 declares its options dataclass, how options resolve into a Bench (validated before anything launches), the per-rank
 measure function the rank driver calls for each point, its result and sample columns, the keys that identify a row
 across runs, its compare metrics, its terminal table and key numbers, and its plots. Its module imports nothing heavy
