@@ -18,5 +18,8 @@ NO_OP = "none"
 """The op column of collectives that do not reduce, as nccl-tests prints it."""
 PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
 """--placement: which of out-of-place (False) and in-place (True) buffers to measure."""
+PER_ITERATION, BATCH = "per-iteration", "batch"
+TIMINGS = (PER_ITERATION, BATCH)
+"""--timing: a barrier before every timed call (per-call distribution), or nccl-tests' back-to-back batches."""
 IMPLEMENTATIONS = ("builtin", "ring")
 """builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""
