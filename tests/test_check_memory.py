@@ -28,7 +28,7 @@ def test_a_checked_point_needs_at_most_3_5_times_its_buffer():
                                env=commbench_env(), capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr
     results = [json.loads(line) for line in completed.stdout.splitlines()]
-    assert [result["collective"] for result in results] == ["all_reduce", "all_to_all"]
+    assert sorted(result["collective"] for result in results) == ["all_reduce", "all_to_all"]
     for result in results:
         assert result["n_wrong"] == 0
         assert result["multiple"] <= BOUND, result
