@@ -1,8 +1,9 @@
 """The hand-written ring against the backend's own collective, with real gloo ranks."""
 
 import pytest
+import torch
 
-from commbench.collectives import COLLECTIVES
+from commbench.collectives import COLLECTIVES, ring
 from commbench.collectives.ring import default_pieces
 
 FAST = ("--warmup", "1", "--iters", "6")
@@ -68,3 +69,18 @@ def test_five_ranks_reuse_scratch_safely_and_handle_empty_chunks(run_sweep):
     assert len(scatter) == 4 and set(scatter["inplace"]) == {True, False}  # 4036 B × sum, max × both placements
     assert 2 in set(run.results[run.results["collective"] == "all_reduce"]["count"])
     assert "reduce_scatter float32: 1 size(s) below" in run.stdout
+
+
+@pytest.mark.parametrize("world, spares", [(2, 1), (3, 3), (4, 4), (5, 4)])
+def test_ring_allocates_only_the_spare_buffers_its_steps_use(world, spares, monkeypatch):
+    # On a GPU an allocation counts whether touched or not: at 2 ranks a reduce-scatter needs one landing buffer and
+    # no scratch. Building a runner posts nothing, so no process group is needed here.
+    made = []
+    empty_like = torch.empty_like
+    monkeypatch.setattr(torch, "empty_like", lambda *args, **kwargs: made.append(1) or empty_like(*args, **kwargs))
+    send, recv = torch.zeros(world * 64), torch.zeros(64)
+    runner = ring.reduce_scatter(send, recv, rank=0, world=world, batched=False, op="sum", ring_chunks=1)
+    used = {tensor.untyped_storage().data_ptr() for phase in runner._phases for step in phase.steps
+            for piece in step for tensor in (piece.send, piece.recv, piece.into) if tensor is not None}
+    assert len(used - {send.untyped_storage().data_ptr(), recv.untyped_storage().data_ptr()}) == spares
+    assert len(made) == spares

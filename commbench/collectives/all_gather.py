@@ -2,8 +2,6 @@
 
 from functools import partial
 
-import torch
-
 from commbench.collectives import check_data, ring, torch_api
 from commbench.collectives.base import Buffers, Layout, PerRankCollective, whole_and_chunk
 
@@ -27,9 +25,8 @@ class AllGather(PerRankCollective):
         return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
                                batched=setup.p2p_batched, ring_chunks=setup.ring_chunks)
 
-    def expected(self, layout, *, rank, world, op, dtype, device):
-        return torch.cat([check_data.rank_pattern(source, 0, layout.count, world=world, dtype=dtype, device=device)
-                          for source in range(world)])
+    def expected(self, layout, *, rank, world):
+        return [check_data.Segment(layout.count, source=source) for source in range(world)]
 
 
 COLLECTIVE = AllGather()

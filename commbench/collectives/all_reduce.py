@@ -23,8 +23,8 @@ class AllReduce(WholeMessageCollective):
         return ring.all_reduce(buffers.recv, rank=setup.rank, world=setup.world, batched=setup.p2p_batched, op=setup.op,
                                ring_chunks=setup.ring_chunks)
 
-    def expected(self, layout, *, rank, world, op, dtype, device):
-        return check_data.reduced_pattern(0, layout.count, world=world, op=op, dtype=dtype, device=device)
+    def expected(self, layout, *, rank, world):
+        return [check_data.Segment(layout.count)]  # the reduction of every rank's whole input
 
 
 COLLECTIVE = AllReduce()

@@ -32,6 +32,11 @@ class Buffers:
     send: torch.Tensor
     recv: torch.Tensor
 
+    @property
+    def shared(self) -> bool:
+        """The input lies in the output's memory (in place): a run overwrites its own input."""
+        return self.send.untyped_storage().data_ptr() == self.recv.untyped_storage().data_ptr()
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunSetup:
@@ -88,8 +93,20 @@ class Collective:
         nothing fail the check instead of passing on what the timed runs left behind.
         """
         buffers.recv.fill_(check_data.POISON)
-        buffers.send.copy_(check_data.rank_pattern(rank, 0, buffers.send.numel(), world=world,
-                                                   dtype=buffers.send.dtype, device=buffers.send.device))
+        check_data.write_input(buffers.send, rank=rank, world=world)
+
+    def refill_for_check(self, buffers: Buffers, *, rank: int, world: int) -> None:
+        """Fresh inputs and a poisoned output for the check run, after the timed runs.
+
+        In place the timed runs overwrote the input, so everything is filled again (poison first, as above). Out of
+        place a collective only reads its input, which still holds the pattern: poisoning the output is enough, and
+        saves writing the input once more (one buffer's worth at 8 GiB). An implementation that wrote into its
+        input would compute the check from changed data and, most likely, fail it.
+        """
+        if buffers.shared:
+            self.fill_inputs(buffers, rank=rank, world=world)
+        else:
+            buffers.recv.fill_(check_data.POISON)
 
     def builtin(self, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
         """A zero-argument call that runs the backend's own collective once on these buffers."""
@@ -99,9 +116,10 @@ class Collective:
         """The hand-written ring (collectives/ring.py); its runner counts the bytes it sends in `bytes_sent`."""
         raise NotImplementedError
 
-    def expected(self, layout: Layout, *, rank: int, world: int, op: str, dtype: torch.dtype,
-                 device: torch.device) -> torch.Tensor:
-        """The exact output this rank must hold after one run on freshly filled inputs."""
+    def expected(self, layout: Layout, *, rank: int, world: int) -> list[check_data.Segment]:
+        """The exact output this rank must hold after one run on freshly filled inputs, in order: which pattern
+        (a rank's input, or the reduction of all) each part of the output holds. check_data compares it slice by
+        slice, never building a buffer-sized expected tensor."""
         raise NotImplementedError
 
     def runner(self, impl: str, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:

@@ -1,10 +1,32 @@
-"""Exactly representable check data: small integers by rank, and the exact result each reduction must give."""
+"""Exactly representable check data: small integers by rank, and the exact result each reduction must give.
+
+Rank r's input element i is (i + 3·r) mod q with q ≤ 7, so every input and every reduction of them repeats every q
+elements. Nothing here is therefore computed per element: one period is computed exactly (float64, q values),
+tiled into a row of about 64 Ki elements (a whole number of periods, so every row starts at the same phase), and the
+row is written into a buffer, or compared with it, through a broadcasting 2-D view of the buffer. Filling needs no
+memory besides the buffer; checking needs the row and the comparison's mask of one slice of rows. (Building the
+values with a buffer-sized int64 index cost 6-12× the buffer, more than the GPU had at large sizes.)
+"""
+
+from dataclasses import dataclass
 
 import torch
 
 POISON = -1  # written into outputs before the check: never a pattern value nor a reduction of them
 _MAX_LEVEL = 6  # values run over 0..level; small enough that sums stay exact in bfloat16 for small worlds
 _RANK_STRIDE = 3  # shifts the pattern per rank so a chunk from the wrong rank or offset is caught
+_ROW_ELEMENTS = 1 << 16  # target row length; a whole number of periods is used
+_CHECK_SLICE_ELEMENTS = 1 << 20  # elements compared at once: bounds the mask (and avg's float64 copy) a check holds
+
+
+@dataclass(frozen=True)
+class Segment:
+    """`length` consecutive output elements that must hold elements start..start+length of one pattern: rank
+    `source`'s input, or, with source None, the reduction of every rank's input by the point's op."""
+
+    length: int
+    start: int = 0
+    source: int | None = None
 
 
 def _exact_integer_limit(dtype: torch.dtype) -> int:
@@ -22,38 +44,97 @@ def _pattern(rank: int, index: torch.Tensor, levels: int) -> torch.Tensor:
     return (index + _RANK_STRIDE * rank) % levels
 
 
+def _period(source: int | None, *, world: int, op: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """One period (q elements, from pattern index 0) of rank `source`'s pattern or of the reduction over ranks."""
+    levels = _levels(dtype, world)
+    phase = torch.arange(levels, dtype=torch.float64)
+    if source is not None:
+        values = _pattern(source, phase, levels)
+    else:
+        per_rank = torch.stack([_pattern(rank, phase, levels) for rank in range(world)])
+        values = {
+            "sum": lambda: per_rank.sum(0),
+            "avg": lambda: per_rank.sum(0) / world,
+            "max": lambda: per_rank.max(0).values,
+            "min": lambda: per_rank.min(0).values,
+        }[op]()
+    return values.to(dtype).to(device)
+
+
+class _Rows:
+    """The part of a buffer a segment covers, seen as full rows that all hold one repeating row, and a shorter tail."""
+
+    def __init__(self, part: torch.Tensor, segment: Segment, *, world: int, op: str):
+        period = _period(segment.source, world=world, op=op, dtype=part.dtype, device=part.device)
+        levels = period.numel()
+        width = max(levels, _ROW_ELEMENTS // levels * levels)
+        offset = segment.start % levels
+        self.row = period.repeat(width // levels + 1)[offset:offset + width]  # pattern index start.. start+width
+        full = segment.length // width
+        self.full = part[:full * width].view(full, width)  # fails loudly on a non-contiguous buffer
+        self.tail = part[full * width:]
+
+
+def _segments_of(buffer: torch.Tensor, segments: list[Segment]):
+    """(the part of buffer each segment covers, segment), in order; the segments must cover the buffer exactly."""
+    if sum(segment.length for segment in segments) != buffer.numel():
+        raise ValueError(f"segments cover {sum(s.length for s in segments)} elements of a {buffer.numel()}-element "
+                         "buffer")
+    offset = 0
+    for segment in segments:
+        yield buffer.view(-1)[offset:offset + segment.length], segment
+        offset += segment.length
+
+
+def write_expected(out: torch.Tensor, segments: list[Segment], *, world: int, op: str = "none") -> None:
+    """Write the patterns the segments describe into out, in its dtype and on its device, without temporaries."""
+    for part, segment in _segments_of(out, segments):
+        rows = _Rows(part, segment, world=world, op=op)
+        rows.full.copy_(rows.row.expand_as(rows.full))
+        rows.tail.copy_(rows.row[:rows.tail.numel()])
+
+
+def write_input(buffer: torch.Tensor, *, rank: int, world: int) -> None:
+    """Rank `rank`'s input pattern, from element 0, written over the whole buffer."""
+    write_expected(buffer, [Segment(buffer.numel(), source=rank)], world=world)
+
+
 def rank_pattern(rank: int, start: int, length: int, *, world: int, dtype: torch.dtype,
                  device: torch.device) -> torch.Tensor:
-    """Elements start..start+length of rank `rank`'s input: ((i + 3·rank) mod q), q ≤ 7."""
-    index = torch.arange(start, start + length, dtype=torch.int64, device=device)
-    return _pattern(rank, index, _levels(dtype, world)).to(dtype)
+    """Elements start..start+length of rank `rank`'s input, as a new tensor: ((i + 3·rank) mod q), q ≤ 7."""
+    values = torch.empty(length, dtype=dtype, device=device)
+    write_expected(values, [Segment(length, start, source=rank)], world=world)
+    return values
 
 
 def reduced_pattern(start: int, length: int, *, world: int, op: str, dtype: torch.dtype,
                     device: torch.device) -> torch.Tensor:
-    """Elements start..start+length of the reduction of every rank's pattern, computed exactly in float64.
-
-    The pattern repeats every q elements, so the reduction is computed for one period and indexed.
-    """
-    levels = _levels(dtype, world)
-    phase = torch.arange(levels, dtype=torch.float64)
-    per_rank = torch.stack([_pattern(rank, phase, levels) for rank in range(world)])
-    table = {
-        "sum": lambda: per_rank.sum(0),
-        "avg": lambda: per_rank.sum(0) / world,
-        "max": lambda: per_rank.max(0).values,
-        "min": lambda: per_rank.min(0).values,
-    }[op]()
-    index = torch.arange(start, start + length, dtype=torch.int64) % levels
-    return table[index].to(dtype).to(device)
+    """Elements start..start+length of the reduction of every rank's input, as a new tensor (exact: computed in
+    float64 for one period, then rounded once to dtype)."""
+    values = torch.empty(length, dtype=dtype, device=device)
+    write_expected(values, [Segment(length, start)], world=world, op=op)
+    return values
 
 
-def count_wrong(actual: torch.Tensor, expected: torch.Tensor, *, op: str, world: int) -> int:
-    """Mismatched elements. Exact, except avg on floats over a world that is not a power of two: backends may
-    pre-multiply by a rounded 1/n (NCCL does), so allow n rounding steps of the data type there."""
+def count_wrong(actual: torch.Tensor, segments: list[Segment], *, op: str, world: int) -> int:
+    """Elements of actual that differ from what the segments describe, compared slice by slice (no expected buffer).
+
+    Exact, except avg on floats over a world that is not a power of two: backends may pre-multiply by a rounded 1/n
+    (NCCL does), so allow n rounding steps of the data type there."""
     if op == "avg" and actual.dtype.is_floating_point and world & (world - 1):
         tolerance = world * torch.finfo(actual.dtype).eps * (_MAX_LEVEL + 1)
-        wrong = (actual.double() - expected.double()).abs() > tolerance
+
+        def differs(values, expected):
+            return (values.double() - expected.double()).abs_() > tolerance
     else:
-        wrong = actual != expected
-    return int(wrong.sum().item())
+        def differs(values, expected):
+            return values != expected
+
+    wrong = torch.zeros((), dtype=torch.int64, device=actual.device)  # summed on the device: one sync at the end
+    for part, segment in _segments_of(actual, segments):
+        rows = _Rows(part, segment, world=world, op=op)
+        rows_per_slice = max(1, _CHECK_SLICE_ELEMENTS // rows.row.numel())
+        for first in range(0, rows.full.shape[0], rows_per_slice):
+            wrong += differs(rows.full[first:first + rows_per_slice], rows.row).sum()
+        wrong += differs(rows.tail, rows.row[:rows.tail.numel()]).sum()
+    return int(wrong.item())

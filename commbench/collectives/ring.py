@@ -142,8 +142,22 @@ class RingRunner:
                 work.wait()
 
 
+class _Spares:
+    """Two step-alternating spare buffers shaped like `like`, each allocated when a step first uses it: at 2 ranks
+    a reduce-scatter uses one landing buffer and no scratch, and on a GPU an allocation counts whether touched or
+    not. Every step is prepared when the runner is built, so nothing is allocated in the timed call."""
+
+    def __init__(self, like: torch.Tensor):
+        self._like, self._made = like, {}
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        if index not in self._made:
+            self._made[index] = torch.empty_like(self._like)
+        return self._made[index]
+
+
 def _reduce_phase(*, chunk_of: Callable[[int], torch.Tensor], rank: int, world: int, pieces: int,
-                  scratch: list[torch.Tensor] | None, final: torch.Tensor, recv_space: list[torch.Tensor]) -> _Phase:
+                  scratch: _Spares | None, final: torch.Tensor, recv_space: _Spares) -> _Phase:
     """Reduce-scatter steps ending with the reduction of chunk `rank` in `final`.
 
     Step s sends chunk (r−s−1) (this rank's input at s = 0, else the partial sum it made in step s−1) and receives
@@ -191,8 +205,7 @@ def reduce_scatter(send: torch.Tensor, recv: torch.Tensor, *, rank: int, world: 
         return RingRunner(transport=transport, phases=[], reduce=None,
                           before=None if recv.data_ptr() == send.data_ptr() else lambda: recv.copy_(send))
     # double-buffered partial sums and landing space, allocated here, never in the timed call
-    scratch = [torch.empty_like(recv) for _ in range(2)]
-    landing = [torch.empty_like(recv) for _ in range(2)]
+    scratch, landing = _Spares(recv), _Spares(recv)
     phase = _reduce_phase(chunk_of=_split(send, world).__getitem__, rank=rank, world=world,
                           pieces=_pieces_for(ring_chunks, recv), scratch=scratch, final=recv, recv_space=landing)
     return RingRunner(transport=transport, phases=[phase], reduce=_REDUCE[op],
@@ -221,7 +234,7 @@ def all_reduce(buffer: torch.Tensor, *, rank: int, world: int, batched: bool, op
     chunks = _split(buffer, world)
     largest = chunks[0]
     pieces = _pieces_for(ring_chunks, largest)
-    landing = [torch.empty_like(largest) for _ in range(2)]
+    landing = _Spares(largest)
     phases = [_reduce_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces, scratch=None,
                             final=chunks[rank], recv_space=landing),
               _gather_phase(chunk_of=chunks.__getitem__, rank=rank, world=world, pieces=pieces)]
