@@ -72,13 +72,17 @@ class Measurement:
 
 
 def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int,
-            target_ci_pct: float | None = None, max_time_s: float | None = None) -> Measurement:
+            target_ci_pct: float | None = None, max_time_s: float | None = None,
+            on_timed_start: Callable[[], None] | None = None) -> Measurement:
     """Warm up, then time batches of `iters` iterations: once, or (adaptive) until the 95 % CI of the median is
-    within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same decision."""
+    within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same decision.
+    on_timed_start is called between warm-up (finished on the device) and the first timed iteration."""
     timer = ctx.platform.timer(ctx.barrier)
     started = time.monotonic()
     if warmup:
         timer.time_iterations(run, warmup)
+    if on_timed_start:
+        on_timed_start()
     samples: list[float] = []
     while True:
         samples.extend(ctx.max_over_ranks(timer.time_iterations(run, iters)))

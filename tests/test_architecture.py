@@ -9,8 +9,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from commbench.benches import COMMANDS, KINDS
 from commbench.bench_kind import Bench, BenchKind
+from commbench.benches import COMMANDS, KINDS
 from commbench.benches.options import TARGET_KEYS, TargetOptions, option, options_of, parse_options
 from commbench.cli import main
 from commbench.cli.bench import bench_command
