@@ -4,7 +4,7 @@ import torch
 import torch.distributed as dist
 
 from commbench import names
-from commbench.names import CUDA, GLOO, NCCL
+from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES, NCCL
 
 DTYPES = {name: getattr(torch, name) for name in names.DTYPES}
 REDUCE_OPS = {
@@ -13,8 +13,6 @@ REDUCE_OPS = {
     "min": dist.ReduceOp.MIN,
     "avg": dist.ReduceOp.AVG,
 }
-# gloo runs only these collectives on CUDA tensors (PyTorch's backend table in the torch.distributed documentation).
-_GLOO_CUDA_COLLECTIVES = {"all_reduce", "broadcast"}
 _NCCL_AVG_AND_BF16 = (2, 10)  # ncclAvg and ncclBfloat16 appeared in NCCL 2.10
 
 
@@ -23,8 +21,8 @@ def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str
     """Why this backend cannot run this combination, or None when it can."""
     if backend == GLOO and device == CUDA and impl == "ring":
         return "gloo cannot send/recv CUDA tensors, which the ring needs; use --impl builtin or --device cpu"
-    if backend == GLOO and device == CUDA and collective not in _GLOO_CUDA_COLLECTIVES:
-        return (f"gloo cannot run {collective} on CUDA tensors (only {', '.join(sorted(_GLOO_CUDA_COLLECTIVES))}); "
+    if backend == GLOO and device == CUDA and collective not in GLOO_CUDA_COLLECTIVES:
+        return (f"gloo cannot run {collective} on CUDA tensors (only {', '.join(GLOO_CUDA_COLLECTIVES)}); "
                 "use --backend nccl or --device cpu")
     if backend == GLOO and op == "avg" and not DTYPES[dtype].is_floating_point:
         return f"gloo cannot average {dtype} (it refuses AVG on integers); use --op sum or a floating dtype"

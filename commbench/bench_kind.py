@@ -93,6 +93,8 @@ class BenchKind:
     result_columns: tuple[str, ...] = ()
     required_columns: tuple[str, ...] = ()
     """What a results file must have; columns added later are filled in empty when an older file lacks them."""
+    column_defaults: dict = {}
+    """Values of key columns added after a results or samples file was written (older files lack them)."""
     sample_columns: tuple[str, ...] = ()
     sample_keys: tuple[str, ...] = ()
     """Row columns copied into each of its samples (with schema_version and run_id): they join samples to rows."""

@@ -1,6 +1,8 @@
 """Measure one collective point on every rank: time it (sampling the GPU meanwhile), check it in a separate untimed
 run, and, when asked, record a trace of a few more runs."""
 
+import math
+
 from commbench import faults
 from commbench.backends import DTYPES
 from commbench.bandwidth import algbw_gbps, busbw_gbps
@@ -33,6 +35,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         sampler.start()
     try:
         measurement = measure(faults.slowed(call), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
+                              timing=point.timing, batch_calls=spec.batch_calls,
                               target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s,
                               on_timed_start=sampler.mark_timed_start if sampler else None)
         if sampler:
@@ -50,28 +53,46 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     if ctx.rank != 0:
         return Measured(None)
 
-    times_us = [seconds * 1e6 for seconds in measurement.samples_s]
+    samples_s = faults.zero_times(run.fault, measurement.samples_s, rank=ctx.rank, point=point.index)
+    times_us = [seconds * 1e6 for seconds in samples_s]
     summary = summarize(times_us)
     seconds = summary.p50 / 1e6
     moved = collective.algbw_bytes(layout, ctx.world)
+    noop = collective.is_noop(world=ctx.world, inplace=point.inplace)
+    algbw, busbw = algbw_gbps(moved, seconds), busbw_gbps(moved, seconds, collective.busbw_factor(ctx.world))
+    if noop:  # a figure for no work would read as bandwidth; busbw is 0 by definition (no byte crosses)
+        algbw, busbw = math.nan, 0.0
     row = {
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "bench": "collective",
         "collective": point.collective, "impl": point.impl, "backend": ctx.backend, "device": ctx.device.type,
         "world_size": ctx.world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
-        "size_bytes": layout.size_bytes, "count": layout.count, "iters": summary.n, "warmup": spec.warmup,
+        "size_bytes": layout.size_bytes, "timing": point.timing, "count": layout.count, "iters": summary.n,
+        "warmup": spec.warmup,
         "stop_reason": measurement.stop_reason,
         "time_us_p50": summary.p50, "time_us_p95": summary.p95, "time_us_min": summary.min,
         "time_us_mean": summary.mean, "time_us_stdev": summary.stdev,
         "time_us_ci_lo": summary.ci_lo, "time_us_ci_hi": summary.ci_hi,
-        "algbw_gbps": algbw_gbps(moved, seconds),
-        "busbw_gbps": busbw_gbps(moved, seconds, collective.busbw_factor(ctx.world)),
+        "algbw_gbps": algbw, "busbw_gbps": busbw,
         "bytes_sent_per_rank": bytes_sent, "bytes_source": bytes_source,
         "ring_chunks": getattr(call, "pieces", None),
         "n_wrong": n_wrong,
+        "calls_per_sample": measurement.calls_per_sample, "timing_method": measurement.method,
+        "note": _note(noop, seconds),
         **gpu_summary,
     }
     samples = [{"iteration": iteration, "time_us": time_us} for iteration, time_us in enumerate(times_us)]
     return Measured(row, samples, sample_rows(gpu_samples))
+
+
+def _note(noop: bool, seconds: float) -> str:
+    if noop:
+        return NOOP_NOTE
+    if not seconds > 0:
+        return "median time 0: below the timer's resolution, no bandwidth computed"
+    return ""
+
+
+NOOP_NOTE = "no-op: in place with 1 rank nothing moves (busbw 0, no algbw)"
 
 
 def _check(collective, buffers, call, point: Point, ctx, fault) -> int:

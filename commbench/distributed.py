@@ -40,6 +40,12 @@ class RankContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return tensor.tolist()
 
+    def mean_over_ranks(self, values: list[float]) -> list[float]:
+        """Element-wise mean over ranks: nccl-tests' convention for a batch's time per call."""
+        tensor = self._tensor(values, torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return [value / self.world for value in tensor.tolist()]
+
     def sum_over_ranks(self, value: int) -> int:
         tensor = self._tensor([value], torch.int64)
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)

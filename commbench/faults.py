@@ -7,6 +7,8 @@ index). KIND is
   hang   sleep forever before the point (the sweep must end within --timeout),
   leak   training only: keep the configuration's model and optimizer alive after it (the next configuration's
          mem_carryover_bytes must show it),
+  zero   report every timed sample of the point as 0 s (rank 0 builds the row, so use rank 0): a time at or below
+         the timer's resolution must never be divided by,
   abort  SIGABRT itself on the way out, after the run (or, with a process per configuration, configuration POINT)
          stored everything: a rank dying in teardown must not fail a complete run.
 COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval),
@@ -22,7 +24,7 @@ import torch
 
 ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
-_KINDS = ("wrong", "kill", "hang", "leak", "abort")
+_KINDS = ("wrong", "kill", "hang", "leak", "abort", "zero")
 _LEAKED: list = []  # what a "leak" fault keeps alive
 
 
@@ -65,6 +67,12 @@ def on_exit(fault: Fault | None, *, rank: int, point: int | None = None) -> None
 def corrupt_output(fault: Fault | None, output: torch.Tensor, *, rank: int, point: int) -> None:
     if fault is not None and fault.applies("wrong", rank, point):
         output.view(-1)[0] += 1
+
+
+def zero_times(fault: Fault | None, samples_s: list[float], *, rank: int, point: int) -> list[float]:
+    if fault is not None and fault.applies("zero", rank, point):
+        return [0.0] * len(samples_s)
+    return samples_s
 
 
 def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:

@@ -16,7 +16,12 @@ DTYPES = ("float32", "float64", "bfloat16", "float16", "int32")
 REDUCE_OPS = ("sum", "max", "min", "avg")
 NO_OP = "none"
 """The op column of collectives that do not reduce, as nccl-tests prints it."""
+GLOO_CUDA_COLLECTIVES = ("all_reduce", "broadcast")
+"""The only collectives gloo runs on CUDA tensors (PyTorch's backend table in the torch.distributed documentation)."""
 PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
 """--placement: which of out-of-place (False) and in-place (True) buffers to measure."""
+PER_ITERATION, BATCH = "per-iteration", "batch"
+TIMINGS = (PER_ITERATION, BATCH)
+"""--timing: a barrier before every timed call (per-call distribution), or nccl-tests' back-to-back batches."""
 IMPLEMENTATIONS = ("builtin", "ring")
 """builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""

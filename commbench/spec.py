@@ -8,7 +8,7 @@ from commbench.backends import DTYPES, REDUCE_OPS, unsupported_reason
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
-from commbench.names import NO_OP, PLACEMENTS
+from commbench.names import NO_OP, PER_ITERATION, PLACEMENTS, TIMINGS
 from commbench.stats import MIN_SAMPLES_FOR_CI
 from commbench.units import format_bytes
 
@@ -35,6 +35,10 @@ class SweepSpec:
     warmup: int
     iters: int
     """Timed iterations per point (per batch in adaptive mode)."""
+    timings: tuple[str, ...] = (PER_ITERATION,)
+    """Timing modes (commbench/timing.py): per-iteration and/or batch; each point is measured in each."""
+    batch_calls: int | None = None
+    """Calls per sample in batch mode; None = enough for a batch of about 5 ms (from the warm-up)."""
     target_ci_pct: float | None = None
     """Adaptive mode: stop once the 95 % CI of the median is within ± this percent of the median."""
     max_time_s: float | None = None
@@ -64,7 +68,7 @@ class SweepSpec:
 
 @dataclass(frozen=True)
 class Point:
-    """One measured row: a collective × impl × dtype × op × placement × size."""
+    """One measured row: a collective × impl × dtype × op × placement × size × timing mode."""
 
     index: int
     collective: str
@@ -73,10 +77,12 @@ class Point:
     op: str
     inplace: bool
     layout: Layout = field(compare=False)
+    timing: str = PER_ITERATION
 
     def label(self) -> str:
         placement = "in-place" if self.inplace else "out-of-place"
-        return f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}"
+        timing = "" if self.timing == PER_ITERATION else f" ({self.timing} timing)"
+        return f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}{timing}"
 
 
 def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) -> None:
@@ -88,6 +94,9 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
     _check_choices("--dtype", spec.dtypes, DTYPES)
     _check_choices("--op", spec.ops, REDUCE_OPS)
     _check_choices("--placement", (spec.placement,), PLACEMENTS)
+    _check_choices("--timing", spec.timings, TIMINGS)
+    if spec.batch_calls is not None and spec.batch_calls < 1:
+        raise CommbenchError(f"--batch-calls {spec.batch_calls} must be 1 or more calls per batch, or auto")
     if spec.iters < MIN_SAMPLES_FOR_CI:
         raise CommbenchError(f"--iters {spec.iters} is too few: a 95 % CI of the median needs at least "
                              f"{MIN_SAMPLES_FOR_CI} samples; use --iters {MIN_SAMPLES_FOR_CI} or more")
@@ -163,7 +172,8 @@ def placement_notes(spec: SweepSpec) -> list[str]:
 
 
 def plan(spec: SweepSpec, world: int) -> list[Point]:
-    """Every point in run order: collective, impl, dtype, op, size, then placement (nccl-tests' line holds both)."""
+    """Every point in run order: collective, impl, dtype, op, size, placement (nccl-tests' line holds both), then
+    timing mode (both modes of one buffer back to back)."""
     points: list[Point] = []
     for name in spec.collectives:
         collective = get_collective(name)
@@ -174,7 +184,8 @@ def plan(spec: SweepSpec, world: int) -> list[Point]:
                 for op in ops_for(spec, name):
                     for layout in layouts:
                         for inplace in placements_for(spec, name):
-                            points.append(Point(len(points), name, impl, dtype, op, inplace, layout))
+                            for timing in spec.timings:
+                                points.append(Point(len(points), name, impl, dtype, op, inplace, layout, timing))
     return points
 
 

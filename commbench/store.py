@@ -134,14 +134,19 @@ def read_results(run_dir: Path, kind):
     """The rows of a run of this bench kind (a BenchKind); columns added after a file was written come back
     empty."""
     frame = read_rows(Path(run_dir) / RESULTS_FILE, kind.required_columns)
-    for column in kind.result_columns:
-        if column not in frame.columns:
-            frame[column] = None
-    return frame
+    return _fill_absent(frame, kind.result_columns, kind)
 
 
 def read_samples(run_dir: Path, kind):
-    return read_rows(Path(run_dir) / SAMPLES_FILE, kind.sample_columns)
+    required = [column for column in kind.sample_columns if column not in kind.column_defaults]
+    return _fill_absent(read_rows(Path(run_dir) / SAMPLES_FILE, required), kind.sample_columns, kind)
+
+
+def _fill_absent(frame, columns, kind):
+    for column in columns:
+        if column not in frame.columns:
+            frame[column] = kind.column_defaults.get(column)
+    return frame
 
 
 def _not_found(path: Path) -> CommbenchError:

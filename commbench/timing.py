@@ -1,20 +1,36 @@
-"""Per-iteration timers (CUDA events on GPU, perf_counter behind a barrier on CPU) and the sampling loop."""
+"""How a collective is timed: two modes (per-iteration and nccl-tests' batch), a CPU and a CUDA timer for each, and
+the sampling loop that turns them into samples with a stopping rule.
 
+per-iteration: every sample is one call, all ranks released together by a barrier; the sample is the slowest rank's
+time. Gives the per-call distribution (p95, the CI of the median) but each sample holds the spread in barrier exit.
+batch (nccl-tests' BenchTime): one barrier, then K calls back to back between one pair of timestamps; the sample is
+the time per call (total / K) averaged over ranks. Barrier skew and launch latency are spread over K calls.
+"""
+
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
+from commbench.names import BATCH, PER_ITERATION
 from commbench.stats import summarize
 
 STOP_ITERS = "iters"  # the fixed number of iterations ran
 STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
 STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first
 
+BATCH_TARGET_S = 0.005
+"""--batch-calls auto: enough calls for one batch to last this long, so that a barrier's skew (5–30 µs) and one
+launch latency are under 1 % of it."""
+MAX_AUTO_BATCH_CALLS = 1000
+
 
 class CpuTimer:
-    """Wall-clock time of each call, every rank starting together after a barrier."""
+    """Wall-clock time after a barrier; the host waits for gloo's calls, so the clock brackets the whole call."""
+
+    method = "host clock"
 
     def __init__(self, barrier: Callable[[], None]):
         self._barrier = barrier
@@ -29,66 +45,176 @@ class CpuTimer:
             samples[index] = clock() - start
         return samples
 
+    def time_batches(self, run: Callable[[], object], batches: int, calls: int) -> list[float]:
+        """Seconds per call of each batch of `calls` back-to-back calls."""
+        samples = [0.0] * batches
+        barrier, clock = self._barrier, time.perf_counter
+        for index in range(batches):
+            barrier()
+            start = clock()
+            for _ in range(calls):
+                run()
+            samples[index] = (clock() - start) / calls
+        return samples
+
+    def launch_cover(self) -> str:
+        return ""
+
 
 class CudaTimer:
-    """GPU time of each call, from CUDA events recorded around it on the stream the collective is ordered on.
+    """GPU time from CUDA events on the stream the collective is ordered on.
 
-    A short spin kernel queued before the start event keeps the GPU busy while the host issues the collective, so
-    the interval holds the collective's device time and not the host's launch latency.
+    Per iteration, a spin kernel queued before the start event keeps the GPU busy while the host issues the call, so
+    the interval holds the collective's device time and not the host's launch latency. The spin is sized from the
+    host issue time measured during warm-up (a ring issues 2(n−1)·K send/recv groups, ~1 ms at 8 ranks), and the
+    timed loop checks that it covered every call.
     """
+
+    method = "CUDA events"
 
     def __init__(self, barrier: Callable[[], None]):
         self._barrier = barrier
+        self._spin_s = _MIN_SPIN_S
+        self._issue_s: list[float] = []
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
         stream = torch.cuda.current_stream()
-        barrier = self._barrier
+        barrier, clock, spin_cycles = self._barrier, time.perf_counter, _cycles_for(self._spin_s)
+        issue_s = [0.0] * iterations
         for index in range(iterations):
             barrier()
             stream.synchronize()
-            _cover_launch_latency()
+            _spin(spin_cycles)
             starts[index].record(stream)
+            issued = clock()
             run()
+            issue_s[index] = clock() - issued
             ends[index].record(stream)
         torch.cuda.synchronize()
+        self._issue_s = issue_s
         return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
 
+    def size_spin(self) -> None:
+        """After warm-up: a spin twice the longest host issue time seen, so that the timed calls are covered."""
+        if self._issue_s:
+            self._spin_s = max(_MIN_SPIN_S, 2 * max(self._issue_s))
 
-_SPIN_CYCLES = 200_000  # ≈ 0.1 ms at GPU clocks: longer than issuing one collective from Python
+    def time_batches(self, run: Callable[[], object], batches: int, calls: int) -> list[float]:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(batches)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(batches)]
+        stream = torch.cuda.current_stream()
+        for index in range(batches):
+            self._barrier()
+            stream.synchronize()
+            starts[index].record(stream)
+            for _ in range(calls):
+                run()
+            ends[index].record(stream)
+        torch.cuda.synchronize()
+        return [start.elapsed_time(end) / 1e3 / calls for start, end in zip(starts, ends)]
+
+    def launch_cover(self) -> str:
+        """What covered the host's issue time in the last timed iterations, for the row's timing_method."""
+        if not self._issue_s or _spin_function() is None:
+            return "; no spin kernel (torch.cuda._sleep missing): host launch latency is in the time"
+        issue_ms, spin_ms = max(self._issue_s) * 1e3, self._spin_s * 1e3
+        if issue_ms <= spin_ms:
+            return f"; a {spin_ms:.2g} ms spin covered host issue (max {issue_ms:.2g} ms)"
+        return (f"; host issue (max {issue_ms:.2g} ms) outlasted the {spin_ms:.2g} ms spin: launch latency is in "
+                "the time")
 
 
-def _cover_launch_latency() -> None:
-    spin = getattr(torch.cuda, "_sleep", None)  # private but long-standing; without it the launch is timed too
-    if spin is not None:
-        spin(_SPIN_CYCLES)
+_MIN_SPIN_S = 1e-4  # ≈ issuing one builtin collective from Python
+_spin_cycles_per_s: float | None = None
+
+
+def _spin_function():
+    return getattr(torch.cuda, "_sleep", None)  # private but long-standing; without it the launch is timed too
+
+
+def _spin(cycles: int) -> None:
+    spin = _spin_function()
+    if spin is not None and cycles > 0:
+        spin(cycles)
+
+
+def _cycles_for(seconds: float) -> int:
+    """Spin-kernel cycles that last `seconds`, from one calibration of the spin per process."""
+    global _spin_cycles_per_s
+    if _spin_function() is None:
+        return 0
+    if _spin_cycles_per_s is None:
+        calibration_cycles = 1_000_000
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        _spin(calibration_cycles)  # the first launch loads the kernel
+        start.record()
+        _spin(calibration_cycles)
+        end.record()
+        end.synchronize()
+        _spin_cycles_per_s = calibration_cycles / max(start.elapsed_time(end) / 1e3, 1e-9)
+    return int(math.ceil(seconds * _spin_cycles_per_s))
 
 
 @dataclass(frozen=True)
 class Measurement:
-    samples_s: list[float]  # per iteration, the slowest rank's time
+    samples_s: list[float]
+    """per-iteration: each call's time on the slowest rank; batch: each batch's time per call, mean over ranks."""
     stop_reason: str
+    calls_per_sample: int
+    method: str
+    """How the samples were taken, for the row's timing_method column."""
 
 
-def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int,
-            target_ci_pct: float | None = None, max_time_s: float | None = None,
-            on_timed_start: Callable[[], None] | None = None) -> Measurement:
-    """Warm up, then time batches of `iters` iterations: once, or (adaptive) until the 95 % CI of the median is
-    within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same decision.
-    on_timed_start is called between warm-up (finished on the device) and the first timed iteration."""
+def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: str = PER_ITERATION,
+            batch_calls: int | None = None, target_ci_pct: float | None = None,
+            max_time_s: float | None = None, on_timed_start: Callable[[], None] | None = None) -> Measurement:
+    """Warm up, then take `iters` samples in the timing mode: once, or (adaptive) in rounds of `iters` until the 95 %
+    CI of the median is within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same
+    decisions: the combined samples and the stop test are computed by collectives. on_timed_start is called
+    between warm-up (finished on the device) and the first timed call."""
     timer = ctx.platform.timer(ctx.barrier)
     started = time.monotonic()
-    if warmup:
-        timer.time_iterations(run, warmup)
+    # auto batch size needs at least one timed call to size the batch from
+    warm_calls = max(warmup, 1) if timing == BATCH and not batch_calls else warmup
+    warm = ctx.max_over_ranks(timer.time_iterations(run, warm_calls)) if warm_calls else []
+    if hasattr(timer, "size_spin"):
+        timer.size_spin()
     if on_timed_start:
         on_timed_start()
+    if timing == BATCH:
+        calls = batch_calls or auto_batch_calls(warm)
+        take = lambda: ctx.mean_over_ranks(timer.time_batches(run, iters, calls))  # noqa: E731
+        method = f"batch: {calls} back-to-back calls per sample, {timer.method}, mean over ranks"
+    else:
+        calls = 1
+        take = lambda: ctx.max_over_ranks(timer.time_iterations(run, iters))  # noqa: E731
+        method = f"per-iteration: barrier before each call, {timer.method}, slowest rank"
     samples: list[float] = []
     while True:
-        samples.extend(ctx.max_over_ranks(timer.time_iterations(run, iters)))
-        if target_ci_pct is None:
-            return Measurement(samples, STOP_ITERS)
-        if summarize(samples).ci_half_width_pct <= target_ci_pct:
-            return Measurement(samples, STOP_CI)
-        if ctx.any_rank(time.monotonic() - started >= max_time_s):
-            return Measurement(samples, STOP_MAX_TIME)
+        samples.extend(take())
+        stop = _stop_reason(samples, started, ctx, target_ci_pct, max_time_s)
+        if stop:
+            cover = timer.launch_cover() if timing == PER_ITERATION else ""
+            return Measurement(samples, stop, calls, method + cover)
+
+
+def _stop_reason(samples, started, ctx, target_ci_pct, max_time_s) -> str | None:
+    if target_ci_pct is None:
+        return STOP_ITERS
+    if summarize(samples).ci_half_width_pct <= target_ci_pct:
+        return STOP_CI
+    if ctx.any_rank(time.monotonic() - started >= max_time_s):
+        return STOP_MAX_TIME
+    return None
+
+
+def auto_batch_calls(warmup_s: list[float]) -> int:
+    """Calls per batch so that a batch lasts about BATCH_TARGET_S, from the warm-up calls' median time (identical
+    on every rank: the warm-up times are combined over ranks first)."""
+    positive = sorted(value for value in warmup_s if value > 0)
+    if not positive:
+        return MAX_AUTO_BATCH_CALLS
+    per_call = positive[len(positive) // 2]
+    return max(1, min(MAX_AUTO_BATCH_CALLS, math.ceil(BATCH_TARGET_S / per_call)))

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from commbench.distributed import RankContext
+from commbench.names import BATCH, PER_ITERATION
 from commbench.platform import CpuPlatform
 from commbench.profiling.nvml_sampler import (
     ALL_LINKS,
@@ -140,18 +141,19 @@ def test_sampler_thread_marks_and_stop_take_no_extra_sample():
     assert summarize(samples)["nvlink_tx_gbps_mean"] == pytest.approx(800 * 1024 / span / 1e9)
 
 
-def test_timed_start_hook_runs_between_warm_up_and_the_timed_loop(tmp_path):
-    """The hook measure_point gives the sampler's mark_timed_start: after every warm-up call, before any timed one
-    (a one-rank gloo group in this process: measure() combines samples over ranks)."""
+@pytest.mark.parametrize(("timing", "timed_calls"), [(PER_ITERATION, 6), (BATCH, 6 * 2)])
+def test_timed_start_hook_runs_between_warm_up_and_the_timed_loop(tmp_path, timing, timed_calls):
+    """The hook measure_point gives the sampler's mark_timed_start: after every warm-up call, before any timed one,
+    in both timing modes (a one-rank gloo group in this process: measure() combines samples over ranks)."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
         ctx = RankContext(rank=0, world=1, local_rank=0, local_world=1, backend="gloo", platform=CpuPlatform("gloo"))
         events: list[str] = []
-        measure(lambda: events.append("call"), ctx=ctx, warmup=3, iters=6,
+        measure(lambda: events.append("call"), ctx=ctx, warmup=3, iters=6, timing=timing, batch_calls=2,
                 on_timed_start=lambda: events.append("mark"))
-        assert events == ["call"] * 3 + ["mark"] + ["call"] * 6
+        assert events == ["call"] * 3 + ["mark"] + ["call"] * timed_calls
     finally:
         dist.destroy_process_group()
 

@@ -78,6 +78,71 @@ def test_cli_json_with_skew():
     assert report["skew"][0]["kind"] == "SendRecv" and report["skew"][0]["matched"] == 10
 
 
+def _nccl_trace(path: Path, kernels: list[tuple[str, float, dict]], *, rank: int = 0) -> Path:
+    """A small Kineto trace in the shared GPU traces' format: one ProfilerStep on the main thread; an all-reduce call
+    (c10d::allreduce_ > record_param_comms > nccl:all_reduce) from 100 to 400 µs; a matmul from 500 to 800 µs. Each
+    kernel (name, launch time, extra kernel args) is launched by a cudaLaunchKernelExC at that time, 50 µs long."""
+    pid, tid, stream = 2910249, 2919752, 40
+    comms = {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, "dtype": "Float",
+             "Group size": 2, "Process Group Name": "0"}
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": pid, "tid": tid, "ts": 0, "dur": 1000,
+         "args": {"External id": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": pid, "tid": tid, "ts": 100, "dur": 300,
+         "args": {"External id": 2}},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": pid, "tid": tid, "ts": 110, "dur": 280,
+         "args": {"External id": 3, **comms}},
+        {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": pid, "tid": tid, "ts": 120,
+         "dur": 250, "args": {"External id": 4}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": tid, "ts": 500, "dur": 300,
+         "args": {"External id": 5}},
+    ]
+    for correlation, (name, launch, extra) in enumerate(kernels, start=100):
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernelExC", "pid": pid, "tid": tid,
+                       "ts": launch, "dur": 5, "args": {"cbid": 430, "correlation": correlation}})
+        events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": launch + 10,
+                       "dur": 50, "args": {"device": 0, "stream": stream, "correlation": correlation, **extra}})
+    document = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
+                "traceEvents": events}
+    path.write_text(json.dumps(document))
+    return path
+
+
+GENERIC_KERNEL = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def test_nccl_generic_kernels_count_with_the_collective_that_launched_them(tmp_path):
+    path = _nccl_trace(tmp_path / "generic.json", [
+        (GENERIC_KERNEL, 200, {}),  # launched inside the all-reduce call: an AllReduce
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 300, {}),
+        (GENERIC_KERNEL, 320, {"Collective name": "_reduce_scatter_base"}),  # the kernel names its collective
+        (GENERIC_KERNEL, 600, {}),  # launched from the matmul, no collective call around it: unattributed
+        ("ampere_sgemm_128x64_nn", 650, {}),
+    ])
+    result = analyze(load_trace(path))
+    kinds = {entry["kind"]: entry for entry in result["collectives"]}
+    assert set(kinds) == {"AllReduce", "ReduceScatter", "Generic"}
+    assert (kinds["AllReduce"]["count"], kinds["AllReduce"]["generic_kernels"]) == (2, 1)
+    assert kinds["AllReduce"]["bytes"] == 4096  # the Generic kernel's message, from its record_param_comms
+    assert kinds["AllReduce"]["total_us"] == 100 and not kinds["AllReduce"]["unattributed"]
+    assert kinds["ReduceScatter"]["count"] == 1 and not kinds["ReduceScatter"]["unattributed"]
+    assert (kinds["Generic"]["count"], kinds["Generic"]["unattributed"]) == (1, True)
+    text = CliRunner().invoke(main, ["trace", "analyze", str(path)])
+    assert text.exit_code == 0, text.output
+    assert "AllReduce: 2 x, 100 us, 4096 B (1 of them ncclDevKernel_Generic, attributed to the collective that " \
+           "launched them)" in text.output
+    assert "Generic: 1 x, 50 us (ncclDevKernel_Generic, unattributed" in text.output
+
+
+def test_skew_matches_a_generic_kernel_with_the_named_kernel_of_another_rank(tmp_path):
+    generic = _nccl_trace(tmp_path / "rank0.json", [(GENERIC_KERNEL, 200, {})], rank=0)
+    named = _nccl_trace(tmp_path / "rank1.json", [("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", 230, {})], rank=1)
+    result = CliRunner().invoke(main, ["trace", "analyze", "--json", str(generic), str(named)])
+    assert result.exit_code == 0, result.output
+    skew = json.loads(result.output)["skew"]
+    assert [(entry["kind"], entry["matched"], entry["skew_us_max"]) for entry in skew] == [("AllReduce", 1, 30.0)]
+
+
 def test_foreign_file_is_one_line_exit_2(tmp_path):
     (tmp_path / "notes.json").write_text('{"hello": 1}')
     (tmp_path / "broken.json.gz").write_bytes(b"\x1f\x8b not really gzip")

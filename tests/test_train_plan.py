@@ -130,3 +130,58 @@ def test_fit_refuses_a_training_run_in_one_line(tmp_path, commbench_cli):
     completed = commbench_cli("fit", str(run_dir))
     assert completed.returncode == 2
     assert "holds a DDP sweep (commbench ddp)" in completed.stderr and completed.stderr.count("\n") == 1
+
+
+def _gloo_cuda(bench: str, args: list[str], gpus: int = 2):
+    """A training bench resolved as on a node with GPUs (not this one), with gloo on CUDA tensors."""
+    from commbench.benches import get_kind
+    from commbench.benches.options import parse_options
+    from commbench.machine import Machine
+
+    kind = get_kind(bench)
+    values = dict(zip(args[::2], args[1::2], strict=True))
+    options = parse_options(kind.options, {"backend": "gloo", "device": "cuda", "steps": 10, **values})
+    return kind.resolve(options, Machine.for_job(nodes=1, ranks_per_node=gpus, gpus_per_node=gpus))
+
+
+@pytest.mark.parametrize("bench, args, refused", [
+    ("fsdp", [], "zero3/fsdp2, zero2/fsdp2"),
+    ("fsdp", ["impls", "fsdp1", "reshards", "true"], "zero3/fsdp1"),
+    ("strategy", [], "zero2/fsdp2, zero3/fsdp2"),
+    ("strategy", ["strategies", "zero1,zero3"], "zero3/fsdp2"),
+    ("strategy", ["strategies", "hsdp", "shard_group", "2"], "hsdp/fsdp2"),
+])
+def test_fsdp_on_gloo_cuda_is_refused_before_launch(bench, args, refused):
+    gpus = 4 if "hsdp" in args else 2
+    with pytest.raises(CommbenchError) as raised:
+        _gloo_cuda(bench, args, gpus)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"gloo cannot run {refused} on CUDA tensors")
+    assert "all_gather and reduce_scatter" in message and "use --backend nccl or --device cpu" in message
+    assert ("--strategy ddp,zero1" in message) == (bench == "strategy")
+
+
+def test_ddp_and_zero1_on_gloo_cuda_are_not_refused():
+    # gloo all-reduces and broadcasts CUDA tensors: what DDP and ZeroRedundancyOptimizer need
+    for bench, args in (("ddp", []), ("strategy", ["strategies", "ddp,zero1"])):
+        resolved = _gloo_cuda(bench, args)
+        assert (resolved.spec.backend, resolved.spec.device) == ("gloo", "cuda")
+    with pytest.raises(CommbenchError, match="gloo cannot run zero3/fsdp2"):  # the same check over a spec directly
+        validate(_spec([TrainConfig(strategy="zero3", impl="fsdp2", reshard_after_forward=True)], device="cuda"))
+    validate(_spec([TrainConfig(strategy="zero1", impl="zero1")], device="cuda"))
+
+
+def test_slurm_dry_run_refuses_fsdp_on_gloo_cuda_for_gpu_nodes(tmp_path, commbench_cli):
+    suite = tmp_path / "gloo-cuda.toml"
+    suite.write_text('description = "FSDP over gloo on CUDA"\nbackend = "gloo"\ndevice = "cuda"\n\n'
+                     '[[bench]]\nkind = "fsdp"\n')
+    out = tmp_path / "results"
+    refused = commbench_cli("slurm", "submit", str(suite), "--nodes", "1", "--gpus-per-node", "2", "--dry-run",
+                            "--out", str(out))
+    assert refused.returncode == 2, refused
+    assert len(refused.stderr.strip().splitlines()) == 1 and "gloo cannot run zero3/fsdp2" in refused.stderr
+    suite.write_text(suite.read_text().replace('kind = "fsdp"', 'kind = "zero"\nstrategy = ["ddp", "zero1"]'))
+    accepted = commbench_cli("slurm", "submit", str(suite), "--nodes", "1", "--gpus-per-node", "2", "--dry-run",
+                             "--out", str(out))
+    assert accepted.returncode == 0, accepted.stderr
+    assert not out.exists()

@@ -4,22 +4,23 @@ from dataclasses import dataclass
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
+from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
-from commbench.names import CUDA, DTYPES, GLOO, IMPLEMENTATIONS, PLACEMENTS, REDUCE_OPS
+from commbench.names import AUTO, CUDA, DTYPES, GLOO, IMPLEMENTATIONS, PER_ITERATION, PLACEMENTS, REDUCE_OPS, TIMINGS
 from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
 
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 KEY_COLUMNS = ("bench", "collective", "impl", "backend", "device", "world_size", "dtype", "op", "inplace",
-               "size_bytes")
-"""One row per collective × impl × dtype × op × placement × size (and where it ran)."""
-# A results file must have these; columns added later (ring bytes, GPU sampling) are filled in empty when absent.
-REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS, "count", "iters", "warmup", "time_us_p50", "time_us_p95",
+               "size_bytes", "timing")
+"""One row per collective × impl × dtype × op × placement × size × timing mode (and where it ran)."""
+# A results file must have these; columns added later (ring bytes, GPU sampling, timing) are filled in when absent.
+REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS[:-1], "count", "iters", "warmup", "time_us_p50", "time_us_p95",
                     "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps",
                     "n_wrong")
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
                   "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
-                  "ring_chunks", "n_wrong", *SUMMARY_COLUMNS)
+                  "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS)
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
 
@@ -48,6 +49,13 @@ class CollectiveOptions(TargetOptions):
     warmup: int = option("--warmup", type=int, default=5, show_default=True, help="Untimed iterations before timing.")
     iters: int = option("--iters", type=int, default=20, show_default=True,
                         help="Timed iterations per point (per batch in adaptive mode); at least 6.")
+    timings: tuple[str, ...] = option(
+        "--timing", many=True, choices=TIMINGS,
+        help="per-iteration (a barrier before each timed call; the slowest rank's time) and/or batch (nccl-tests': "
+             "back-to-back calls per sample, time per call averaged over ranks); repeat for both "
+             "[default: per-iteration].")
+    batch_calls: str = option("--batch-calls", default=AUTO, show_default=True,
+                              help="Calls per sample with --timing batch; auto = enough for about 5 ms.")
     target_ci: float | None = option("--target-ci", type=float,
                                      help="Adaptive: sample until the 95% CI of the median is within ±P percent.")
     max_time: float | None = option("--max-time", type=float, help="Adaptive: time budget per point in seconds.")
@@ -85,7 +93,8 @@ class CollectiveKind(BenchKind):
     result_columns, required_columns, sample_columns = RESULT_COLUMNS, REQUIRED_COLUMNS, SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     gpu_sample_columns = GPU_SAMPLE_COLUMNS
-    identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype")
+    identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing")
+    column_defaults = {"timing": PER_ITERATION, "note": ""}  # runs written before the timing modes
     comparability = ("schema_version", "backend", "device", "world_size")
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
     plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size", "commbench.report.collective_plots:busbw_vs_size"),
@@ -105,7 +114,8 @@ class CollectiveKind(BenchKind):
             impls=options.impls or default_impls(target.backend, target.device), ring_chunks=options.ring_chunks,
             sizes=parse_size_spec(options.sizes), dtypes=options.dtypes or ("float32",), ops=options.ops or ("sum",),
             placement=options.placement, backend=target.backend, device=target.device, nproc=target.nproc,
-            warmup=options.warmup, iters=options.iters, target_ci_pct=options.target_ci,
+            warmup=options.warmup, iters=options.iters, timings=options.timings or (PER_ITERATION,),
+            batch_calls=_batch_calls(options.batch_calls), target_ci_pct=options.target_ci,
             max_time_s=options.max_time, check=options.check, timeout_s=options.timeout,
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
@@ -145,7 +155,18 @@ class CollectiveKind(BenchKind):
 
     def row_label(self, row) -> str:
         placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
-        return f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} {int(row['size_bytes'])} B"
+        timing = "" if row.get("timing", PER_ITERATION) == PER_ITERATION else f" {row['timing']}"
+        return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
+                f"{int(row['size_bytes'])} B{timing}")
+
+
+def _batch_calls(text: str) -> int | None:
+    if str(text).strip().lower() == AUTO:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise CommbenchError(f"bad --batch-calls {text!r}: give a number of calls (e.g. 20) or auto") from None
 
 
 KIND = CollectiveKind()

@@ -75,5 +75,10 @@ def _describe(result: dict) -> str:
                      f"idle {step['idle_us']:.0f} us")
     for kind in result["collectives"]:
         size = f", {kind['bytes']} B" if kind["bytes"] is not None else ""
+        if kind.get("unattributed"):
+            size += " (ncclDevKernel_Generic, unattributed: no launching collective call found in the trace)"
+        elif kind.get("generic_kernels"):
+            size += (f" ({kind['generic_kernels']} of them ncclDevKernel_Generic, attributed to the collective that "
+                     "launched them)")
         lines.append(f"  {kind['kind']}: {kind['count']} x, {kind['total_us']:.0f} us{size}")
     return "\n".join(lines)

@@ -60,6 +60,11 @@ class Collective:
     def layout(self, size_bytes: int, elt_bytes: int, world: int) -> Layout:
         raise NotImplementedError
 
+    def is_noop(self, *, world: int, inplace: bool) -> bool:
+        """Nothing to move: in place with one rank the output already is the input (NCCL copies only when source
+        and destination differ), so the timed interval holds no work."""
+        return world == 1 and inplace
+
     def algbw_bytes(self, layout: Layout, world: int) -> int:
         """S in algbw = S / t (nccl-tests doc/PERFORMANCE.md)."""
         raise NotImplementedError

@@ -3,7 +3,8 @@
 GPU traces follow Holistic Trace Analysis: kernels named like NCCL are communication, memcpy/memset are neither,
 every other kernel is computation, and a kernel belongs to the time (step) of the CPU call that launched it. CPU
 (gloo) traces have no kernels: communication is the gloo:* spans of gloo's threads, computation the main thread's
-aten:: ops. Overlap % = |comm ∩ comp| / |comm|; exposed communication = |comm| − |comm ∩ comp|.
+aten:: ops. Overlap % = |comm ∩ comp| / |comm|; exposed communication = |comm| − |comm ∩ comp|. Per-kind totals
+name NCCL kernels by their collective (AllReduce, SendRecv, ...); a Generic kernel by the call that launched it.
 """
 
 import math
@@ -25,6 +26,16 @@ NOT_COMPUTE_KERNEL = re.compile(
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)")
 _GPU_SYNC_EVENTS = {"Event Sync", "Context Sync"}
 _NCCL_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+GENERIC = "Generic"
+"""NCCL ≥ 2.19 runs a collective without a kernel of its own in ncclDevKernel_Generic*: the kernel name does not
+say which collective it is, so it is attributed to the collective of the CPU call that launched it."""
+_COLLECTIVE_PREFIXES = (("reducescatter", "ReduceScatter"), ("allgather", "AllGather"), ("allreduce", "AllReduce"),
+                        ("broadcast", "Broadcast"), ("reduce", "Reduce"), ("barrier", "AllReduce"),
+                        ("alltoall", "SendRecv"), ("gather", "SendRecv"), ("scatter", "SendRecv"),
+                        ("send", "SendRecv"), ("recv", "SendRecv"))
+"""A torch collective's name (letters only, lower case) → the NCCL kernel kind that runs it, so an attributed Generic
+kernel counts with the kernels named after its collective (torch runs barrier as a one-element all-reduce, and
+all-to-all, gather, scatter, send and recv as grouped NCCL sends and receives)."""
 _ELEMENT_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Short": 2, "Byte": 1,
                   "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
 
@@ -120,7 +131,7 @@ def analyze(trace: TraceEvents) -> dict:
         result.update(window_metrics(trace, classified, whole))
         result["complete_steps"] = None
         result["steps"] = []
-    result["collectives"] = collective_kinds(trace, classified, whole)
+    result["collectives"] = collective_kinds(trace, classified, whole, event_kinds(trace, classified))
     return result
 
 
@@ -131,6 +142,99 @@ def _kind(name: str, device: str) -> str:
     return match.group(1) if match else name.split("(")[0]
 
 
+def _collective_kind(name) -> str | None:
+    """The NCCL kind of a torch collective's name ("allreduce", "_allgather_base", "reduce_scatter_tensor_coalesced",
+    "all_to_all", ...); None for what is no collective (e.g. record_param_comms' "wait")."""
+    if not name:
+        return None
+    letters = re.sub(r"[^a-z]", "", str(name).lower())
+    return next((kind for prefix, kind in _COLLECTIVE_PREFIXES if letters.startswith(prefix)), None)
+
+
+def _launcher_kind(name: str, args) -> str | None:
+    """The collective a CPU-side communication call stands for: record_param_comms (its "Collective name"),
+    the backend's nccl:<collective> span or a c10d::<collective> operator; None for any other event."""
+    if name == "record_param_comms":
+        return _collective_kind(args.get("Collective name")) if isinstance(args, dict) else None
+    if name.startswith(("nccl:", "c10d::")):
+        return _collective_kind(name.split(":")[-1])
+    return None
+
+
+@dataclass
+class Kinds:
+    """The kind of each communication event (None elsewhere), and which of them are NCCL Generic kernels."""
+
+    kind: list  # str or None per event
+    generic: np.ndarray  # bool per event: an ncclDevKernel_Generic* kernel (its kind attributed, or GENERIC)
+    launcher_bytes: dict  # event index → message bytes read from the launching record_param_comms
+
+
+def event_kinds(trace: TraceEvents, classified: Classified) -> Kinds:
+    """Each communication event's kind: gloo's span name, or the NCCL kernel's (AllReduce, SendRecv, ...). A Generic
+    kernel takes its collective from its own "Collective name" (torch copies record_param_comms' arguments onto NCCL
+    kernels), else from the innermost communication call on the CPU thread whose span holds the kernel's launch (the
+    cudaLaunchKernel of the same correlation id); with neither it stays GENERIC (unattributed)."""
+    kind: list = [None] * len(trace)
+    generic = np.zeros(len(trace), dtype=bool)
+    for i in np.flatnonzero(classified.comm):
+        kind[i] = _kind(trace.name[i], classified.device)
+        generic[i] = classified.device == "gpu" and kind[i] == GENERIC
+    launcher_bytes: dict = {}
+    pending = []
+    for i in np.flatnonzero(generic):
+        args = trace.args[i]
+        own = _collective_kind(args.get("Collective name")) if isinstance(args, dict) else None
+        if own:
+            kind[i] = own
+        else:
+            pending.append(i)
+    if pending:
+        _attribute_by_launch(trace, pending, kind, launcher_bytes)
+    return Kinds(kind, generic, launcher_bytes)
+
+
+def _attribute_by_launch(trace: TraceEvents, kernels: list[int], kind: list, launcher_bytes: dict) -> None:
+    cpu_side = trace.stream < 0
+    launch: dict[int, int] = {}  # correlation id → the CPU-side (runtime) event that launched the kernel
+    for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
+        launch.setdefault(int(trace.correlation[i]), i)
+    queries: dict = defaultdict(list)  # thread → (launch time, kernel index)
+    for i in kernels:
+        launcher = launch.get(int(trace.correlation[i]))
+        if launcher is not None:
+            queries[trace.tid[launcher]].append((float(trace.ts[launcher]), i))
+    if not queries:
+        return
+    calls: dict = defaultdict(list)  # thread → (start, end, kind, message bytes) of its communication calls
+    for i in np.flatnonzero(cpu_side):
+        tid = trace.tid[i]
+        if tid not in queries:
+            continue
+        call_kind = _launcher_kind(trace.name[i], trace.args[i])
+        if call_kind:
+            calls[tid].append((float(trace.ts[i]), float(trace.end[i]), call_kind, _message_bytes(trace.args[i])))
+    for tid, launches in queries.items():
+        # one sweep in time order: the calls open at a launch form a stack (a thread's calls nest), innermost last
+        ordered = sorted(calls[tid], key=lambda call: (call[0], -call[1]))
+        stack: list = []
+        position = 0
+        for time, kernel in sorted(launches):
+            while position < len(ordered) and ordered[position][0] <= time:
+                while stack and stack[-1][1] < ordered[position][0]:
+                    stack.pop()
+                stack.append(ordered[position])
+                position += 1
+            while stack and stack[-1][1] < time:
+                stack.pop()
+            enclosing = [call for call in stack if call[1] >= time]
+            if enclosing:
+                kind[kernel] = enclosing[-1][2]
+                message = next((call[3] for call in reversed(enclosing) if call[3] is not None), None)
+                if message is not None:
+                    launcher_bytes[kernel] = message
+
+
 def _message_bytes(args) -> int | None:
     if not isinstance(args, dict) or "In msg nelems" not in args:
         return None
@@ -139,17 +243,26 @@ def _message_bytes(args) -> int | None:
     return elements * element_bytes if element_bytes else None
 
 
-def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.ndarray) -> list[dict]:
-    """Per kind of communication: how many, their summed duration, and bytes where the trace records them."""
-    kinds: dict[str, dict] = defaultdict(lambda: {"count": 0, "total_us": 0.0, "bytes": None})
+def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.ndarray,
+                     kinds: Kinds | None = None) -> list[dict]:
+    """Per kind of communication: how many, their summed duration, bytes where the trace records them, and how many
+    were NCCL Generic kernels (attributed to their collective; kind GENERIC with `unattributed` when none was
+    found)."""
+    if kinds is None:
+        kinds = event_kinds(trace, classified)
+    totals: dict[str, dict] = defaultdict(lambda: {"count": 0, "total_us": 0.0, "bytes": None, "generic_kernels": 0})
     for i in np.flatnonzero(classified.comm & selected):
-        entry = kinds[_kind(trace.name[i], classified.device)]
+        entry = totals[kinds.kind[i]]
         entry["count"] += 1
         entry["total_us"] += max(0.0, float(trace.end[i] - trace.ts[i]))  # sub-µs events can round to < 0
+        entry["generic_kernels"] += int(kinds.generic[i])
         message = _message_bytes(trace.args[i])
+        if message is None:
+            message = kinds.launcher_bytes.get(i)
         if message is not None:
             entry["bytes"] = (entry["bytes"] or 0) + message
-    return [{"kind": kind, **values} for kind, values in sorted(kinds.items())]
+    return [{"kind": kind, **values, "unattributed": classified.device == "gpu" and kind == GENERIC}
+            for kind, values in sorted(totals.items())]
 
 
 def skew(traces: list[TraceEvents]) -> list[dict]:
@@ -158,9 +271,10 @@ def skew(traces: list[TraceEvents]) -> list[dict]:
     starts_by_key: dict[tuple[str, int], list[float]] = defaultdict(list)
     for trace in traces:
         classified = classify(trace)
+        kinds = event_kinds(trace, classified)
         seen: Counter = Counter()
         for i in np.flatnonzero(classified.comm)[np.argsort(trace.ts[classified.comm], kind="stable")]:
-            kind = _kind(trace.name[i], classified.device)
+            kind = kinds.kind[i]
             starts_by_key[(kind, seen[kind])].append(float(trace.ts[i]))
             seen[kind] += 1
     per_kind: dict[str, list[float]] = defaultdict(list)

@@ -4,11 +4,18 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 from commbench.errors import CommbenchError
+from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES
 from commbench.stats import MIN_SAMPLES_FOR_CI
 
 ISOLATIONS = ("reset", "process")
 """--isolation: one launch with memory reset between configurations, or a launch per configuration."""
 MODEL_KINDS = ("transformer", "mlp")
+_FSDP_COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
+"""all_gather_into_tensor and reduce_scatter_tensor in a shard group; all_reduce across HSDP's replicas."""
+IMPL_COLLECTIVES = {"ddp": ("all_reduce", "broadcast"), "zero1": ("all_reduce", "broadcast"),
+                    "fsdp2": _FSDP_COLLECTIVES, "fsdp1": _FSDP_COLLECTIVES}
+"""The collectives each implementation runs on the model's tensors, which the backend must run on the device (ZeRO-1's
+ZeroRedundancyOptimizer broadcasts each rank's updated parameters over DDP's all-reduced gradients)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,3 +186,20 @@ def validate(spec: TrainSpec) -> None:
         if config.strategy == "hsdp" and config.shard_group in (None, spec.nproc):
             raise CommbenchError(f"hsdp needs at least two replicas: give --shard-group N with N < {spec.nproc} "
                                  "dividing the rank count (with 2 ranks, use zero3 instead)")
+    if spec.backend == GLOO and spec.device == CUDA:
+        _refuse_gloo_cuda(spec)
+
+
+def _refuse_gloo_cuda(spec: TrainSpec) -> None:
+    """gloo runs only all_reduce and broadcast on CUDA tensors: DDP and ZeRO-1 run, FSDP (ZeRO-2/3, HSDP) cannot."""
+    refused = {}
+    for config in spec.configs:
+        missing = [name for name in IMPL_COLLECTIVES[config.impl] if name not in GLOO_CUDA_COLLECTIVES]
+        if missing:
+            refused.setdefault(config_label(config.strategy, config.impl, {}), missing)
+    if refused:
+        needs = " and ".join(next(iter(refused.values())))
+        hint = ", or --strategy ddp,zero1" if spec.bench == "strategy" else ""
+        raise CommbenchError(f"gloo cannot run {', '.join(refused)} on CUDA tensors: FSDP needs {needs}, and gloo "
+                             f"runs only {' and '.join(GLOO_CUDA_COLLECTIVES)} on CUDA; use --backend nccl or "
+                             f"--device cpu{hint}")

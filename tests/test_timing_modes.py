@@ -1,0 +1,76 @@
+"""Timing modes (per-iteration vs nccl-tests' batch) and world size 1, where in-place collectives do no work and a
+time at the timer's resolution must never be divided by."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from commbench import store
+from commbench.bandwidth import algbw_gbps, busbw_gbps
+from commbench.benches.collective import KIND as COLLECTIVE
+from commbench.table import format_tables
+from commbench.timing import BATCH_TARGET_S, MAX_AUTO_BATCH_CALLS, auto_batch_calls
+from tests.conftest import commbench_env
+
+BASELINE = store.Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci" / "launch1" / "gate"
+
+
+def test_a_time_at_or_below_zero_gives_no_bandwidth_figure():
+    for seconds in (0.0, -1e-9, math.nan):
+        assert math.isnan(algbw_gbps(1 << 20, seconds))
+        assert math.isnan(busbw_gbps(1 << 20, seconds, 1.0))
+    assert algbw_gbps(10**9, 1.0) == pytest.approx(1.0)
+
+
+def test_auto_batch_lasts_about_the_target():
+    assert auto_batch_calls([BATCH_TARGET_S / 10] * 5) == 10
+    assert auto_batch_calls([1.0, 2.0, 3.0]) == 1  # a call longer than the target: one call per batch
+    assert auto_batch_calls([0.0, 0.0]) == MAX_AUTO_BATCH_CALLS  # nothing measurable: the cap, never a division
+    assert auto_batch_calls([1e-12]) == MAX_AUTO_BATCH_CALLS
+
+
+def test_runs_from_before_the_timing_modes_read_as_per_iteration():
+    """The committed CI baseline has no timing column: its rows and samples must still join and compare."""
+    results = store.read_results(BASELINE, COLLECTIVE)
+    samples = store.read_samples(BASELINE, COLLECTIVE)
+    assert set(results["timing"]) == {"per-iteration"} and set(samples["timing"]) == {"per-iteration"}
+    assert COLLECTIVE.samples_of(samples, results.iloc[0]).sum() == results.iloc[0]["iters"]
+
+
+@pytest.mark.distributed
+def test_batch_and_per_iteration_rows_of_one_point(run_sweep):
+    outcome = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K", "--timing", "per-iteration,batch",
+                        "--warmup", "3", "--iters", "10")
+    assert outcome.returncode == 0, outcome.stderr
+    results = outcome.results.set_index("timing")
+    assert sorted(results.index) == ["batch", "per-iteration"]
+    per_iteration, batch = results.loc["per-iteration"], results.loc["batch"]
+    assert per_iteration["calls_per_sample"] == 1 and batch["calls_per_sample"] >= 1
+    assert "slowest rank" in per_iteration["timing_method"] and "mean over ranks" in batch["timing_method"]
+    # a barrier and its exit skew in every per-iteration sample; spread over many calls in a batch
+    assert batch["time_us_p50"] <= per_iteration["time_us_p50"]
+    samples = outcome.samples
+    assert sorted(samples["timing"].unique()) == ["batch", "per-iteration"]
+    assert (samples.groupby("timing").size() == 10).all()
+    assert "batch timing" in outcome.stdout and "back-to-back calls" in outcome.stdout
+
+
+@pytest.mark.distributed
+def test_world_size_one_marks_no_ops_and_never_divides_by_zero(run_sweep):
+    """Point 0 is all_reduce in place (a no-op at 1 rank); point 1 all_gather out of place, whose samples the
+    test-only fault switch makes 0 s."""
+    outcome = run_sweep("-c", "all_reduce,all_gather", "--impl", "builtin", "--sizes", "64K", "--placement", "both",
+                        "--nproc", "1", "--warmup", "1", "--iters", "6", env=commbench_env(COMMBENCH_FAULT="zero:0:1"))
+    assert outcome.returncode == 0, outcome.stderr
+    assert "Traceback" not in outcome.stderr
+    rows = outcome.results
+    noops = rows[rows["inplace"]]
+    assert len(noops) == 2  # all_reduce and all_gather in place
+    assert noops["note"].str.startswith("no-op").all()
+    assert noops["algbw_gbps"].isna().all() and (noops["busbw_gbps"] == 0).all()
+    zeroed = rows[(rows["collective"] == "all_gather") & ~rows["inplace"]].iloc[0]
+    assert zeroed["time_us_p50"] == 0 and pd.isna(zeroed["algbw_gbps"]) and pd.isna(zeroed["busbw_gbps"])
+    assert "below the timer's resolution" in zeroed["note"]
+    table = format_tables(store.read_results(outcome.run_dir, COLLECTIVE))
+    assert "no-op" in table and "inf" not in table
