@@ -10,8 +10,7 @@ from commbench.bench_kind import Measured, RankRun
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
 from commbench.profiling.capture import capture, trace_file_name
-from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, sample_rows
-from commbench.profiling.nvml_sampler import summarize as summarize_gpu
+from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, rank_summary, sample_rows
 from commbench.spec import Point, SweepSpec
 from commbench.stats import summarize
 from commbench.store import SCHEMA_VERSION
@@ -20,6 +19,8 @@ from commbench.timing import measure
 
 def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     ctx = run.ctx
+    if ctx.platform.has_gpu:  # this point's memory only: earlier points' cached blocks released, then the peak reset
+        ctx.platform.start_peak_window()
     collective = get_collective(point.collective)
     layout, dtype = point.layout, DTYPES[point.dtype]
     buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank,
@@ -35,10 +36,13 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     try:
         measurement = measure(faults.slowed(call), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
                               timing=point.timing, batch_calls=spec.batch_calls,
-                              target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s)
+                              target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s,
+                              on_timed_start=sampler.mark_timed_start if sampler else None)
+        if sampler:
+            sampler.mark_timed_end()  # NVLink and energy counters over the timed loop only
     finally:
         gpu_samples = sampler.stop() if sampler else []
-    gpu_summary = _gpu_summary(gpu_samples, ctx)
+    gpu_summary = _gpu_summary(gpu_samples, ctx)  # before the check, whose buffers are not the point's
     n_wrong = _check(collective, buffers, call, point, ctx, run.fault) if spec.check else None
     bytes_sent, bytes_source = _bytes_sent_per_rank(collective, call, layout, ctx)
     if run.trace_dir is not None:
@@ -115,7 +119,10 @@ def _bytes_sent_per_rank(collective, call, layout, ctx) -> tuple[float, str]:
 
 
 def _gpu_summary(samples: list, ctx) -> dict:
-    """The GPU columns of a row, combined over ranks; empty on CPU runs (no collective is spent on them)."""
-    if not ctx.platform.has_gpu:
+    """The GPU columns of a row (NVML's and the allocator's peak since the point started), combined per GPU and then
+    over GPUs; empty on CPU runs (no collective is spent on them)."""
+    platform = ctx.platform
+    if not platform.has_gpu:
         return dict.fromkeys(SUMMARY_COLUMNS)
-    return combine_ranks(ctx.gather_objects(summarize_gpu(samples) if samples else {}))
+    mine = rank_summary(samples, uuid=platform.gpu_uuid(), alloc_peak_bytes=platform.peak()["peak_mem_bytes"])
+    return combine_ranks(ctx.gather_objects(mine))

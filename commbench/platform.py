@@ -49,6 +49,10 @@ class CpuPlatform:
         """(sampler or None, what meta.json says about GPU sampling)."""
         return None, "not sampled: the run is on CPU tensors"
 
+    def gpu_uuid(self) -> str | None:
+        """NVML's name of this rank's GPU ("GPU-…"); None on CPU."""
+        return None
+
     def reset_peak(self) -> None:
         try:
             Path("/proc/self/clear_refs").write_text("5")
@@ -63,6 +67,12 @@ class CpuPlatform:
         """Bytes in use now: the resident set size."""
         return _status_bytes("VmRSS:")
 
+    def start_peak_window(self) -> None:
+        """Before a measured stretch: release what is free first, then reset the peak, so that peak() afterwards
+        counts this stretch only (the other order would start the window at memory still held by garbage)."""
+        self.release()
+        self.reset_peak()
+
     def release(self) -> None:
         """Give back what was freed: Python garbage, then free heap pages (glibc malloc_trim) to the system."""
         gc.collect()
@@ -71,12 +81,12 @@ class CpuPlatform:
         except (OSError, AttributeError):  # not glibc: freed pages stay with the process
             pass
 
-    def capacity(self, ranks_on_host: int) -> int | None:
-        """What one rank may use: this host's RAM shared by its ranks."""
+    def capacity(self, ranks_sharing: int) -> int | None:
+        """What one rank may use: this host's RAM shared by its ranks (ranks_sharing: the ranks on this host)."""
         try:
             for line in Path("/proc/meminfo").read_text().splitlines():
                 if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024 // max(1, ranks_on_host)
+                    return int(line.split()[1]) * 1024 // max(1, ranks_sharing)
         except OSError:
             pass
         return None
@@ -111,13 +121,15 @@ class CudaPlatform(CpuPlatform):
         reason = nvml_unavailable_reason()
         if reason:
             return None, f"not sampled: {reason}"
-        uuid = getattr(torch.cuda.get_device_properties(self.device), "uuid", None)
-        uuid_text = None if uuid is None else (str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}")
         try:
-            sampler = GpuSampler(self.device.index, interval_s, uuid=uuid_text)
+            sampler = GpuSampler.open(self.device.index, interval_s, uuid=self.gpu_uuid())
         except Exception as error:  # e.g. the UUID is unknown to NVML: sampling another GPU would be wrong
             return None, f"not sampled: NVML could not open this rank's GPU ({type(error).__name__})"
-        return sampler, f"NVML every {interval_s:g} s"
+        return sampler, sampler.describe()
+
+    def gpu_uuid(self) -> str | None:
+        uuid = getattr(torch.cuda.get_device_properties(self.device), "uuid", None)
+        return None if uuid is None else (str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}")
 
     def reset_peak(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.device)
@@ -136,9 +148,10 @@ class CudaPlatform(CpuPlatform):
         torch.cuda.synchronize(self.device)
         torch.cuda.empty_cache()
 
-    def capacity(self, ranks_on_host: int) -> int | None:
-        """What one rank may use: its GPU's memory."""
-        return torch.cuda.get_device_properties(self.device).total_memory
+    def capacity(self, ranks_sharing: int) -> int | None:
+        """What one rank may use: its GPU's memory shared by the ranks on that GPU (ranks_sharing; gloo on CUDA may
+        put several on one GPU)."""
+        return torch.cuda.get_device_properties(self.device).total_memory // max(1, ranks_sharing)
 
 
 def platform_for(*, backend: str, device_type: str, local_rank: int):

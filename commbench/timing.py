@@ -169,10 +169,11 @@ class Measurement:
 
 def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: str = PER_ITERATION,
             batch_calls: int | None = None, target_ci_pct: float | None = None,
-            max_time_s: float | None = None) -> Measurement:
+            max_time_s: float | None = None, on_timed_start: Callable[[], None] | None = None) -> Measurement:
     """Warm up, then take `iters` samples in the timing mode: once, or (adaptive) in rounds of `iters` until the 95 %
     CI of the median is within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same
-    decisions: the combined samples and the stop test are computed by collectives."""
+    decisions: the combined samples and the stop test are computed by collectives. on_timed_start is called
+    between warm-up (finished on the device) and the first timed call."""
     timer = ctx.platform.timer(ctx.barrier)
     started = time.monotonic()
     # auto batch size needs at least one timed call to size the batch from
@@ -180,6 +181,8 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
     warm = ctx.max_over_ranks(timer.time_iterations(run, warm_calls)) if warm_calls else []
     if hasattr(timer, "size_spin"):
         timer.size_spin()
+    if on_timed_start:
+        on_timed_start()
     if timing == BATCH:
         calls = batch_calls or auto_batch_calls(warm)
         take = lambda: ctx.mean_over_ranks(timer.time_batches(run, iters, calls))  # noqa: E731

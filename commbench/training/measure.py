@@ -24,8 +24,7 @@ from commbench.models.strategies import display_name
 from commbench.profiling import overlap
 from commbench.profiling.capture import capture
 from commbench.profiling.comm_calls import comm_calls
-from commbench.profiling.nvml_sampler import combine_ranks
-from commbench.profiling.nvml_sampler import summarize as summarize_gpu
+from commbench.profiling.nvml_sampler import combine_ranks, rank_summary, ranks_sharing_gpu
 from commbench.profiling.trace_file import load_trace
 from commbench.stats import summarize
 from commbench.training.build import Built, build
@@ -48,8 +47,16 @@ class LaunchMemory:
 def prepare(spec: TrainSpec, ctx) -> LaunchMemory:
     """Before the first configuration of a launch: release what is free, and note where memory starts."""
     ctx.platform.release()
-    budget = spec.memory_budget_bytes or ctx.platform.capacity(ctx.local_world)
+    budget = spec.memory_budget_bytes or ctx.platform.capacity(_ranks_sharing_memory(ctx))
     return LaunchMemory(ctx.platform.current(), budget)
+
+
+def _ranks_sharing_memory(ctx) -> int:
+    """The ranks drawing on this rank's memory: the host's ranks on CPU; on CUDA the ranks on this rank's GPU
+    (gloo may put several on one), counted from every rank's GPU UUID."""
+    if not ctx.platform.has_gpu:
+        return ctx.local_world
+    return ranks_sharing_gpu(ctx.gather_objects(ctx.platform.gpu_uuid()), ctx.rank)
 
 
 def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measured:
@@ -72,8 +79,11 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
     sampler = run.sampler
     if sampler:
         sampler.start()
+        sampler.mark_timed_start()
     try:
         times_ms, losses = _timed_steps(step, ctx, [True] * spec.steps)
+        if sampler:
+            sampler.mark_timed_end()
     finally:
         gpu_samples = sampler.stop() if sampler else []
     peak = platform.peak()
@@ -95,7 +105,7 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
         "peak": peak, "carryover": None if start_bytes is None or baseline_bytes is None
         else start_bytes - baseline_bytes, "state": state, "state_exact": measured_state == predicted,
         "measured_state": measured_state, "predicted_state": predicted,
-        "gpu": summarize_gpu(gpu_samples) if gpu_samples else {}})
+        "gpu": rank_summary(gpu_samples, uuid=platform.gpu_uuid())})
     faults.keep_alive(fault, built, rank=ctx.rank, point=point.index)
     units, built = built.units, None  # the next configuration starts from released memory
     if ctx.rank != 0:
