@@ -11,6 +11,8 @@ class ExitCode(enum.IntEnum):
     """A check found wrong results (n_wrong > 0): the numbers are not valid."""
     REGRESSION = 1
     """`commbench compare`: a row got worse beyond its threshold, significantly."""
+    SELFTEST_FAILED = 1
+    """`commbench selftest`: a path that applies on this machine failed."""
     BAD_INPUT = 2
     """Refused before anything ran: one line on stderr names the problem and the fix."""
     RUN_FAILED = 3

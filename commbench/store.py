@@ -170,8 +170,9 @@ def default_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{host}"
 
 
-def create_run_dir(out: Path, run_id: str | None) -> Path:
-    """Make results/<run-id>/ atomically; a taken default id gets a -2, -3… suffix, a taken chosen one is refused."""
+def create_run_dir(out: Path, run_id: str | None, *, prefix: str = "") -> Path:
+    """Make results/<run-id>/ atomically; a taken default id (prefix + UTC time + host) gets a -2, -3… suffix, a taken
+    chosen one is refused."""
     out = Path(out)
     if run_id is not None and not _RUN_ID.match(run_id):
         raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")
@@ -185,7 +186,7 @@ def create_run_dir(out: Path, run_id: str | None) -> Path:
         except FileExistsError:
             raise CommbenchError(f"{out / run_id} already exists; choose another --run-id") from None
         return out / run_id
-    base = default_run_id()
+    base = prefix + default_run_id()
     for attempt in range(1, 1000):
         candidate = out / (base if attempt == 1 else f"{base}-{attempt}")
         try:

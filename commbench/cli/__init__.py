@@ -17,6 +17,7 @@ from commbench.cli.fit import fit
 from commbench.cli.model import model
 from commbench.cli.report import report
 from commbench.cli.run import run
+from commbench.cli.selftest import selftest
 from commbench.cli.slurm import slurm
 from commbench.cli.trace import trace
 from commbench.errors import CommbenchError, ExitCode
@@ -51,5 +52,5 @@ def main() -> None:
 
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
-for _command in (run, env, trace, model, fit, compare_command, report, slurm):
+for _command in (run, selftest, env, trace, model, fit, compare_command, report, slurm):
     main.add_command(_command)

@@ -1,0 +1,60 @@
+"""`commbench selftest`: run every path this machine supports and print path → pass / FAIL / n/a."""
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from commbench.cli.shared import split_commas
+from commbench.errors import ExitCode
+from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
+
+STEP_NAMES = "sweep, profile, ddp, fsdp, zero, report, compare"  # commbench.selftest.plan.STEPS, without importing it
+
+
+@click.command(name="selftest")
+@click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=AUTO, show_default=True,
+              help="Process-group backend; auto = nccl on cuda, else gloo.")
+@click.option("--device", type=click.Choice(DEVICE_CHOICES), default=AUTO, show_default=True,
+              help="Tensor device; auto = cuda when a GPU is visible.")
+@click.option("--nproc", type=int, default=None, help="Ranks on this machine [default: every visible GPU, else 2].")
+@click.option("--only", multiple=True, callback=split_commas, metavar="STEP",
+              help=f"Run only these steps ({STEP_NAMES}; report and compare bring the sweep); the other paths say "
+                   "n/a [default: all].")
+@click.option("--step-timeout", type=float, default=300.0, show_default=True,
+              help="Seconds one step may take before it is stopped and fails; its sub-run's own hang watchdog "
+                   "(--timeout) is half of it.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+              help="Folder that receives results/<run-id>/.")
+@click.option("--run-id", default=None, help="Name of the run folder [default: selftest-<UTC time>-<host>].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document (paths, run folder, wall time) on "
+                                                       "stdout; progress stays on stderr.")
+def selftest(backend, device, nproc, only, step_timeout, out, run_id, as_json) -> None:
+    """Exercise every path this machine supports, each as a real commbench run into one run folder: every collective
+    builtin and ring at a small and a large size (4 KiB and 4 MiB on CPU, 256 MiB on GPU) with the check, both timing
+    modes, in and out of place; a profiled point and `trace analyze`; the NVML sampler on GPUs; a tiny ddp, fsdp and
+    zero sweep; `report` and `compare` on the result. Prints path, result (pass, FAIL, n/a) and detail; on a GPU
+    node, run it first.
+
+    Exit codes: 0 every path that applies here passed, 1 a path failed, 2 bad input (nothing run).
+    """
+    from commbench.machine import Machine
+    from commbench.selftest import format_table, run_selftest
+    from commbench.selftest.plan import plan_selftest
+    from commbench.store import create_run_dir
+
+    plan = plan_selftest(Machine.here(), backend=backend, device=device, nproc=nproc, only=tuple(only),
+                         timeout_s=step_timeout)
+    run_dir = create_run_dir(out, run_id, prefix="selftest-")
+
+    def announce(line: str) -> None:
+        click.echo(f"selftest: {line}", err=True)
+
+    announce(f"{plan.backend} on {plan.device}, {plan.nproc} rank(s); run folder {run_dir}")
+    result = run_selftest(plan, run_dir, argv=["commbench", *sys.argv[1:]], announce=announce)
+    if as_json:
+        click.echo(json.dumps(result.document, indent=2, default=str))
+    else:
+        click.echo(format_table(result))
+    sys.exit(ExitCode.OK if result.ok else ExitCode.SELFTEST_FAILED)

@@ -1,0 +1,144 @@
+"""What `commbench selftest` runs on this machine: the target, each step's `commbench` command (made from the bench
+kinds' own options dataclasses and resolved here, so bad input is refused before anything launches), the sweep's
+expected points, and the paths that do not apply here, with the reason."""
+
+from dataclasses import dataclass, field
+
+from commbench.bench_kind import Bench
+from commbench.benches import kind_for_command
+from commbench.benches.collective import DEFAULT_COLLECTIVES
+from commbench.benches.options import options_of, parse_options
+from commbench.errors import CommbenchError
+from commbench.names import CUDA, GLOO, IMPLEMENTATIONS, PER_ITERATION, TIMINGS
+
+STEPS = ("sweep", "profile", "ddp", "fsdp", "zero", "report", "compare")
+"""The steps, in run order: `--only` chooses among them. profile is the profiled sweep and `trace analyze`."""
+NEEDS = {"report": ("sweep",), "compare": ("sweep",)}
+"""Steps that read another step's run; choosing them with --only runs that step too."""
+TRAINING_STEPS = ("ddp", "fsdp", "zero")
+
+SMALL_BYTES = 4 * 1024
+LARGE_BYTES = {"cpu": 4 * 1024**2, CUDA: 256 * 1024**2}
+"""The two message sizes of the sweep: latency-bound and bandwidth-bound (larger on GPUs, which move 4 MiB in µs)."""
+WARMUP, ITERS = 1, 6
+"""Iterations per point: 6 timed samples are the fewest a 95 % CI of the median needs."""
+TRAINING = {"model_kind": "transformer", "params": "1M", "layers": 2, "seq_len": 16, "micro_batch": 1, "steps": 6,
+            "warmup_steps": 2, "profile_steps": 1, "isolation": "reset"}
+"""A tiny model, few steps, one launch per sweep: the training path runs end to end in seconds."""
+TRAINING_AXES = {
+    "ddp": {"bucket_cap_mb": (1,)},
+    "fsdp": {"impls": ("fsdp2",), "reshards": ("true",), "forward_prefetch": (1,), "backward_prefetch": ("1",)},
+    "zero": {"strategies": ("zero1", "zero2")},
+}
+"""One or two configurations each: DDP with several buckets, FSDP2 resharding (ZeRO-3) with prefetching, and
+ZeRO-1 (ZeroRedundancyOptimizer) next to ZeRO-2."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One `commbench` sub-run: its bench (resolved, None for report/compare/trace) and its arguments."""
+
+    args: tuple[str, ...]
+    bench: Bench | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    backend: str
+    device: str
+    nproc: int
+    gpus: int
+    """CUDA GPUs visible here."""
+    large_bytes: int
+    selected: tuple[str, ...]
+    """The steps that run (--only and what they need), in run order."""
+    only: tuple[str, ...]
+    """--only as given (empty: every step)."""
+    timeout_s: float
+    """Each step's wall-clock limit."""
+    commands: dict[str, Command] = field(default_factory=dict)
+    """The bench steps that apply here and were selected: sweep, profile, ddp, fsdp, zero."""
+    not_applicable: dict[str, str] = field(default_factory=dict)
+    """Steps (and `collective NAME IMPL` paths) that cannot run on this target, with the reason."""
+    collective_paths: tuple[tuple[str, str], ...] = ()
+    """(collective, impl) of every implementation commbench has, in table order."""
+
+    @property
+    def sweep(self) -> Bench | None:
+        command = self.commands.get("sweep")
+        return command.bench if command else None
+
+    def target_args(self) -> list[str]:
+        return ["--backend", self.backend, "--device", self.device, "--nproc", str(self.nproc)]
+
+
+def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only: tuple[str, ...],
+                  timeout_s: float) -> Plan:
+    """Resolve the target as every command does and build each step's command; CommbenchError on bad input."""
+    from commbench.backends import unsupported_reason
+    from commbench.collectives import COLLECTIVES
+    from commbench.machine import resolve_target
+
+    if machine.in_job:
+        raise CommbenchError("commbench selftest launches its own ranks; run it outside torchrun/srun "
+                             "(RANK and WORLD_SIZE are set here)")
+    if timeout_s <= 0:
+        raise CommbenchError(f"--step-timeout {timeout_s:g} must be above 0 seconds")
+    for step in only:
+        if step not in STEPS:
+            raise CommbenchError(f"unknown --only step {step!r}; choose from {', '.join(STEPS)}")
+    chosen = set(only or STEPS)
+    chosen |= {need for step in chosen for need in NEEDS.get(step, ())}
+    selected = tuple(step for step in STEPS if step in chosen)
+    target = resolve_target(machine, backend=backend, device=device, nproc=nproc)
+    not_applicable: dict[str, str] = {}
+
+    ordered = [*DEFAULT_COLLECTIVES, *sorted(set(COLLECTIVES) - set(DEFAULT_COLLECTIVES))]
+    paths = tuple((name, impl) for name in ordered for impl in IMPLEMENTATIONS
+                  if impl in COLLECTIVES[name].implementations)
+    for name, impl in paths:
+        reason = unsupported_reason(backend=target.backend, device=target.device, collective=name, impl=impl,
+                                    dtype="float32", op="sum")
+        if reason:
+            not_applicable[f"{name} {impl}"] = reason
+    runnable = [(name, impl) for name, impl in paths if f"{name} {impl}" not in not_applicable]
+    if target.backend == GLOO and target.device == CUDA:
+        reason = ("gloo runs only all_reduce and broadcast on CUDA tensors; FSDP and ZeRO-2/3 shard with "
+                  "all_gather and reduce_scatter (use --backend nccl or --device cpu)")
+        not_applicable.update(fsdp=reason, zero=reason)
+
+    large_bytes = LARGE_BYTES[target.device]
+    common = {"backend": target.backend, "device": target.device, "nproc": target.nproc,
+              "timeout": max(timeout_s / 2, 1.0)}  # the sub-run's own hang watchdog acts before the step's limit
+    sweep = {**common, "collectives": tuple(dict.fromkeys(name for name, _ in runnable)),
+             "impls": tuple(dict.fromkeys(impl for _, impl in runnable)),
+             "sizes": f"{SMALL_BYTES},{large_bytes}", "placement": "both", "timings": TIMINGS,
+             "warmup": WARMUP, "iters": ITERS}
+    profile = {**common, "collectives": ("all_reduce",), "impls": ("builtin",), "sizes": str(SMALL_BYTES),
+               "placement": "in", "timings": (PER_ITERATION,), "warmup": WARMUP, "iters": ITERS, "profile": True,
+               "profile_iters": 2}
+    wanted = {"sweep": ("sweep", sweep), "profile": ("sweep", profile),
+              **{step: (step, {**common, **TRAINING, **TRAINING_AXES[step]}) for step in TRAINING_STEPS}}
+    commands = {step: _command(command, values, machine) for step, (command, values) in wanted.items()
+                if step in selected and step not in not_applicable}
+    plan = Plan(backend=target.backend, device=target.device, nproc=target.nproc, gpus=machine.gpus,
+                large_bytes=large_bytes, selected=selected, only=tuple(only), timeout_s=timeout_s,
+                commands=commands, not_applicable=not_applicable, collective_paths=paths)
+    return plan
+
+
+def _command(command: str, values: dict, machine) -> Command:
+    """The sub-run's arguments, made from the same values its bench kind resolves here (so they cannot disagree)."""
+    kind = kind_for_command(command)
+    bench = kind.resolve(parse_options(kind.options, values), machine)
+    args = [command]
+    for f, described in options_of(kind.options):
+        if f.name not in values:
+            continue
+        value = values[f.name]
+        if described.switch:
+            args.append(described.flag if value else f"--no-{described.key}")
+        else:
+            text = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            args += [described.flag, text]
+    return Command(tuple(args), bench)

@@ -1,0 +1,331 @@
+"""The selftest's paths and their verdicts, each read from what its sub-run wrote (rows, samples, traces, files) and
+how the sub-run ended: pass, FAIL (with what failed) or n/a (with why)."""
+
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from commbench import store
+from commbench.errors import CommbenchError
+from commbench.names import CUDA, PER_ITERATION, TIMINGS
+from commbench.selftest.plan import ITERS, Plan
+from commbench.selftest.steps import StepRun
+from commbench.units import format_bytes
+
+PASS, FAIL, NA = "pass", "FAIL", "n/a"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the table: a path this machine may run, and its verdict."""
+
+    path: str
+    result: str
+    detail: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SubRun:
+    """A bench sub-run as it ended: the step (None when it did not run), its meta.json and rows (None when absent)."""
+
+    step: StepRun | None
+    meta: dict | None
+    results: object | None
+    """The rows, a DataFrame."""
+    run_dir: Path
+
+    @classmethod
+    def read(cls, step: StepRun | None, run_dir: Path, kind) -> "SubRun":
+        meta = results = None
+        if (run_dir / store.META_FILE).exists():
+            try:
+                meta = store.read_meta(run_dir)
+                if (run_dir / store.RESULTS_FILE).exists():
+                    results = store.read_results(run_dir, kind)
+            except CommbenchError as error:  # a torn or foreign file: the path fails, the selftest goes on
+                meta, results = {"status": "unreadable", "reason": str(error)}, None
+        return cls(step, meta, results, run_dir)
+
+    @property
+    def rows(self) -> int:
+        return 0 if self.results is None else len(self.results)
+
+    def failure(self, name: str, limit_s: float) -> str | None:
+        """Why nothing of this sub-run can be vouched for, or None when it ended as a complete run. A run that ended
+        with wrong results (exit 1) is complete: its wrong rows fail only the paths they belong to."""
+        step = self.step
+        if step is None:
+            return f"{name} did not run"
+        if step.timed_out:
+            return f"{name} {step.how_it_ended(limit_s)}"
+        if self.meta is None:
+            said = step.last_error()
+            return f"{name} did not start: {said or step.how_it_ended(limit_s)}"
+        if self.meta.get("status") != store.STATUS_COMPLETE:
+            return f"{name} {self.meta.get('status')}: {self.meta.get('reason') or step.how_it_ended(limit_s)}"
+        if step.returncode not in (0, 1) or (step.returncode == 1 and not self.wrong_total()):
+            return f"{name} {step.how_it_ended(limit_s)}: {step.last_error()}"
+        return None
+
+    def wrong_total(self) -> int:
+        if self.results is None or self.results.empty:
+            return 0
+        return int(self.results["n_wrong"].fillna(0).sum())
+
+
+def not_selected(plan: Plan) -> str:
+    return f"not selected (--only {','.join(plan.only)})"
+
+
+# --- the collective sweep: one launch, many paths -----------------------------------------------------------------
+
+def _inplace(value) -> bool:
+    return str(value) in ("True", "true", "1")
+
+
+def _key(collective, impl, inplace, size_bytes, timing) -> tuple:
+    return (str(collective), str(impl), _inplace(inplace), int(size_bytes), str(timing))
+
+
+def _label(key: tuple) -> str:
+    collective, impl, inplace, size, timing = key
+    return f"{collective} {impl} {'in' if inplace else 'out'} {format_bytes(size)} {timing}"
+
+
+def _judge_rows(expected: set[tuple], sweep: SubRun, keys_of_rows: list[tuple], failure: str | None,
+                describe: str) -> tuple[str, str]:
+    """pass when every expected point has its row and every row's check found 0 wrong elements."""
+    if failure:
+        return FAIL, failure
+    found = {key: row for key, row in zip(keys_of_rows, sweep.results.itertuples()) if key in expected} \
+        if sweep.results is not None else {}
+    missing = sorted(expected - set(found))
+    if missing:
+        return FAIL, f"{len(missing)} of {len(expected)} rows missing, e.g. {_label(missing[0])}"
+    unchecked = [key for key, row in found.items() if _missing_number(row.n_wrong)]
+    if unchecked:
+        return FAIL, f"{len(unchecked)} row(s) not checked (n_wrong empty), e.g. {_label(unchecked[0])}"
+    wrong = {key: int(row.n_wrong) for key, row in found.items() if int(row.n_wrong)}
+    if wrong:
+        first = min(wrong)
+        return FAIL, (f"{sum(wrong.values())} wrong element(s) in {len(wrong)} of {len(expected)} rows, e.g. "
+                      f"{_label(first)}: {wrong[first]} wrong")
+    return PASS, f"{len(expected)} rows ({describe}), 0 wrong"
+
+
+def _missing_number(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def sweep_checks(plan: Plan, sweep: SubRun, samples=None) -> list[Check]:
+    """collective NAME IMPL, timing MODE, placement out|in and nvml sampler, all from the one sweep."""
+    selected = "sweep" in plan.selected
+    failure = sweep.failure("sweep", plan.timeout_s) if selected else None
+    points = plan.sweep.points if plan.sweep else []
+    expected_all = {_key(p.collective, p.impl, p.inplace, p.layout.size_bytes, p.timing) for p in points}
+    row_keys = [] if sweep.results is None else [
+        _key(*values) for values in zip(sweep.results["collective"], sweep.results["impl"], sweep.results["inplace"],
+                                        sweep.results["size_bytes"], sweep.results["timing"])]
+    checks = []
+
+    def judge(path: str, expected: set[tuple], describe: str, empty_reason: str) -> None:
+        if not selected:
+            checks.append(Check(path, NA, not_selected(plan)))
+        elif not expected:
+            checks.append(Check(path, NA, empty_reason))
+        else:
+            checks.append(Check(path, *_judge_rows(expected, sweep, row_keys, failure, describe)))
+
+    for collective, impl in plan.collective_paths:
+        path = f"collective {collective} {impl}"
+        reason = plan.not_applicable.get(f"{collective} {impl}")
+        if reason:
+            checks.append(Check(path, NA, reason))
+            continue
+        expected = {key for key in expected_all if key[:2] == (collective, impl)}
+        judge(path, expected, _shape(expected), "not in the sweep")
+
+    for timing in TIMINGS:
+        path = f"timing {timing}"
+        expected = {key for key in expected_all if key[4] == timing}
+        if not selected or not expected or failure:
+            judge(path, expected, "", "not in the sweep")
+            continue
+        result, detail = _judge_rows(expected, sweep, row_keys, None, "")
+        if result == PASS:
+            problem, facts = _timing_facts(sweep, timing, expected, samples)
+            result, detail = (FAIL, problem) if problem else (PASS, f"{len(expected)} rows, {facts}, 0 wrong")
+        checks.append(Check(path, result, detail))
+
+    for name, inplace in (("out", False), ("in", True)):
+        expected = {key for key in expected_all if key[2] == inplace}
+        collectives = ", ".join(dict.fromkeys(key[0] for key in sorted(expected, key=_order(points))))
+        judge(f"placement {name}", expected, collectives,
+              f"no collective that runs here has {'in' if inplace else 'out'}-of-place buffers "
+              f"({', '.join(dict.fromkeys(p.collective for p in points))})")
+
+    checks.append(_nvml_check(plan, sweep, failure))
+    return checks
+
+
+def _order(points):
+    index = {}
+    for point in points:
+        index.setdefault(point.collective, point.index)
+    return lambda key: index.get(key[0], 0)
+
+
+def _shape(expected: set[tuple]) -> str:
+    sizes = " and ".join(format_bytes(size) for size in sorted({key[3] for key in expected}))
+    placements = "+".join(name for name, inplace in (("out", False), ("in", True))
+                          if inplace in {key[2] for key in expected})
+    timings = " and ".join(t for t in TIMINGS if t in {key[4] for key in expected})
+    return f"{sizes} × {placements} × {timings}"
+
+
+def _timing_facts(sweep: SubRun, timing: str, expected: set[tuple], samples) -> tuple[str | None, str]:
+    """(what is wrong, or None; what was seen): every row of the mode has its timed samples on disk and a positive
+    median time."""
+    rows = sweep.results[sweep.results["timing"] == timing]
+    problems = []
+    if (rows["iters"] != ITERS).any():
+        problems.append(f"iters other than {ITERS}")
+    if not (rows["time_us_p50"] > 0).all():
+        problems.append("a median time of 0 or empty")
+    per_row = {}
+    if samples is not None and not samples.empty:
+        mode = samples[samples["timing"] == timing]
+        for values, group in mode.groupby(["collective", "impl", "inplace", "size_bytes", "timing"]):
+            per_row[_key(*values)] = len(group)
+    short = [key for key in sorted(expected) if per_row.get(key, 0) != ITERS]
+    if short:
+        problems.append(f"{len(short)} row(s) without their {ITERS} samples in samples.csv, e.g. {_label(short[0])}")
+    calls = rows["calls_per_sample"]
+    spread = f"{int(calls.min())}" if calls.min() == calls.max() else f"{int(calls.min())}–{int(calls.max())}"
+    mean = "" if timing == PER_ITERATION else ", per-call time the mean over ranks"
+    return "; ".join(problems) or None, f"{ITERS} samples each, {spread} call(s) per sample{mean}"
+
+
+def _nvml_check(plan: Plan, sweep: SubRun, failure: str | None) -> Check:
+    path = "nvml sampler"
+    if plan.device != CUDA:
+        return Check(path, NA, "no GPU visible" if not plan.gpus else
+                     "CPU tensors (--device cpu): NVML samples the GPUs of GPU runs")
+    if "sweep" not in plan.selected:
+        return Check(path, NA, not_selected(plan))
+    if failure:
+        return Check(path, FAIL, failure)
+    sampling = str(sweep.meta.get("gpu_sampling") or "")
+    if not sampling.startswith("NVML"):
+        return Check(path, FAIL, f"a GPU is visible but the sweep says {sampling or 'nothing about sampling'!r}")
+    rows = sweep.results
+    empty = [column for column in ("gpu_mem_used_peak_bytes", "gpu_util_pct_mean")
+             if rows is None or rows.empty or rows[column].isna().any()]
+    if empty:
+        return Check(path, FAIL, f"{', '.join(empty)} empty in some rows")
+    samples_path = sweep.run_dir / store.GPU_SAMPLES_FILE
+    lines = samples_path.read_text(encoding="utf-8").count("\n") - 1 if samples_path.exists() else 0
+    if lines < 1:
+        return Check(path, FAIL, f"no samples in {samples_path}")
+    power = rows["power_w_mean"].dropna()
+    power_text = f", power {power.mean():.0f} W mean" if not power.empty else ""
+    return Check(path, PASS, f"GPU memory and utilisation in all {len(rows)} rows, {lines} samples "
+                             f"({sampling}){power_text}")
+
+
+# --- the profiled point and its trace analysis --------------------------------------------------------------------
+
+def profile_check(plan: Plan, profile: SubRun, analyze: StepRun | None) -> Check:
+    path = "profile + trace analyze"
+    if "profile" not in plan.selected:
+        return Check(path, NA, not_selected(plan))
+    failure = profile.failure("profiled sweep", plan.timeout_s)
+    if failure:
+        return Check(path, FAIL, failure)
+    if profile.wrong_total() or profile.rows != len(plan.commands["profile"].bench.points):
+        return Check(path, FAIL, f"profiled sweep: {profile.rows} row(s), {profile.wrong_total()} wrong")
+    if analyze is None:
+        return Check(path, FAIL, f"needs traces: none in {profile.run_dir / 'traces'}")
+    if not analyze.ok:
+        return Check(path, FAIL, f"trace analyze {analyze.how_it_ended(plan.timeout_s)}: {analyze.last_error()}")
+    try:
+        report = json.loads(analyze.stdout.read_text(encoding="utf-8"))
+        traces = report["traces"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return Check(path, FAIL, f"trace analyze printed no JSON report ({type(error).__name__})")
+    if len(traces) != plan.nproc:
+        return Check(path, FAIL, f"{len(traces)} trace(s) analysed, expected one per rank ({plan.nproc})")
+    silent = [trace["rank"] for trace in traces if not trace["comm_us"] or not trace["collectives"]]
+    if silent:
+        return Check(path, FAIL, f"no communication found in the trace of rank(s) {silent}")
+    kinds = sorted({kind["kind"] for trace in traces for kind in trace["collectives"]})
+    comm = max(trace["comm_us"] for trace in traces)
+    return Check(path, PASS, f"{len(traces)} traces (1 point × {plan.nproc} ranks): {', '.join(kinds)}, "
+                             f"comm up to {comm:.0f} us")
+
+
+# --- the training sweeps ------------------------------------------------------------------------------------------
+
+def training_check(plan: Plan, step: str, run: SubRun) -> Check:
+    path = f"{step} step"
+    if step in plan.not_applicable:
+        return Check(path, NA, plan.not_applicable[step])
+    if step not in plan.selected:
+        return Check(path, NA, not_selected(plan))
+    failure = run.failure(step, plan.timeout_s)
+    if failure:
+        return Check(path, FAIL, failure)
+    expected = len(plan.commands[step].bench.points)
+    rows = run.results
+    if run.rows != expected:
+        return Check(path, FAIL, f"{run.rows} of {expected} configuration rows")
+    if run.wrong_total():
+        return Check(path, FAIL, f"{run.wrong_total()} rank(s) failed the check (replicas disagree or a loss is "
+                                 "not finite)")
+    times = rows["step_time_ms_p50"]
+    if not (times > 0).all():
+        return Check(path, FAIL, "a step time of 0 or empty")
+    configs = ", ".join(str(config) for config in rows["config"])
+    span = f"{times.min():.1f}" if len(times) == 1 else f"{times.min():.1f}–{times.max():.1f}"
+    return Check(path, PASS, f"{expected} configuration(s) ({configs}), {int(rows['steps'].iloc[0])} steps, "
+                             f"step {span} ms p50, 0 wrong")
+
+
+# --- report and compare on the result -----------------------------------------------------------------------------
+
+def report_check(plan: Plan, step: StepRun | None, report_dir: Path, needs: str | None, runs: list[str]) -> Check:
+    path = "report"
+    if "report" not in plan.selected:
+        return Check(path, NA, not_selected(plan))
+    if step is None:
+        return Check(path, FAIL, needs or "did not run")
+    if not step.ok:
+        return Check(path, FAIL, f"report {step.how_it_ended(plan.timeout_s)}: {step.last_error()}")
+    html = report_dir / "report.html"
+    if not html.exists() or html.stat().st_size == 0:
+        return Check(path, FAIL, f"{html} missing or empty")
+    output = step.log.read_text(encoding="utf-8", errors="replace").splitlines()
+    drawn = sum(line.startswith("drew ") for line in output)
+    skipped = sum(line.startswith("skipped ") for line in output)
+    if not drawn:
+        return Check(path, FAIL, "report.html has no plot")
+    return Check(path, PASS, f"report.html over {', '.join(runs)}: {drawn} plots drawn, {skipped} skipped")
+
+
+def compare_check(plan: Plan, step: StepRun | None, needs: str | None) -> Check:
+    path = "compare"
+    if "compare" not in plan.selected:
+        return Check(path, NA, not_selected(plan))
+    if step is None:
+        return Check(path, FAIL, needs or "did not run")
+    if not step.ok:
+        return Check(path, FAIL, f"compare {step.how_it_ended(plan.timeout_s)}: {step.last_error()}")
+    output = step.log.read_text(encoding="utf-8", errors="replace").splitlines()
+    summary = next((line[2:].split(" (", 1)[0] for line in reversed(output) if line.startswith("# ")), "")
+    if not summary:
+        return Check(path, FAIL, "compare printed no summary")
+    return Check(path, PASS, f"sweep against itself: {summary}, exit 0")

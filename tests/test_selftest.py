@@ -1,0 +1,142 @@
+"""`commbench selftest`: a real full run on CPU (every applicable path passes, the n/a rows say why, the run folder
+holds every sub-run) and a run with an injected wrong element (its paths FAIL, exit 1). Two selftest launches in
+all: the fault run selects the sweep only (`--only sweep`), which is where the fault lands."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from commbench.cli import main
+from commbench.machine import Machine
+from commbench.selftest import Selftest, format_table
+from commbench.selftest.plan import LARGE_BYTES, STEPS, plan_selftest
+from commbench.selftest.verdicts import FAIL, NA, PASS, Check
+from tests.conftest import commbench_env
+
+CPU_MACHINE = Machine(gpus=0, nccl_available=False)
+GPU_MACHINE = Machine(gpus=2, nccl_available=True)
+# gloo on CPU on every machine, so a GPU host runs the same test (its nvml row then says CPU tensors)
+CPU_TARGET = ("--backend", "gloo", "--device", "cpu")
+
+
+def _selftest(tmp_path, *args, env=None, run_id="st") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "commbench", "selftest", *CPU_TARGET, "--out",
+                           str(tmp_path / "results"), "--run-id", run_id, *args], cwd=tmp_path,
+                          env=env or commbench_env(), capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--nproc", "0"], "--nproc 0 is not a rank count"),
+    (["--only", "sweep,frobnicate"], "unknown --only step 'frobnicate'"),
+    (["--step-timeout", "0"], "--step-timeout 0 must be above 0"),
+])
+def test_bad_input_exits_2_with_one_line_and_runs_nothing(args, fragment, tmp_path, monkeypatch):
+    for name in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(main, ["selftest", *args, "--out", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("commbench: error:"), result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_inside_a_job_it_refuses(monkeypatch):
+    with pytest.raises(Exception, match="launches its own ranks"):
+        plan_selftest(Machine(gpus=0, nccl_available=False, rank=0, world_size=2), backend="auto", device="auto",
+                      nproc=None, only=(), timeout_s=300)
+
+
+def test_the_plan_on_a_gpu_node_and_with_gloo_on_cuda():
+    nccl = plan_selftest(GPU_MACHINE, backend="auto", device="auto", nproc=None, only=(), timeout_s=300)
+    assert (nccl.backend, nccl.device, nccl.nproc, nccl.large_bytes) == ("nccl", "cuda", 2, LARGE_BYTES["cuda"])
+    assert nccl.selected == STEPS and not nccl.not_applicable
+    assert set(nccl.commands) == {"sweep", "profile", "ddp", "fsdp", "zero"}
+    assert {(p.collective, p.impl) for p in nccl.sweep.points} == set(nccl.collective_paths)
+    assert "--sizes" in nccl.commands["sweep"].args and "4096,268435456" in nccl.commands["sweep"].args
+
+    gloo = plan_selftest(GPU_MACHINE, backend="gloo", device="cuda", nproc=None, only=(), timeout_s=300)
+    assert {(p.collective, p.impl) for p in gloo.sweep.points} == {("all_reduce", "builtin"),
+                                                                   ("broadcast", "builtin")}
+    assert set(gloo.commands) == {"sweep", "profile", "ddp"}
+    for path in ("fsdp", "zero", "all_reduce ring", "reduce_scatter builtin", "all_to_all builtin"):
+        assert gloo.not_applicable[path]  # each with its reason
+
+
+def test_only_brings_what_a_step_needs():
+    plan = plan_selftest(CPU_MACHINE, backend="auto", device="auto", nproc=None, only=("compare",), timeout_s=60)
+    assert plan.selected == ("sweep", "compare") and set(plan.commands) == {"sweep"}
+
+
+def test_the_table_has_a_row_per_path_and_ends_with_the_run_folder_and_time(tmp_path):
+    checks = [Check("collective all_reduce builtin", PASS, "4 rows, 0 wrong"), Check("nvml sampler", NA, "no GPU"),
+              Check("compare", FAIL, "compare exit 2")]
+    table = format_table(Selftest(tmp_path, checks, 61.4, {"counts": {PASS: 1, FAIL: 1, NA: 1}}))
+    lines = table.splitlines()
+    assert lines[0].split() == ["path", "result", "detail"]
+    assert lines[1].split()[:4] == ["collective", "all_reduce", "builtin", "pass"]
+    assert lines[-1] == f"# 1 pass, 1 FAIL, 1 n/a; run folder {tmp_path}, wall time 61 s"
+
+
+@pytest.mark.distributed
+def test_a_full_selftest_passes_every_applicable_path_and_keeps_everything_it_ran(tmp_path):
+    completed = _selftest(tmp_path, "--json")
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    document = json.loads(completed.stdout)  # stdout is the one JSON document; progress went to stderr
+    assert "selftest: sweep: exit 0" in completed.stderr
+    paths = {entry["path"]: entry for entry in document["paths"]}
+    assert document["ok"] is True and document["counts"][FAIL] == 0
+    for entry in paths.values():
+        assert entry["result"] in (PASS, NA) and entry["detail"], entry
+    expected = {"collective all_reduce builtin", "collective all_reduce ring", "collective reduce_scatter ring",
+                "collective all_gather ring", "collective broadcast builtin", "collective all_to_all builtin",
+                "timing per-iteration", "timing batch", "placement out", "placement in", "profile + trace analyze",
+                "ddp step", "fsdp step", "zero step", "report", "compare"}
+    assert {path for path, entry in paths.items() if entry["result"] == PASS} == expected | {
+        "collective reduce_scatter builtin", "collective all_gather builtin"}
+    nvml = paths["nvml sampler"]
+    assert nvml["result"] == NA and nvml["detail"] in ("no GPU visible",
+                                                       "CPU tensors (--device cpu): NVML samples the GPUs of GPU runs")
+    assert "0 wrong" in paths["collective reduce_scatter ring"]["detail"]
+
+    run_dir = tmp_path / "results" / "st"
+    assert document["run_dir"] == str(run_dir)
+    assert json.loads((run_dir / "selftest.json").read_text()) == document
+    for sub_run in ("sweep", "profile", "ddp", "fsdp", "zero"):
+        meta = json.loads((run_dir / sub_run / "meta.json").read_text())
+        assert meta["status"] == "complete" and (run_dir / sub_run / "results.csv").exists(), sub_run
+    assert any((run_dir / "profile" / "traces").iterdir())
+    assert json.loads((run_dir / "trace_analysis.json").read_text())["traces"]
+    assert (run_dir / "report" / "report.html").stat().st_size > 0 and (run_dir / "compare.md").exists()
+    assert {step["name"] for step in document["steps"]} == {"sweep", "profile", "trace-analyze", "ddp", "fsdp",
+                                                            "zero", "report", "compare"}
+    assert all((run_dir / step["log"]).exists() and step["exit_code"] == 0 for step in document["steps"])
+
+
+@pytest.mark.distributed
+def test_a_wrong_element_fails_its_paths_and_the_exit_code(tmp_path):
+    # the fault env reaches every sub-run's ranks; this point index exists only in the big sweep (the profiled
+    # sweep has one point, the training sweeps one or two configurations), so only the sweep's paths can fail
+    plan = plan_selftest(CPU_MACHINE, backend="gloo", device="cpu", nproc=None, only=("sweep",), timeout_s=300)
+    point = next(p for p in plan.sweep.points
+                 if (p.collective, p.inplace, p.layout.size_bytes, p.timing) == ("all_to_all", False, 4096, "batch"))
+    assert point.index > 1
+    completed = _selftest(tmp_path, "--only", "sweep", env=commbench_env(COMMBENCH_FAULT=f"wrong:1:{point.index}"))
+    assert completed.returncode == 1, completed.stdout[-4000:] + completed.stderr[-4000:]
+    lines = completed.stdout.splitlines()
+    assert lines[0].split() == ["path", "result", "detail"]
+    results = {}
+    for line in lines[1:-1]:
+        path, rest = line.split("  ", 1)
+        result, detail = rest.strip().split("  ", 1)
+        results[path.strip()] = (result, detail.strip())
+    failed = {path for path, (result, _) in results.items() if result == FAIL}
+    assert failed == {"collective all_to_all builtin", "timing batch", "placement out"}, completed.stdout
+    assert "1 wrong element(s)" in results["collective all_to_all builtin"][1]
+    assert "all_to_all builtin out 4 KiB batch" in results["timing batch"][1]
+    assert "1 wrong element(s) in 1 of" in results["placement out"][1]
+    assert results["ddp step"] == (NA, "not selected (--only sweep)")
+    assert all(result in (PASS, NA) for path, (result, _) in results.items() if path not in failed)
+    assert lines[-1].startswith("# 9 pass, 3 FAIL, 7 n/a; run folder ") and "wall time" in lines[-1]
