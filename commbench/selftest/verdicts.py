@@ -297,14 +297,21 @@ def training_check(plan: Plan, step: str, run: SubRun) -> Check:
 
 # --- report and compare on the result -----------------------------------------------------------------------------
 
-def report_check(plan: Plan, step: StepRun | None, report_dir: Path, needs: str | None, runs: list[str]) -> Check:
-    path = "report"
-    if "report" not in plan.selected:
+def _ended_early(plan: Plan, path: str, step: StepRun | None, needs: str | None) -> Check | None:
+    """The check of a step that was not selected, did not run or failed; None when it ran to the end."""
+    if path not in plan.selected:
         return Check(path, NA, not_selected(plan))
     if step is None:
         return Check(path, FAIL, needs or "did not run")
     if not step.ok:
-        return Check(path, FAIL, f"report {step.how_it_ended(plan.timeout_s)}: {step.last_error()}")
+        return Check(path, FAIL, f"{path} {step.how_it_ended(plan.timeout_s)}: {step.last_error()}")
+    return None
+
+
+def report_check(plan: Plan, step: StepRun | None, report_dir: Path, needs: str | None, runs: list[str]) -> Check:
+    path = "report"
+    if (ended := _ended_early(plan, path, step, needs)) is not None:
+        return ended
     html = report_dir / "report.html"
     if not html.exists() or html.stat().st_size == 0:
         return Check(path, FAIL, f"{html} missing or empty")
@@ -318,12 +325,8 @@ def report_check(plan: Plan, step: StepRun | None, report_dir: Path, needs: str 
 
 def compare_check(plan: Plan, step: StepRun | None, needs: str | None) -> Check:
     path = "compare"
-    if "compare" not in plan.selected:
-        return Check(path, NA, not_selected(plan))
-    if step is None:
-        return Check(path, FAIL, needs or "did not run")
-    if not step.ok:
-        return Check(path, FAIL, f"compare {step.how_it_ended(plan.timeout_s)}: {step.last_error()}")
+    if (ended := _ended_early(plan, path, step, needs)) is not None:
+        return ended
     output = step.log.read_text(encoding="utf-8", errors="replace").splitlines()
     summary = next((line[2:].split(" (", 1)[0] for line in reversed(output) if line.startswith("# ")), "")
     if not summary:
