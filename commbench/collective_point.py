@@ -37,7 +37,8 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         measurement = measure(faults.slowed(call), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
                               timing=point.timing, batch_calls=spec.batch_calls,
                               target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s,
-                              on_timed_start=sampler.mark_timed_start if sampler else None)
+                              on_timed_start=sampler.mark_timed_start if sampler else None,
+                              barrier=faults.skewed(run.fault, ctx.barrier, rank=ctx.rank, point=point.index))
         if sampler:
             sampler.mark_timed_end()  # NVLink and energy counters over the timed loop only
     finally:

@@ -13,6 +13,7 @@ Suite runs (`commbench run`) are compared bench by bench, matched by bench name;
 of each bench.
 """
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from commbench.runs import kind_of
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
 NEW, MISSING, NOT_COMPARABLE = "new", "missing", "not comparable"
+NO_FIGURE = "no figure"
+"""A row with nothing to gate: a no-op (in place at world size 1), or a time at the timer's resolution on a side."""
 
 METRIC_NAMES = tuple(dict.fromkeys(metric.name for kind in KINDS.values() for metric in kind.metrics))
 """Every metric some bench kind gates on (busbw, time, step_time, peak_mem)."""
@@ -170,8 +173,12 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
         if differences:
             entries.append({"row": label, "verdict": NOT_COMPARABLE, "why": "; ".join(differences)})
             continue
+        notes = [note for note in (_note(old), _note(current)) if note]
+        if any(note.startswith("no-op") for note in notes):  # busbw 0 by definition: a ratio would be 0/0
+            entries.append({"row": label, "verdict": NO_FIGURE, "why": notes[0]})
+            continue
         for name, threshold in metrics.items():
-            entries.append(_compare_metric(name, threshold, old, current, base, new, label))
+            entries.append(_compare_metric(name, threshold, old, current, base, new, label, notes))
     for row_key, current in new_rows.items():
         if row_key not in base_rows:
             entries.append({"row": kind.row_label(current), "verdict": NEW, "why": "not in the baseline"})
@@ -193,6 +200,11 @@ def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
     return merged
 
 
+def _note(row: pd.Series) -> str:
+    note = row.get("note")
+    return note if isinstance(note, str) else ""  # absent, or an empty CSV cell read as NaN
+
+
 def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
     """Say when the other run has this row in another dtype (not comparable) rather than not at all."""
     if "dtype" in identity:
@@ -206,10 +218,13 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
 
 
 def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Series, base: Run, new: Run,
-                    label: str) -> dict:
+                    label: str, notes: list[str]) -> dict:
     metric = _metrics(base.kind)[name]
     before, after = float(old[metric.column]), float(current[metric.column])
-    ratio = after / before if before else float("nan")
+    if not (math.isfinite(before) and math.isfinite(after) and before > 0):
+        why = f"{name} {before:.4g} vs {after:.4g}" + (f": {notes[0]}" if notes else "")
+        return {"row": label, "metric": name, "verdict": NO_FIGURE, "why": why}
+    ratio = after / before
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
     p_worse = p_better = None
     if metric.samples:
@@ -231,8 +246,8 @@ def format_terminal(entries: list[dict]) -> str:
     lines = [f"{'row':<52} {'metric':>9} {'baseline':>11} {'new':>11} {'ratio':>7} {'worse':>7} {'p':>8} verdict",
              f"{'':<52} {'':>9} {'':>11} {'':>11} {'(new/b)':>7} {'(%)':>7} {'(MWU)':>8}"]
     for entry in entries:
-        if "metric" not in entry:
-            lines.append(f"{entry['row']:<52} {entry['verdict']}: {entry['why']}")
+        if "ratio" not in entry:
+            lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>9} {entry['verdict']}: {entry['why']}")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         lines.append(f"{entry['row']:<52} {entry['metric']:>9} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
@@ -246,8 +261,9 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path) -> str:
              "| row | metric | baseline | new | ratio (new/baseline) | worse (%) | p (Mann–Whitney) | verdict |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for entry in entries:
-        if "metric" not in entry:
-            lines.append(f"| {entry['row']} | | | | | | | {entry['verdict']}: {entry['why']} |")
+        if "ratio" not in entry:
+            metric = entry.get("metric", "")
+            lines.append(f"| {entry['row']} | {metric} | | | | | | {entry['verdict']}: {entry['why']} |")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         verdict = f"**{entry['verdict']}**" if entry["verdict"] == REGRESSION else entry["verdict"]
@@ -258,7 +274,7 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path) -> str:
 
 def _summary(entries: list[dict]) -> str:
     counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
-              for verdict in (REGRESSION, NOISE, IMPROVED, OK, NEW, MISSING, NOT_COMPARABLE)}
+              for verdict in (REGRESSION, NOISE, IMPROVED, OK, NEW, MISSING, NOT_COMPARABLE, NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
     return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
            "Mann–Whitney U on per-iteration samples; ~ = beyond threshold, not significant)"

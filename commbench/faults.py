@@ -1,7 +1,7 @@
 """Test-only fault injection, so tests can prove that wrong results, dead ranks and hung ranks are caught.
 
 COMMBENCH_FAULT="KIND:RANK:POINT" makes rank RANK misbehave at point index POINT (a training sweep: configuration
-index). KIND is
+index; `*`: every point). KIND is
   wrong  add 1 to one output element before the check (the check must report it; training: one parameter),
   kill   SIGKILL itself before the point (the sweep must end as failed, keeping earlier rows),
   hang   sleep forever before the point (the sweep must end within --timeout),
@@ -9,6 +9,9 @@ index). KIND is
          mem_carryover_bytes must show it),
   zero   report every timed sample of the point as 0 s (rank 0 builds the row, so use rank 0): a time at or below
          the timer's resolution must never be divided by,
+  skew   leave every barrier of the point's warm-up and timed loop SKEW_S late: barrier-exit skew made larger
+         than this machine's noise, so a test can show what each timing mode does with it (a per-iteration sample
+         holds it whole, a batch spreads it over its calls),
   abort  SIGABRT itself on the way out, after the run (or, with a process per configuration, configuration POINT)
          stored everything: a rank dying in teardown must not fail a complete run.
 COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval),
@@ -24,7 +27,9 @@ import torch
 
 ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
-_KINDS = ("wrong", "kill", "hang", "leak", "abort", "zero")
+_KINDS = ("wrong", "kill", "hang", "leak", "abort", "zero", "skew")
+EVERY_POINT = -1
+SKEW_S = 0.02
 _LEAKED: list = []  # what a "leak" fault keeps alive
 
 
@@ -35,7 +40,7 @@ class Fault:
     point: int
 
     def applies(self, kind: str, rank: int, point: int) -> bool:
-        return (self.kind, self.rank, self.point) == (kind, rank, point)
+        return (self.kind, self.rank) == (kind, rank) and self.point in (point, EVERY_POINT)
 
 
 def from_env() -> Fault | None:
@@ -45,7 +50,7 @@ def from_env() -> Fault | None:
     kind, rank, point = text.split(":")
     if kind not in _KINDS:
         raise ValueError(f"{ENV_VAR}={text!r}: kind must be one of {_KINDS}")
-    return Fault(kind, int(rank), int(point))
+    return Fault(kind, int(rank), EVERY_POINT if point == "*" else int(point))
 
 
 def before_point(fault: Fault | None, *, rank: int, point: int) -> None:
@@ -73,6 +78,18 @@ def zero_times(fault: Fault | None, samples_s: list[float], *, rank: int, point:
     if fault is not None and fault.applies("zero", rank, point):
         return [0.0] * len(samples_s)
     return samples_s
+
+
+def skewed(fault: Fault | None, barrier, *, rank: int, point: int):
+    """The barrier the timer waits on, or (skew fault) that barrier followed by SKEW_S of sleep on this rank."""
+    if fault is None or not fault.applies("skew", rank, point):
+        return barrier
+
+    def late_barrier():
+        barrier()
+        time.sleep(SKEW_S)
+
+    return late_barrier
 
 
 def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:

@@ -172,12 +172,14 @@ class Measurement:
 
 def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: str = PER_ITERATION,
             batch_calls: int | None = None, target_ci_pct: float | None = None,
-            max_time_s: float | None = None, on_timed_start: Callable[[], None] | None = None) -> Measurement:
+            max_time_s: float | None = None, on_timed_start: Callable[[], None] | None = None,
+            barrier: Callable[[], None] | None = None) -> Measurement:
     """Warm up, then take `iters` samples in the timing mode: once, or (adaptive) in rounds of `iters` until the 95 %
     CI of the median is within ±target_ci_pct or max_time_s has passed on any rank. Every rank takes the same
     decisions: the combined samples and the stop test are computed by collectives. on_timed_start is called
-    between warm-up (finished on the device) and the first timed call."""
-    timer = ctx.platform.timer(ctx.barrier)
+    between warm-up (finished on the device) and the first timed call. barrier (default ctx.barrier) is what
+    releases the ranks before a timed call or batch."""
+    timer = ctx.platform.timer(barrier or ctx.barrier)
     started = time.monotonic()
     # auto batch size needs at least one timed call to size the batch from
     warm_calls = max(warmup, 1) if timing == BATCH and not batch_calls else warmup
