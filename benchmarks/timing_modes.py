@@ -10,7 +10,8 @@ and prints per size the median time per call (µs) of each way and the ratios ba
 Both commbench ways run the check too, so every figure printed is of a verified collective (n_wrong printed).
 
 --skew-ms D repeats the table with rank 1 leaving every timing barrier D ms late (the test-only skew fault made by
-hand here): the per-iteration median takes the skew whole, a batch of K calls D/K.
+hand here): the per-iteration median takes the skew whole, a batch of K calls D/K. That table uses --skew-batch-calls
+(50): auto would size the batch from warm-up calls that hold the skew too, and give K = 1.
 
     python benchmarks/timing_modes.py [--sizes 4K,1M,16M] [--rounds 5] [--iters 20] [--batch-calls N] [--skew-ms 20]
 """
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch-calls", type=int, default=None, help="default: auto (a batch lasts ~5 ms)")
     parser.add_argument("--skew-ms", type=float, default=0.0)
+    parser.add_argument("--skew-batch-calls", type=int, default=50)
     args = parser.parse_args()
     relaunch_script_under_torchrun(2)  # returns only in the ranks
     run_ranks(args)
@@ -67,7 +69,7 @@ def _measure_all(ctx, args, sizes, fault) -> tuple[dict, dict]:
         faults.SKEW_S = args.skew_ms / 1e3
     spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(sizes), dtypes=("float32",), ops=("sum",),
                      placement="in", backend="gloo", device="cpu", nproc=ctx.world, warmup=args.warmup,
-                     iters=args.iters, timings=(PER_ITERATION, BATCH), batch_calls=args.batch_calls)
+                     iters=args.iters, timings=(PER_ITERATION, BATCH), batch_calls=_batch_calls(args, fault))
     points = {(point.layout.size_bytes, point.timing): point for point in plan(spec, ctx.world)}
     times = {(size, way): [] for size in sizes for way in WAYS}
     wrong = {(size, way): 0 for size in sizes for way in WAYS}
@@ -98,11 +100,15 @@ def _measure_all(ctx, args, sizes, fault) -> tuple[dict, dict]:
     return times, wrong
 
 
+def _batch_calls(args, fault) -> int | None:
+    return args.skew_batch_calls if fault is not None else args.batch_calls
+
+
 def _print_table(ctx, args, sizes, times, wrong, fault) -> None:
     from commbench.units import format_bytes
 
     skew = f", rank 1 leaves each timing barrier {args.skew_ms:g} ms late" if fault else ""
-    calls = args.batch_calls or "auto"
+    calls = _batch_calls(args, fault) or "auto"
     print(f"\nall_reduce in place, gloo, {ctx.world} ranks, float32, {args.rounds} rotated rounds, "
           f"{args.iters} samples per way, batch calls {calls}{skew}")
     print(f"{'size':>8} {'per-iteration p50 (us)':>23} {'batch p50 (us)':>15} {'bare mean (us)':>15} "

@@ -222,7 +222,8 @@ def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Ser
     metric = _metrics(base.kind)[name]
     before, after = float(old[metric.column]), float(current[metric.column])
     if not (math.isfinite(before) and math.isfinite(after) and before > 0):
-        why = f"{name} {before:.4g} vs {after:.4g}" + (f": {notes[0]}" if notes else "")
+        shown = [f"{value:.4g}" if math.isfinite(value) else "none" for value in (before, after)]
+        why = f"{name} {shown[0]} vs {shown[1]}" + (f": {notes[0]}" if notes else "")
         return {"row": label, "metric": name, "verdict": NO_FIGURE, "why": why}
     ratio = after / before
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100

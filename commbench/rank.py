@@ -2,8 +2,11 @@
 those run folders (spec.json, and meta.json naming the kind), in order, in one process group."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+import torch
 
 from commbench import driver, faults, store
 from commbench.benches import get_kind
@@ -20,6 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-dir", type=Path, action="append", required=True, help="a prepared run folder")
     parser.add_argument("--only", type=int, default=None, help="measure only this point (a launch per point)")
     args = parser.parse_args(argv)
+    _threads_as_torchrun_set()
     machine = Machine.here()
     benches = []
     for run_dir in args.run_dir:
@@ -30,6 +34,14 @@ def main(argv: list[str] | None = None) -> None:
         for kind, spec, run_dir in benches:
             driver.run_bench(kind, spec, ctx, run_dir=run_dir, only=args.only)
     faults.on_exit(faults.from_env(), rank=machine.rank, point=args.only)
+
+
+def _threads_as_torchrun_set() -> None:
+    """torchrun sets OMP_NUM_THREADS (1) for its ranks; a rank forked from torchrun's agent (CPU launches) has an
+    OpenMP runtime that read the variable before it was set, so apply it here."""
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import Callable
 
 from commbench import launch, runinfo, store
 from commbench.bench_kind import Bench
+from commbench.names import CPU
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
 
@@ -53,7 +54,8 @@ def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, q
 def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool) -> bool:
     """One torchrun for the group (or, for a bench with a launch per point, one per point), watched for crashes
     and hangs; True when every bench of it completed."""
-    program = ["--module", RANK_MODULE, *(arg for run_dir in run_dirs for arg in ("--run-dir", str(run_dir)))]
+    program = launch.rank_program(RANK_MODULE, [arg for run_dir in run_dirs for arg in ("--run-dir", str(run_dir))],
+                                  fork=all(bench.spec.device == CPU for bench in benches))
     nproc = benches[0].spec.nproc
     counters = [RowCounter(run_dir / store.RESULTS_FILE) for run_dir in run_dirs]
     stored = None

@@ -11,7 +11,7 @@ MIB = 1024**2
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("nproc", [2, 3, 4])
+@pytest.mark.parametrize("nproc", [2, 4])  # odd worlds: the five-rank test below
 def test_ring_is_exact_and_sends_the_ring_bytes(run_sweep, nproc):
     # 2018 and 4036 bytes: 1009 (prime) bfloat16 or float32 elements for all_reduce, so its chunks are uneven;
     # three pieces per step exercise the pipelining with uneven pieces too.

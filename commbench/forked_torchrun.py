@@ -1,0 +1,80 @@
+"""torchrun's own entry point run in a fork of the calling process, watched like a subprocess.
+
+A launch used to start `python -m torch.distributed.run`: a second interpreter that imports torch again before it
+starts the ranks (~3 s of CPU and wall time on a 2-core machine, paid by every sweep and every test launch). The
+fork already has torch imported; it runs exactly what that command runs (torch.distributed.run.main with the same
+arguments), in its own session, with its output in the launch log. The ranks are still fresh interpreters started
+by torchrun, so nothing of this process (a CUDA context, threads) reaches them.
+"""
+
+import os
+import subprocess
+import sys
+import time
+import warnings
+
+_WAIT_POLL_S = 0.05
+
+
+class ForkedTorchrun:
+    """The subset of subprocess.Popen that launch.py uses: pid, poll(), wait(timeout), returncode."""
+
+    def __init__(self, torchrun_args: list[str], *, log, env: dict[str, str] | None):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with warnings.catch_warnings():  # Python 3.12+ warns about fork in a process with threads; see _child
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:
+            _child(torchrun_args, log_fd=log.fileno(), env=env)  # never returns
+        self.pid = pid
+        self.args = torchrun_args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(_WAIT_POLL_S)
+        return self.returncode
+
+
+def _child(torchrun_args: list[str], *, log_fd: int, env: dict[str, str] | None) -> None:
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        # fresh stream objects: a thread of the parent (the progress bar) may have held the old ones' locks at fork
+        sys.stdout = open(1, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")
+        sys.stderr = open(2, "w", buffering=1, closefd=False, encoding="utf-8", errors="replace")
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        sys.argv = ["torchrun", *torchrun_args]
+        from torch.distributed.run import main
+
+        main(torchrun_args)
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:  # noqa: BLE001 - whatever torchrun raised ends up in the launch log, as it did before
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
