@@ -4,6 +4,7 @@ those run folders (spec.json, and meta.json naming the kind), in order, in one p
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -12,6 +13,10 @@ from commbench import driver, faults, store
 from commbench.benches import get_kind
 from commbench.machine import Machine
 
+FAILED_RANK_LINGER_S = 1.0
+"""A rank whose run raised (typically: a peer died and gloo/NCCL reported the broken connection) waits this long
+before exiting, so that torchrun, polling every 0.1 s, observes the rank that died first and names it as the root
+cause. With ranks forked by torchrun, it reports only the lowest-numbered failed rank it sees in one poll."""
 WATCHED_TIMEOUT_GRACE_S = 30.0
 """Launched ranks leave hang detection to the launcher's watchdog (which names the hang); their own collective
 timeout comes later so that it does not race the watchdog. Ranks running in place have no watchdog: theirs is the
@@ -30,9 +35,13 @@ def main(argv: list[str] | None = None) -> None:
         kind = get_kind(store.read_meta(run_dir)["kind"])
         benches.append((kind, kind.spec_from_json((run_dir / store.SPEC_FILE).read_text(encoding="utf-8")), run_dir))
     timeout_s = max(spec.timeout_s for _, spec, _ in benches) + WATCHED_TIMEOUT_GRACE_S
-    with driver.joined(machine, [spec for _, spec, _ in benches], timeout_s=timeout_s) as (ctx, _):
-        for kind, spec, run_dir in benches:
-            driver.run_bench(kind, spec, ctx, run_dir=run_dir, only=args.only)
+    try:
+        with driver.joined(machine, [spec for _, spec, _ in benches], timeout_s=timeout_s) as (ctx, _):
+            for kind, spec, run_dir in benches:
+                driver.run_bench(kind, spec, ctx, run_dir=run_dir, only=args.only)
+    except Exception:
+        time.sleep(FAILED_RANK_LINGER_S)
+        raise
     faults.on_exit(faults.from_env(), rank=machine.rank, point=args.only)
 
 

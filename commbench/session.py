@@ -46,16 +46,19 @@ def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, q
     if machine.in_job:
         return _run_in_place(benches, run_dirs, machine, quiet=quiet)
     for group in launch_groups(benches):
-        if not _launch_group([benches[i] for i in group], [run_dirs[i] for i in group], quiet=quiet):
+        # forked ranks only where the parent saw no GPU: a process that queried CUDA must not be forked into ranks
+        fork_ranks = machine.gpus == 0 and all(benches[i].spec.device == CPU for i in group)
+        if not _launch_group([benches[i] for i in group], [run_dirs[i] for i in group], quiet=quiet,
+                             fork_ranks=fork_ranks):
             return False
     return True
 
 
-def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool) -> bool:
+def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fork_ranks: bool) -> bool:
     """One torchrun for the group (or, for a bench with a launch per point, one per point), watched for crashes
     and hangs; True when every bench of it completed."""
     program = launch.rank_program(RANK_MODULE, [arg for run_dir in run_dirs for arg in ("--run-dir", str(run_dir))],
-                                  fork=all(bench.spec.device == CPU for bench in benches))
+                                  fork=fork_ranks)
     nproc = benches[0].spec.nproc
     counters = [RowCounter(run_dir / store.RESULTS_FILE) for run_dir in run_dirs]
     stored = None

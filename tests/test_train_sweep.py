@@ -115,7 +115,7 @@ def test_fsdp_sweep_over_wrapping_and_precision(run_commbench):
 
 def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
     """With one launch, a configuration kept alive (injected) must show in the next one's mem_carryover_bytes."""
-    args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", "--params", "6M", "--steps", "6",
+    args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", "--params", "12M", "--steps", "6",
             "--profile-steps", "0")
     clean = _rows(run_commbench(*args))
     leaky = _rows(run_commbench(*args, env=commbench_env(COMMBENCH_FAULT="leak:0:0")))
