@@ -98,9 +98,9 @@ def test_hsdp_and_fsdp1_at_four_ranks(run_commbench):
 
 def test_fsdp_sweep_over_wrapping_and_precision(run_commbench):
     rows = _rows(run_commbench("fsdp", "--impl", "fsdp2,fsdp1", "--reshard-after-forward", "true",
-                               "--forward-prefetch", "0", "--backward-prefetch", "default,pre", "--wrap", "block,model",
+                               "--forward-prefetch", "0", "--backward-prefetch", "default", "--wrap", "block,model",
                                "--mixed-precision", "fp32,bf16", "--isolation", "reset", *SMALL, timeout=400))
-    assert len(rows) == 8
+    assert len(rows) == 8  # impl x wrap x precision
     for row in rows:
         assert row["n_wrong"] == 0 and row["model_state_exact_ranks"] == 2
         assert row["comm_msg_elems"] == row["comm_msg_elems_predicted"]
@@ -115,8 +115,8 @@ def test_fsdp_sweep_over_wrapping_and_precision(run_commbench):
 
 def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
     """With one launch, a configuration kept alive (injected) must show in the next one's mem_carryover_bytes."""
-    args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", "--params", "12M", "--steps", "6",
-            "--profile-steps", "0")
+    args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", *COMM_HEAVY[:2], "--params", "12M",
+            "--seq-len", "16", "--micro-batch", "1", "--steps", "6", "--profile-steps", "0")
     clean = _rows(run_commbench(*args))
     leaky = _rows(run_commbench(*args, env=commbench_env(COMMBENCH_FAULT="leak:0:0")))
     state = clean[0]["model_state_bytes"]  # 16 bytes per parameter: what the kept DDP model holds at least
