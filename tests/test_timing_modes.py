@@ -2,11 +2,12 @@
 time at the timer's resolution must never be divided by."""
 
 import math
+import time
 
 import pandas as pd
 import pytest
 
-from commbench import store
+from commbench import faults, store
 from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.compare import NO_FIGURE, OK, compare, format_terminal
@@ -30,6 +31,19 @@ def test_auto_batch_lasts_about_the_target():
     assert auto_batch_calls([1.0, 2.0, 3.0]) == 1  # a call longer than the target: one call per batch
     assert auto_batch_calls([0.0, 0.0]) == MAX_AUTO_BATCH_CALLS  # nothing measurable: the cap, never a division
     assert auto_batch_calls([1e-12]) == MAX_AUTO_BATCH_CALLS
+
+
+def test_the_skew_fault_delays_every_barrier_of_its_rank_only(monkeypatch):
+    monkeypatch.setenv(faults.ENV_VAR, "skew:1:*")
+    fault = faults.from_env()
+    calls = []
+    barrier = lambda: calls.append("barrier")  # noqa: E731
+    assert faults.skewed(fault, barrier, rank=0, point=3) is barrier  # other ranks: the barrier itself
+    late = faults.skewed(fault, barrier, rank=1, point=7)  # `*`: every point
+    monkeypatch.setattr(faults, "SKEW_S", 0.05)
+    start = time.perf_counter()
+    late()
+    assert calls == ["barrier"] and time.perf_counter() - start >= 0.05
 
 
 def test_runs_from_before_the_timing_modes_read_as_per_iteration():

@@ -12,7 +12,7 @@ from tests.conftest import commbench_env
 pytestmark = pytest.mark.distributed
 # A model whose gradient all-reduce dominates the step (small tokens per parameter): the sync cost is large enough
 # to compare two independent measurements of it on a noisy 2-core machine.
-COMM_HEAVY = ("--model", "mlp", "--params", "4M", "--seq-len", "16", "--micro-batch", "1")
+COMM_HEAVY = ("--model", "mlp", "--params", "8M", "--seq-len", "16", "--micro-batch", "1")
 SMALL = ("--params", "1M", "--steps", "6", "--profile-steps", "1")
 
 
