@@ -14,6 +14,8 @@ from typing import Callable
 from commbench import forked_torchrun
 
 _POLL_S = 0.5
+FORK_PLATFORM = sys.platform == "linux"
+"""Where launches fork (torchrun's agent, CPU ranks): Linux only; macOS forbids fork after its frameworks started."""
 _TERM_GRACE_S = 5.0
 
 
@@ -31,7 +33,7 @@ def rank_program(module: str, args: list[str], *, fork: bool) -> list[str]:
     torchrun's agent, which has torch imported already: each rank saves an interpreter start and a torch import
     (~2.5 s of CPU). Otherwise (ranks on a GPU) `--module`: fresh interpreters, since a fork must not inherit a
     process's CUDA state."""
-    if fork:
+    if fork and FORK_PLATFORM:
         return ["--start-method=fork", "--run-path", importlib.util.find_spec(module).origin, *args]
     return ["--module", module, *args]
 
@@ -82,7 +84,7 @@ def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None)
     log. torchrun itself is run as a fork of this process when torch is already imported here: the same torchrun
     code and arguments, without a second interpreter importing torch again (~3 s of CPU per launch)."""
     torchrun_prefix = torchrun_command(nproc=1, program=[])[:3]
-    if command[:3] == torchrun_prefix and "torch" in sys.modules and hasattr(os, "fork"):
+    if command[:3] == torchrun_prefix and "torch" in sys.modules and FORK_PLATFORM:
         return forked_torchrun.ForkedTorchrun(command[3:], log=log, env=env)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=env)
