@@ -217,6 +217,14 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
     assert json.loads((good / "meta.json").read_text())["status"] == "complete"  # the source was not touched
 
 
+def test_a_run_from_before_bench_kinds_is_read_as_its_kind():
+    """The gate's first baseline (2026-11-29): meta.json without "kind", migrated from its rows."""
+    gate = Path(__file__).parent / "data" / "suite_run_before_kinds" / "gate"
+    assert "kind" not in json.loads((gate / "meta.json").read_text())
+    run = load_run(gate)
+    assert run.kind.name == "collective" and (run.results["n_wrong"] == 0).all()
+
+
 def test_the_committed_baseline_is_a_set_of_commbench_runs_of_the_ci_suite():
     baseline = Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci"
     folders = run_folders(baseline)
@@ -227,7 +235,7 @@ def test_the_committed_baseline_is_a_set_of_commbench_runs_of_the_ci_suite():
         assert (folder / "suite.toml").read_text() == suite_text  # the gate runs what the baseline ran
         gate = store.suite_bench_dirs(folder)["gate"]
         run = load_run(gate)
-        assert run.kind.name == "collective"  # an older run: meta.json without "kind", migrated from its rows
+        assert run.kind.name == "collective"
         results = run.results
         assert set(results["collective"]) == {"all_reduce"} and (results["n_wrong"] == 0).all()
         assert len(store.read_samples(gate, run.kind)) == results["iters"].sum()

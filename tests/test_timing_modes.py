@@ -16,7 +16,8 @@ from commbench.table import format_tables
 from commbench.timing import BATCH_TARGET_S, MAX_AUTO_BATCH_CALLS, auto_batch_calls
 from tests.conftest import commbench_env
 
-BASELINE = store.Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci" / "launch1" / "gate"
+OLD_RUN = store.Path(__file__).parent / "data" / "suite_run_before_kinds" / "gate"
+"""A run of the CI suite from before bench kinds and timing modes (the gate's first baseline, 2026-11-29)."""
 
 
 def test_a_time_at_or_below_zero_gives_no_bandwidth_figure():
@@ -47,9 +48,9 @@ def test_the_skew_fault_delays_every_barrier_of_its_rank_only(monkeypatch):
 
 
 def test_runs_from_before_the_timing_modes_read_as_per_iteration():
-    """The committed CI baseline has no timing column: its rows and samples must still join and compare."""
-    results = store.read_results(BASELINE, COLLECTIVE)
-    samples = store.read_samples(BASELINE, COLLECTIVE)
+    """A run with no timing column: its rows and samples must still join and compare."""
+    results = store.read_results(OLD_RUN, COLLECTIVE)
+    samples = store.read_samples(OLD_RUN, COLLECTIVE)
     assert set(results["timing"]) == {"per-iteration"} and set(samples["timing"]) == {"per-iteration"}
     assert COLLECTIVE.samples_of(samples, results.iloc[0]).sum() == results.iloc[0]["iters"]
 
