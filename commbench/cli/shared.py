@@ -51,3 +51,27 @@ def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
                    err=True)
         return ExitCode.WRONG_RESULTS
     return ExitCode.OK
+
+
+class _FiniteNumber(click.ParamType):
+    """A float option that must be a finite number, and above 0 unless zero_ok: Click's FLOAT takes 'nan' and
+    'inf', which no commbench option means (a NaN timeout never fires, an infinite byte count is no size)."""
+
+    name = "number"
+
+    def __init__(self, *, zero_ok: bool = False):
+        self.zero_ok = zero_ok
+
+    def convert(self, value, param, ctx):
+        import math
+
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number) or number < 0 or (number == 0 and not self.zero_ok):
+            self.fail(f"{value!r} is not a finite number {'of 0 or more' if self.zero_ok else 'above 0'}",
+                      param, ctx)
+        return number
+
+
+POSITIVE_NUMBER = _FiniteNumber()
+"""type= for float options that mean a duration, a rate, a size or a count: finite and above 0."""
+NON_NEGATIVE_NUMBER = _FiniteNumber(zero_ok=True)
