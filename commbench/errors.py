@@ -18,9 +18,17 @@ class ExitCode(enum.IntEnum):
     RUN_FAILED = 3
     """A rank crashed or hung, or a Slurm job failed; meta.json says why."""
     INTERRUPTED = 130
+    """Ctrl-C; any stop signal N exits 128 + N (143 for SIGTERM, 129 for SIGHUP), as shells report it."""
 
 
 class CommbenchError(Exception):
     """A user-facing problem: the message names what is wrong and how to fix it."""
 
     exit_code = ExitCode.BAD_INPUT
+
+
+class RunOutputError(CommbenchError):
+    """The run folder could not be written or read any more after the ranks started (disk full, read-only,
+    removed): the run failed, exit 3; rows already on disk are kept."""
+
+    exit_code = ExitCode.RUN_FAILED

@@ -13,6 +13,8 @@ import sys
 import time
 import warnings
 
+from commbench import stopping
+
 _WAIT_POLL_S = 0.05
 
 
@@ -50,6 +52,7 @@ class ForkedTorchrun:
 def _child(torchrun_args: list[str], *, log_fd: int, env: dict[str, str] | None) -> None:
     code = 1
     try:
+        stopping.reset_in_child()  # the launcher's handlers only note a stop; torchrun must act on one
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from commbench import forked_torchrun
+from commbench import forked_torchrun, stopping
 
 _POLL_S = 0.5
 FORK_PLATFORM = sys.platform == "linux"
 """Where launches fork (torchrun's agent, CPU ranks): Linux only; macOS forbids fork after its frameworks started."""
 _TERM_GRACE_S = 5.0
+_STOP_POLL_S = 0.1
 
 
 def torchrun_command(*, nproc: int, program: list[str]) -> list[str]:
@@ -50,22 +51,29 @@ def relaunch_script_under_torchrun(nproc: int) -> None:
 class LaunchOutcome:
     returncode: int | None
     stalled_s: float | None = None  # set when the watchdog ended a job that made no progress
-    interrupted: bool = False
+    stopped_by: int | None = None  # the stop signal (stopping.py) that ended the launch, or kept it from starting
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and self.stalled_s is None and not self.interrupted
+        return self.returncode == 0 and self.stalled_s is None and self.stopped_by is None
 
 
 def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progress: Callable[[], int],
                 env: dict[str, str] | None = None) -> LaunchOutcome:
-    """Run the job with its output in log_path; end it when `progress()` stops growing for timeout_s seconds."""
+    """Run the job with its output in log_path; end it when `progress()` stops growing for timeout_s seconds, or
+    when a stop signal came (stopping.requested(); KeyboardInterrupt outside a stopping.deferred() window)."""
+    if stopping.requested() is not None:  # the signal came while the run was being prepared: start nothing
+        return LaunchOutcome(None, stopped_by=stopping.requested())
     with open(log_path, "ab") as log:
         process = start_in_own_session(command, log=log, env=env)
+    with stopping.watching(process.pid):
         last_count, last_change = -1, time.monotonic()
         try:
             while process.poll() is None:
                 time.sleep(_POLL_S)
+                if stopping.requested() is not None:
+                    _stop_group(process)
+                    return LaunchOutcome(process.returncode, stopped_by=stopping.requested())
                 count = progress()
                 now = time.monotonic()
                 if count != last_count:
@@ -75,7 +83,10 @@ def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progres
                     return LaunchOutcome(process.returncode, stalled_s=now - last_change)
         except KeyboardInterrupt:
             _stop_group(process)
-            return LaunchOutcome(process.returncode, interrupted=True)
+            return LaunchOutcome(process.returncode, stopped_by=signal.SIGINT)
+        except BaseException:  # the progress callback gave up on the run: its ranks must not outlive it
+            _stop_group(process)
+            raise
         return LaunchOutcome(process.returncode)
 
 
@@ -91,17 +102,53 @@ def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None)
 
 
 def _stop_group(process) -> None:
-    """SIGTERM torchrun and its ranks (one session), then SIGKILL whatever is left after a grace period."""
-    for sig, wait_s in ((signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, _TERM_GRACE_S)):
+    """Stop torchrun and its ranks (one session: process group process.pid) and return once none is left. First
+    SIGTERM, with SIGCONT because a rank stopped by SIGSTOP acts on SIGTERM only once it runs again; then SIGKILL to
+    whatever is left after the grace period. torchrun is not the only one to wait for: it can exit while a rank it
+    could not stop lives on."""
+    group = process.pid
+    _signal_group(group, signal.SIGTERM)
+    _signal_group(group, signal.SIGCONT)
+    deadline = time.monotonic() + _TERM_GRACE_S
+    while _group_alive(group, process) and time.monotonic() < deadline:
+        time.sleep(_STOP_POLL_S)
+    _signal_group(group, signal.SIGKILL)
+    deadline = time.monotonic() + _TERM_GRACE_S
+    while _group_alive(group, process) and time.monotonic() < deadline:
+        time.sleep(_STOP_POLL_S)
+
+
+def _signal_group(group: int, signum: int) -> None:
+    try:
+        os.killpg(group, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(group: int, process) -> bool:
+    """True while torchrun or any rank of its process group is running (torchrun reaped here when it exited)."""
+    process.poll()
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return not _only_zombies(group)
+
+
+def _only_zombies(group: int) -> bool:
+    """Whether every process left in the group has exited and waits to be reaped by its new parent (a container's
+    init may never reap); Linux only, elsewhere assume they still run."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    for stat in proc.glob("[0-9]*/stat"):
         try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
             continue
+        if int(fields[2]) == group and fields[0] != "Z":  # fields after "(comm)": state, ppid, pgrp
+            return False
+    return True
 
 
 _FAILED_RANK = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)

@@ -5,11 +5,15 @@ process group) unless a bench wants a launch per point; inside torchrun or srun 
 job's one process group.
 """
 
+import contextlib
+import os
+import shutil
 from pathlib import Path
 from typing import Callable
 
-from commbench import launch, runinfo, store
+from commbench import launch, runinfo, stopping, store
 from commbench.bench_kind import Bench
+from commbench.errors import CommbenchError, RunOutputError
 from commbench.names import CPU
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
@@ -93,6 +97,8 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
     outcomes = []
     with SweepProgress(points, enabled=not quiet) as bar:
         def progress() -> int:
+            if not log_path.parent.exists():  # nothing more can be recorded: stop the ranks now (run_watched)
+                raise RunOutputError(f"the run stopped: its folder {log_path.parent} was removed while it ran")
             done = count_rows()
             bar.show(done)
             return done
@@ -100,7 +106,7 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
         for index, command in enumerate(commands):
             outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress)
             outcomes.append(outcome)
-            if not outcome.ok and (outcome.interrupted or stored is None or not stored(index)):
+            if not outcome.ok and (outcome.stopped_by or stored is None or not stored(index)):
                 break
     return outcomes
 
@@ -110,6 +116,7 @@ def record_outcome(run_dir: Path, outcomes: list[launch.LaunchOutcome], timeout_
     """Make meta.json tell the truth once the ranks are gone: complete only if rank 0 said so after storing every
     row (each checked on all ranks). A launch that failed after that (seen: a rank aborting in gloo's teardown,
     "terminate called without an active exception") is recorded as `teardown`, and the run stays complete."""
+    store.remove_stray_temporaries(run_dir)  # the ranks are gone: a temporary left now is a killed rank's
     meta = store.read_meta(run_dir)
     log_path = log_path or run_dir / store.LAUNCH_LOG
     failed = [outcome for outcome in outcomes if not outcome.ok]
@@ -120,17 +127,31 @@ def record_outcome(run_dir: Path, outcomes: list[launch.LaunchOutcome], timeout_
         return
     cause = _failure_cause(failed[-1], timeout_s, log_path) if failed else \
         "the ranks exited without finishing the sweep"
-    reasons = [cause, meta.get("reason"), f"see {log_path}"]
+    reasons = [cause, _output_trouble(run_dir), meta.get("reason"), f"see {log_path}"]
     store.update_meta(run_dir, status=store.STATUS_FAILED, reason="; ".join(r for r in reasons if r),
                       end_time=runinfo.utc_now())
+
+
+def _output_trouble(run_dir: Path) -> str | None:
+    """Why the ranks may have failed to write (their own messages may not have reached the full disk either)."""
+    try:
+        stats = os.statvfs(run_dir)
+    except (OSError, AttributeError):  # AttributeError: no statvfs on Windows
+        return None
+    if stats.f_flag & os.ST_RDONLY:
+        return f"the file system of {run_dir} is read-only"
+    if stats.f_bavail == 0:
+        return f"the file system of {run_dir} is full"
+    return None
 
 
 def _failure_cause(outcome: launch.LaunchOutcome, timeout_s: float, log_path: Path) -> str:
     if outcome.stalled_s is not None:
         return (f"no point finished for {outcome.stalled_s:.0f} s (--timeout {timeout_s:g}): a rank hung or is too "
                 "slow; all ranks were stopped")
-    if outcome.interrupted:
-        return "interrupted (Ctrl-C); all ranks were stopped"
+    if outcome.stopped_by:
+        ranks = "all ranks were stopped" if outcome.returncode is not None else "no rank had started"
+        return f"stopped by {stopping.describe(outcome.stopped_by)}; {ranks}"
     log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
     return launch.failed_rank_summary(log_text) or f"torchrun exited with code {outcome.returncode}"
 
@@ -188,6 +209,54 @@ def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: lis
     """A bench into a new run folder, results/<run-id>/ (made by rank 0 in place); (completed, its outcome), the
     outcome None on ranks other than 0 in place."""
     writes = not machine.in_job or machine.rank == 0
-    run_dir = prepare_run_dir(bench, store.create_run_dir(out, run_id), argv=argv) if writes else None
-    ok = run_benches([bench], [run_dir], machine, quiet=quiet)
-    return ok, read_outcome(bench.kind, run_dir) if run_dir else None
+    with stop_window(machine) as stop:
+        run_dir = None
+        if writes:
+            with created(store.create_run_dir(out, run_id)) as run_dir:
+                prepare_run_dir(bench, run_dir, argv=argv)
+            stop.where = stopped_note(run_dir)
+        with output_kept(run_dir):
+            ok = run_benches([bench], [run_dir], machine, quiet=quiet)
+            return ok, read_outcome(bench.kind, run_dir) if run_dir else None
+
+
+def stop_window(machine):
+    """The launcher defers stop signals while it runs (stopping.py); a rank inside torchrun or srun leaves them to
+    its launcher, which stops it."""
+    return contextlib.nullcontext(stopping.StopNote()) if machine.in_job else stopping.deferred()
+
+
+def stopped_note(run_dir: Path) -> str:
+    return f"all ranks were stopped; {run_dir / store.META_FILE} says failed and the rows stored before are kept"
+
+
+@contextlib.contextmanager
+def created(run_dir: Path, *, remove: bool = True):
+    """Filling a run folder before any rank starts: a failure to write (disk full, read-only file system) is bad
+    input (exit 2) and, with remove, takes the half-made folder away, so a refused run leaves nothing behind."""
+    try:
+        yield run_dir
+    except OSError as error:
+        if remove:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise CommbenchError(f"cannot write into {run_dir}: {error.strerror or error}; nothing ran"
+                             f"{' and the folder was removed' if remove else ''}: free space or choose another "
+                             "--out") from None
+
+
+@contextlib.contextmanager
+def output_kept(run_dir: Path | None):
+    """After the ranks started, a run folder that can no longer be written or read (disk full, read-only,
+    removed) fails the run (exit 3) in one line; the launch has ended and its ranks are gone by then."""
+    try:
+        yield
+    except OSError as error:
+        where = error.filename or run_dir
+        raise RunOutputError(f"the run stopped: cannot write {where}: {error.strerror or error}; rows stored "
+                             "before are kept") from None
+    except RunOutputError:
+        raise
+    except CommbenchError as error:  # our own files, unreadable: removed or torn while the run went on
+        if run_dir is not None and not run_dir.exists():
+            raise RunOutputError(f"the run stopped: its folder {run_dir} was removed while it ran") from None
+        raise RunOutputError(f"the run stopped: its folder {run_dir} was changed under it ({error})") from None

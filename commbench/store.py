@@ -6,6 +6,7 @@ torn last line. Every file carries schema_version: newer files are refused, fore
 """
 
 import csv
+import errno
 import io
 import json
 import os
@@ -49,10 +50,33 @@ class RowWriter:
 
 
 def write_meta(run_dir: Path, meta: dict) -> None:
-    """Replace meta.json atomically so a reader (or a crash) never sees half a file."""
+    """Replace meta.json atomically so a reader (or a crash) never sees half a file. On a full disk, where the
+    temporary copy finds no room, meta.json is rewritten in place: the old file's own space takes the new one, and
+    a run that failed says so rather than "running" forever."""
+    text = json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n"
     temporary = run_dir / f".{META_FILE}.{os.getpid()}.tmp"
-    temporary.write_text(json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(temporary, run_dir / META_FILE)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, run_dir / META_FILE)
+    except BaseException as error:  # disk full, read-only, or a signal: no stray temporary is left
+        temporary.unlink(missing_ok=True)
+        if not (isinstance(error, OSError) and error.errno in _NO_SPACE and (run_dir / META_FILE).exists()):
+            raise
+        with open(run_dir / META_FILE, "r+", encoding="utf-8") as file:
+            file.truncate(0)
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def remove_stray_temporaries(run_dir: Path) -> None:
+    """The temporary meta.json copies of writers that were killed between writing and renaming one (a rank that got
+    SIGKILL); call it only when no writer of the folder is left."""
+    for temporary in Path(run_dir).glob(f".{META_FILE}.*.tmp"):
+        temporary.unlink(missing_ok=True)
 
 
 def read_meta(run_dir: Path) -> dict:
@@ -161,7 +185,21 @@ def _check_version(path: Path, version) -> None:
                              f"({SCHEMA_VERSION}); upgrade commbench")
 
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+RUN_ID_MAX = 200
+"""Longest --run-id: file systems allow 255 bytes per name, and a Slurm job's or a suite's files add their own
+names under the folder; a longer id would fail at mkdir (or later, at a file inside) instead of being refused."""
+
+
+def _check_run_id(run_id: str) -> None:
+    if not _RUN_ID.fullmatch(run_id):  # fullmatch: '$' alone would let a trailing newline through
+        raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")
+    if len(run_id) > RUN_ID_MAX:
+        raise CommbenchError(f"--run-id is {len(run_id)} characters long; use at most {RUN_ID_MAX}")
+
+
+def _cannot_create(path: Path, error: OSError) -> CommbenchError:
+    return CommbenchError(f"cannot create {path}: {error.strerror or error}; free space or choose a writable --out")
 
 
 def default_run_id() -> str:
@@ -174,8 +212,8 @@ def create_run_dir(out: Path, run_id: str | None, *, prefix: str = "") -> Path:
     """Make results/<run-id>/ atomically; a taken default id (prefix + UTC time + host) gets a -2, -3… suffix, a taken
     chosen one is refused."""
     out = Path(out)
-    if run_id is not None and not _RUN_ID.match(run_id):
-        raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")
+    if run_id is not None:
+        _check_run_id(run_id)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -185,6 +223,8 @@ def create_run_dir(out: Path, run_id: str | None, *, prefix: str = "") -> Path:
             (out / run_id).mkdir()
         except FileExistsError:
             raise CommbenchError(f"{out / run_id} already exists; choose another --run-id") from None
+        except OSError as error:
+            raise _cannot_create(out / run_id, error) from None
         return out / run_id
     base = prefix + default_run_id()
     for attempt in range(1, 1000):
@@ -194,4 +234,6 @@ def create_run_dir(out: Path, run_id: str | None, *, prefix: str = "") -> Path:
             return candidate
         except FileExistsError:
             continue
+        except OSError as error:
+            raise _cannot_create(candidate, error) from None
     raise CommbenchError(f"cannot find a free run id under {out}; pass --run-id")

@@ -26,6 +26,9 @@ NEEDS_NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the 
     (["sweep", "--dtype", "float8"], "unknown --dtype 'float8'"),
     (["sweep", "--no-such-flag"], "No such option"),
     (["frobnicate"], "No such command 'frobnicate'"),
+    (["sweep", "--run-id", "r" * 300], "--run-id is 300 characters long; use at most 200"),
+    (["sweep", "--run-id", "run\n"], "is not a folder name"),
+    (["sweep", "--run-id", ""], "is not a folder name"),
 ])
 def test_bad_input_exits_2_with_one_line(args, fragment, tmp_path, monkeypatch):
     for name in ("RANK", "WORLD_SIZE"):

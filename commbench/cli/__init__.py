@@ -4,6 +4,8 @@ Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads w
 `commbench --help` and the analytic `commbench model` commands start at once.
 """
 
+import os
+import signal
 import sys
 
 import click
@@ -21,11 +23,14 @@ from commbench.cli.selftest import selftest
 from commbench.cli.slurm import slurm
 from commbench.cli.trace import trace
 from commbench.errors import CommbenchError, ExitCode
+from commbench.stopping import Stopped, describe, raise_on_termination
 
 
 class _OneLineErrors(click.Group):
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
+        if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # a rank in place: its launcher stops it
+            raise_on_termination()
         try:
             return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)
         except CommbenchError as error:
@@ -35,12 +40,14 @@ class _OneLineErrors(click.Group):
             _fail(f"{error.format_message()} (see `{where} --help`)", ExitCode.BAD_INPUT)
         except click.ClickException as error:
             _fail(error.format_message(), error.exit_code)
-        except click.Abort:
-            _fail("aborted", ExitCode.INTERRUPTED)
+        except Stopped as stop:
+            _fail(stop.message, stop.exit_code, prefix="commbench:")
+        except (KeyboardInterrupt, click.Abort):
+            _fail(f"stopped by {describe(signal.SIGINT)}", ExitCode.INTERRUPTED, prefix="commbench:")
 
 
-def _fail(message: str, code: int) -> None:
-    click.echo(f"commbench: error: {message}", err=True)
+def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> None:
+    click.echo(f"{prefix} {message}", err=True)
     sys.exit(code)
 
 

@@ -25,34 +25,39 @@ def run_suite(suite: Suite, machine, *, out: Path, run_id: str | None, into: Pat
               quiet: bool) -> SuiteOutcome:
     """into: an existing run folder to fill (made by `commbench slurm submit`, which already wrote its meta.json)."""
     writes = not machine.in_job or machine.rank == 0
-    suite_dir = _prepare(suite, out=out, run_id=run_id, into=into, argv=argv) if writes else None
-    bench_dirs = [suite_dir / bench.name if suite_dir else None for bench in suite.benches]
-    ok = session.run_benches([bench.bench for bench in suite.benches], bench_dirs, machine, quiet=quiet)
-    if suite_dir is None:
-        return SuiteOutcome(None, ok, [])
-    return _finish(suite, suite_dir)
+    with session.stop_window(machine) as stop:
+        suite_dir = _prepare(suite, out=out, run_id=run_id, into=into, argv=argv) if writes else None
+        if suite_dir:
+            stop.where = session.stopped_note(suite_dir)
+        bench_dirs = [suite_dir / bench.name if suite_dir else None for bench in suite.benches]
+        with session.output_kept(suite_dir):
+            ok = session.run_benches([bench.bench for bench in suite.benches], bench_dirs, machine, quiet=quiet)
+            if suite_dir is None:
+                return SuiteOutcome(None, ok, [])
+            return _finish(suite, suite_dir)
 
 
 def _prepare(suite: Suite, *, out: Path, run_id: str | None, into: Path | None, argv: list[str]) -> Path:
     """The suite's folder and meta.json, and every bench's folder, spec.json and meta.json (status running) before
     the first rank starts."""
     suite_dir = Path(into) if into else store.create_run_dir(out, run_id)
-    (suite_dir / SUITE_FILE).write_text(suite.text, encoding="utf-8")
-    earlier = store.read_meta(suite_dir) if (suite_dir / store.META_FILE).exists() else {}
-    store.write_meta(suite_dir, {
-        **earlier, **runinfo.launch_meta(argv, suite_dir.name), "kind": store.SUITE_KIND,
-        "suite": earlier.get("suite", str(suite.path)),  # a Slurm job runs the copy; meta names the original
-        "description": suite.description,
-        "benches": [{"name": bench.name, "kind": bench.command, "bench_kind": bench.bench.kind.name}
-                    for bench in suite.benches]})
-    for bench in suite.benches:
-        bench_dir = suite_dir / bench.name
-        try:
-            bench_dir.mkdir()
-        except FileExistsError:  # e.g. a job that Slurm restarted into the same folder
-            raise CommbenchError(f"{suite_dir} already holds bench {bench.name}: a run folder is filled once; run "
-                                 "the suite again into a new one") from None
-        session.prepare_run_dir(bench.bench, bench_dir, argv=argv, suite_run=suite_dir.name)
+    with session.created(suite_dir, remove=not into):  # a folder Slurm's submit made stays: its job.sbatch is in it
+        (suite_dir / SUITE_FILE).write_text(suite.text, encoding="utf-8")
+        earlier = store.read_meta(suite_dir) if (suite_dir / store.META_FILE).exists() else {}
+        store.write_meta(suite_dir, {
+            **earlier, **runinfo.launch_meta(argv, suite_dir.name), "kind": store.SUITE_KIND,
+            "suite": earlier.get("suite", str(suite.path)),  # a Slurm job runs the copy; meta names the original
+            "description": suite.description,
+            "benches": [{"name": bench.name, "kind": bench.command, "bench_kind": bench.bench.kind.name}
+                        for bench in suite.benches]})
+        for bench in suite.benches:
+            bench_dir = suite_dir / bench.name
+            try:
+                bench_dir.mkdir()
+            except FileExistsError:  # e.g. a job that Slurm restarted into the same folder
+                raise CommbenchError(f"{suite_dir} already holds bench {bench.name}: a run folder is filled once; "
+                                     "run the suite again into a new one") from None
+            session.prepare_run_dir(bench.bench, bench_dir, argv=argv, suite_run=suite_dir.name)
     return suite_dir
 
 
