@@ -80,7 +80,15 @@ class TrainingKind(BenchKind):
     comparability = ("schema_version", "backend", "device", "world_size", "params", "micro_batch", "seq_len")
     metrics = (Metric("step_time", "step_time_ms_p50", False, "step_time_ms", 3.0),
                Metric("peak_mem", "peak_mem_bytes", False, None, 2.0))
-    wrong_message = "{n} rank(s) failed the check (replicas disagree or a loss is not finite)"
+    wrong_message = ("{n} configuration(s) failed the check on some rank (replicas disagree or a loss is not finite; "
+                     "#wrong counts the ranks)")
+
+    def n_wrong(self, results) -> int:
+        """Configurations that failed: a row's n_wrong counts its failed ranks, and a sum over rows would count
+        ranks of different configurations together (12 "ranks" of a 2-rank run)."""
+        if results is None or results.empty:
+            return 0
+        return int((results["n_wrong"].fillna(0) > 0).sum())
 
     def configs(self, options, accum_steps: tuple[int, ...], world: int) -> tuple:
         """The configurations (TrainConfig) the options ask for, refusing any that cannot run."""
