@@ -87,7 +87,7 @@ def parse_size_spec(spec: str) -> tuple[int, ...]:
     else:
         parts = [part for part in spec.split(",") if part.strip()]
         _check_count(spec, len(parts))
-        sizes = [parse_size(part) for part in parts]
+        sizes = [_size_of(spec, part) for part in parts]
         _check_largest(spec, max(sizes, default=0))
     if not sizes:
         raise CommbenchError(f"--sizes {spec!r} names no size: {_SPEC_HELP}")
@@ -100,7 +100,7 @@ def _range_sizes(spec: str) -> list[int]:
     parts = spec.split(":")
     if len(parts) != 3:
         raise CommbenchError(f"bad --sizes {spec!r}: {_SPEC_HELP}")
-    low, high, step = parse_size(parts[0]), parse_size(parts[1]), parts[2].strip()
+    low, high, step = _size_of(spec, parts[0]), _size_of(spec, parts[1]), parts[2].strip()
     if low < 1:  # 0 times any factor stays 0: the range would never reach max
         raise CommbenchError(f"bad --sizes {spec!r}: min must be at least 1 B; every size must be at least one "
                              "element")
@@ -123,13 +123,21 @@ def _range_sizes(spec: str) -> list[int]:
             size *= factor
         return sizes
     if step.startswith("+"):
-        increment = parse_size(step[1:])
+        increment = _size_of(spec, step[1:])
         if increment <= 0:
             raise CommbenchError(f"bad --sizes {spec!r}: the step after '+' must be above 0, e.g. +256K")
         _check_count(spec, (high - low) // increment + 1)  # before range(): 1:64M:+1 would be 64 Mi integers
         return list(range(low, high + 1, increment))
     raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step); "
                          f"{_SPEC_HELP}")
+
+
+def _size_of(spec: str, part: str) -> int:
+    """One size of a --sizes spec; a refusal names the option, since `bad size '2P'` alone does not say where."""
+    try:
+        return parse_size(part)
+    except CommbenchError as error:
+        raise CommbenchError(f"--sizes {_brief(spec)!r}: {error}") from None
 
 
 def _check_largest(spec: str, largest: int) -> None:
