@@ -111,3 +111,21 @@ def test_lr_inf_is_refused_when_the_options_are_read(tmp_path):
         line = assert_refused(invoke(["ddp", "--lr", value, "--out", str(tmp_path / "r")]),
                               left_empty=(tmp_path / "r",))
         assert "--lr" in line and "above 0" in line
+
+
+def test_selftest_passes_oversubscribe_on_to_every_step():
+    from commbench.selftest.plan import plan_selftest
+
+    with pytest.raises(CommbenchError, match="--oversubscribe"):
+        plan_selftest(TWO_CORES, backend="auto", device="auto", nproc=3, only=(), timeout_s=60)
+    plan = plan_selftest(TWO_CORES, backend="auto", device="auto", nproc=3, only=(), timeout_s=60,
+                         oversubscribe=True)
+    assert plan.commands and all("--oversubscribe" in command.args for command in plan.commands.values())
+    plain = plan_selftest(TWO_CORES, backend="auto", device="auto", nproc=2, only=(), timeout_s=60)
+    assert all("--oversubscribe" not in command.args for command in plain.commands.values())
+
+
+def test_selftest_only_that_names_no_step_is_refused(tmp_path):
+    out = tmp_path / "results"
+    line = assert_refused(invoke(["selftest", "--only", "", "--out", str(out)]), left_empty=(out,))
+    assert "--only '' names no step" in line
