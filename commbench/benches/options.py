@@ -88,9 +88,8 @@ def _convert(described: Option, value):
                  for item in items for part in (item.split(",") if isinstance(item, str) else [item])
                  if not (isinstance(part, str) and not part.strip())]
         if not items:
-            raise CommbenchError(f"{described.flag} {_shown(value)} names no value; give at least one "
-                                 f"(e.g. {described.flag} {_example(described)}) or leave the option out for its "
-                                 "default")
+            raise CommbenchError(f"{described.flag} {_shown(value)} names no value; give at least one"
+                                 f"{_example(described)} or leave the option out for its default")
         return tuple(_one(described, item) for item in items)
     if isinstance(value, (list, tuple)):
         raise CommbenchError(f"{described.flag} takes one value, got a list of {len(value)}")
@@ -103,8 +102,8 @@ def _one(described: Option, value):
         raise CommbenchError(f"{flag} takes strings or numbers, got {value!r}")
     text = (str(value).lower() if isinstance(value, bool) else str(value)).strip()
     if not text:
-        raise CommbenchError(f"{flag} is given empty; give a value (e.g. {flag} {_example(described)}) or leave the "
-                             "option out for its default")
+        raise CommbenchError(f"{flag} is given empty; give a value{_example(described)} or leave the option out for "
+                             "its default")
     if described.type is bool:
         if text.lower() in _TRUE:
             return True
@@ -147,13 +146,23 @@ def _allowed(described: Option) -> str:
 
 
 def _example(described: Option) -> str:
+    """ " (e.g. --dtype float32)" where an example is known: the first choice, or a number of the option's type."""
     if described.choices:
-        return described.choices[0]
-    return {int: "1", float: "1.5", bool: "true"}.get(described.type, "VALUE")
+        example = described.choices[0]
+    elif described.type in (int, float, bool):
+        example = {int: "1", float: "1.5", bool: "true"}[described.type]
+    else:
+        return ""
+    return f" (e.g. {described.flag} {example})"
 
 
 def _shown(value) -> str:
-    return "[]" if isinstance(value, (list, tuple)) and not value else repr(value)
+    """The empty value as it was given: '' (or ',') on the command line, [] in a suite."""
+    if isinstance(value, list):
+        return "[]" if not value else repr(value)
+    if isinstance(value, tuple):
+        return repr(",".join(str(item) for item in value))
+    return repr(value)
 
 
 @dataclass(frozen=True, kw_only=True)
