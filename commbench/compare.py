@@ -52,6 +52,8 @@ def parse_threshold(text: str) -> tuple[str, float]:
         percent = float(value.strip().removesuffix("%"))
     except ValueError:
         raise CommbenchError(f"bad --fail {text!r}: the threshold must be a percentage, e.g. busbw:5%") from None
+    if not math.isfinite(percent):  # nan% never trips and inf% never can: the gate would pass every run
+        raise CommbenchError(f"bad --fail {text!r}: the threshold must be a finite percentage, e.g. busbw:5%")
     if percent < 0:
         raise CommbenchError(f"bad --fail {text!r}: the threshold cannot be negative")
     return name, percent

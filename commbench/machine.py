@@ -14,6 +14,11 @@ from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL
 
 DEFAULT_CPU_RANKS = 2
 """Ranks of a CPU run when --nproc is not given: the smallest world in which bytes cross between ranks."""
+MAX_RANKS_PER_CORE = 8
+"""The most ranks per CPU core even with --oversubscribe. Each rank is a Python process with torch loaded (about
+0.3 GiB resident) that spins in its collectives; past a few per core a run measures the scheduler, and --nproc 10000
+on a laptop would exhaust its memory before the first rank connected. 8 still lets a 1-core CI machine run the
+4- and 5-rank tests."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +35,8 @@ class Machine:
     local_rank: int = 0
     local_world_size: int | None = None
     """Ranks of the job on this machine, which share its GPUs."""
+    cpus: int | None = None
+    """CPU cores this process may run on; None when not known (a machine stated for other nodes): no core limit."""
 
     @property
     def in_job(self) -> bool:
@@ -53,7 +60,7 @@ class Machine:
                    rank=int(environ["RANK"]) if in_job else None,
                    world_size=int(environ["WORLD_SIZE"]) if in_job else None,
                    local_rank=int(environ.get("LOCAL_RANK") or environ.get("SLURM_LOCALID") or 0),
-                   local_world_size=_local_world_size(environ) if in_job else None)
+                   local_world_size=_local_world_size(environ) if in_job else None, cpus=usable_cpus())
 
     @classmethod
     def for_job(cls, *, nodes: int, ranks_per_node: int, gpus_per_node: int) -> "Machine":
@@ -61,6 +68,13 @@ class Machine:
         on a node with gpus_per_node GPUs (a GPU node is assumed to have NCCL)."""
         return cls(gpus=gpus_per_node, nccl_available=gpus_per_node > 0, rank=0, world_size=nodes * ranks_per_node,
                    local_world_size=ranks_per_node)
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (its affinity mask, which a container or taskset narrows), not the host's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _local_world_size(environ) -> int | None:
@@ -77,9 +91,11 @@ class Target:
     nproc: int
 
 
-def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO, nproc: int | None = None) -> Target:
+def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO, nproc: int | None = None,
+                   oversubscribe: bool = False) -> Target:
     """Turn `auto` choices into concrete ones for this machine and refuse impossible combinations before anything
-    launches. Inside a job the rank count is the job's, and the ranks on one machine share its GPUs."""
+    launches. Inside a job the rank count is the job's, and the ranks on one machine share its GPUs. Ranks that
+    commbench launches here must fit its cores (more with oversubscribe, up to MAX_RANKS_PER_CORE each)."""
     gpus = machine.gpus
     if device == AUTO:
         # gloo asked for by name means CPU tensors; gloo on CUDA tensors must be asked for with --device cuda
@@ -99,11 +115,28 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
                                  "commbench runs in; drop --nproc inside torchrun/srun")
         nproc, ranks_here = machine.world_size, machine.local_world_size
     else:
+        chosen = nproc is not None
         nproc = (gpus if device == CUDA else DEFAULT_CPU_RANKS) if nproc is None else nproc
         ranks_here = nproc
+        if nproc < 1:
+            raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
+        if chosen and machine.cpus is not None:  # the default 2 ranks run even on a 1-core machine
+            _check_cores(nproc, machine.cpus, oversubscribe=oversubscribe)
     if nproc < 1:
         raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
     if backend == NCCL and ranks_here is not None and ranks_here > gpus:
         raise CommbenchError(f"{ranks_here} ranks on this machine exceed its {gpus} visible GPU(s): NCCL needs one GPU "
                              f"per rank; use --nproc {gpus} or fewer (or fewer ranks per node), or --backend gloo")
     return Target(backend=backend, device=device, nproc=nproc)
+
+
+def _check_cores(nproc: int, cpus: int, *, oversubscribe: bool) -> None:
+    ceiling = MAX_RANKS_PER_CORE * cpus
+    if nproc > ceiling:
+        raise CommbenchError(f"--nproc {nproc} is more ranks than this machine can run: at most {ceiling} on its "
+                             f"{cpus} CPU core(s) ({MAX_RANKS_PER_CORE} per core, with --oversubscribe); use --nproc "
+                             f"{min(cpus, ceiling)} or fewer, or run on more machines (commbench slurm submit)")
+    if nproc > cpus and not oversubscribe:
+        raise CommbenchError(f"--nproc {nproc} exceeds this machine's {cpus} CPU core(s): the ranks would take turns "
+                             f"on the cores and the times would measure that; use --nproc {cpus} or fewer, or add "
+                             f"--oversubscribe to run them anyway (at most {ceiling} here)")

@@ -35,6 +35,9 @@ _SI_UNITS = {f"{letter}B" for letter in "KMGT"}
 _COUNT_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 _MAX_POINTS = 10_000
+"""The most message sizes one --sizes may name: counted before any list is built (1:64M:+1 would be 64 Mi sizes)."""
+_MAX_SIZE = 2**50
+"""1 PiB: no device holds a larger message; above it a geometric range's floats overflow before they end."""
 _SPEC_HELP = "use min:max:xF (geometric), min:max:+STEP (linear) or a comma list, e.g. 1K:64M:x2"
 _SIZE_HELP = "write a whole number of bytes with an optional unit, e.g. 64K: K, M, G (or KiB, MiB, GiB) are 1024-based"
 _MEMORY_HELP = "write a memory size with its unit, e.g. 80GB (1e9 B), 80GiB or 80G (2^30 B)"
@@ -82,7 +85,10 @@ def parse_size_spec(spec: str) -> tuple[int, ...]:
     if ":" in spec:
         sizes = _range_sizes(spec)
     else:
-        sizes = [parse_size(part) for part in spec.split(",") if part.strip()]
+        parts = [part for part in spec.split(",") if part.strip()]
+        _check_count(spec, len(parts))
+        sizes = [_size_of(spec, part) for part in parts]
+        _check_largest(spec, max(sizes, default=0))
     if not sizes:
         raise CommbenchError(f"--sizes {spec!r} names no size: {_SPEC_HELP}")
     if min(sizes) <= 0:
@@ -94,36 +100,62 @@ def _range_sizes(spec: str) -> list[int]:
     parts = spec.split(":")
     if len(parts) != 3:
         raise CommbenchError(f"bad --sizes {spec!r}: {_SPEC_HELP}")
-    low, high, step = parse_size(parts[0]), parse_size(parts[1]), parts[2].strip()
+    low, high, step = _size_of(spec, parts[0]), _size_of(spec, parts[1]), parts[2].strip()
+    if low < 1:  # 0 times any factor stays 0: the range would never reach max
+        raise CommbenchError(f"bad --sizes {spec!r}: min must be at least 1 B; every size must be at least one "
+                             "element")
     if low > high:
-        raise CommbenchError(f"bad --sizes {spec!r}: min {low} B is above max {high} B; swap them")
+        raise CommbenchError(f"bad --sizes {_brief(spec)!r}: min {low} B is above max {high} B; swap them")
+    _check_largest(spec, high)
     if step.lower().startswith("x"):
         try:
             factor = float(step[1:])
         except ValueError:
-            factor = 0.0
-        if factor <= 1:
-            raise CommbenchError(f"bad --sizes {spec!r}: the factor after 'x' must be a number above 1, e.g. x2")
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 1):  # nan > 1 is False too: "xnan" is refused here
+            raise CommbenchError(f"bad --sizes {spec!r}: the factor after 'x' must be a finite number above 1, "
+                                 "e.g. x2")
+        # counted before the list is built: x1.0000001 would otherwise make millions of sizes first
+        _check_count(spec, math.floor((math.log(high) - math.log(low)) / math.log(factor) + 1e-9) + 1)
         sizes, size = [], float(low)
         while round(size) <= high:
             sizes.append(round(size))
             size *= factor
-            _check_count(spec, sizes)
         return sizes
     if step.startswith("+"):
-        increment = parse_size(step[1:])
+        increment = _size_of(spec, step[1:])
         if increment <= 0:
             raise CommbenchError(f"bad --sizes {spec!r}: the step after '+' must be above 0, e.g. +256K")
-        sizes = list(range(low, high + 1, increment))
-        _check_count(spec, sizes)
-        return sizes
+        _check_count(spec, (high - low) // increment + 1)  # before range(): 1:64M:+1 would be 64 Mi integers
+        return list(range(low, high + 1, increment))
     raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step); "
                          f"{_SPEC_HELP}")
 
 
-def _check_count(spec: str, sizes: list[int]) -> None:
-    if len(sizes) > _MAX_POINTS:
-        raise CommbenchError(f"--sizes {spec!r} names more than {_MAX_POINTS} sizes; use a larger factor or step")
+def _size_of(spec: str, part: str) -> int:
+    """One size of a --sizes spec; a refusal names the option, since `bad size '2P'` alone does not say where."""
+    try:
+        return parse_size(part)
+    except CommbenchError as error:
+        raise CommbenchError(f"--sizes {_brief(spec)!r}: {error}") from None
+
+
+def _check_largest(spec: str, largest: int) -> None:
+    if largest > _MAX_SIZE:
+        raise CommbenchError(f"--sizes {_brief(spec)!r} names a message above 1 PiB ({_MAX_SIZE} B), more than any "
+                             "device holds; give sizes up to 1024T")
+
+
+def _brief(spec: str) -> str:
+    """A long --sizes (a list of thousands) as a message can show it."""
+    return spec if len(spec) <= 60 else f"{spec[:40]}...{spec[-12:]}"
+
+
+def _check_count(spec: str, count: int) -> None:
+    if count > _MAX_POINTS:
+        named = f"{count} sizes" if count < 10**12 else "over 10^12 sizes"  # an exact 5000-digit count says nothing
+        raise CommbenchError(f"--sizes {_brief(spec)!r} names {named}, more than the {_MAX_POINTS} one sweep may "
+                             "measure; use a larger factor or step, or a narrower range")
 
 
 def format_bytes(size: int) -> str:

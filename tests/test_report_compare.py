@@ -145,7 +145,7 @@ def test_compare_passes_a_run_against_itself_and_catches_a_doubled_time(run_swee
 def test_compare_calls_out_rows_that_cannot_be_compared(runs, run_sweep, commbench_cli):
     baseline = runs / "collective"  # all_reduce, builtin and ring, 64 KiB and 1 MiB: 4 rows
     same_points = ("-c", "all_reduce", "--sizes", "64K,1M", "--iters", "6")
-    three_ranks = run_sweep(*same_points, "--nproc", "3")
+    three_ranks = run_sweep(*same_points, "--nproc", "3", "--oversubscribe")
     other_dtype = run_sweep(*same_points, "--dtype", "bfloat16")
     gate = commbench_cli("compare", str(baseline), str(three_ranks.run_dir))
     assert gate.returncode == 0 and gate.stdout.count("not comparable: world_size 2 vs 3") == 4, gate.stdout

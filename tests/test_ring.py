@@ -15,7 +15,8 @@ MIB = 1024**2
 def test_ring_is_exact_and_sends_the_ring_bytes(run_sweep, nproc):
     # 2018 and 4036 bytes: 1009 (prime) bfloat16 or float32 elements for all_reduce, so its chunks are uneven;
     # three pieces per step exercise the pipelining with uneven pieces too.
-    run = run_sweep("--nproc", str(nproc), "-c", "all_reduce,reduce_scatter,all_gather", "--impl", "builtin,ring",
+    run = run_sweep("--nproc", str(nproc), "--oversubscribe", "-c", "all_reduce,reduce_scatter,all_gather",
+                    "--impl", "builtin,ring",
                     "--placement", "both", "--dtype", "bfloat16,float32", "--op", "sum,max,min,avg",
                     "--sizes", "2018,4036", "--ring-chunks", "3", *FAST)
     assert run.returncode == 0, run.stderr
@@ -61,7 +62,8 @@ def test_five_ranks_reuse_scratch_safely_and_handle_empty_chunks(run_sweep):
     # From 5 ranks on, reduce-scatter writes scratch buffers it sent one step earlier: the wait that guards them
     # only shows at n ≥ 5. An 8-byte all_reduce has 2 elements for 5 ranks: three chunks are empty (reduce_scatter
     # skips 8 B: below one 16-byte chunk per rank). One launch for both.
-    run = run_sweep("--nproc", "5", "-c", "reduce_scatter,all_reduce", "--impl", "ring", "--placement", "both",
+    run = run_sweep("--nproc", "5", "--oversubscribe", "-c", "reduce_scatter,all_reduce", "--impl", "ring",
+                    "--placement", "both",
                     "--sizes", "8,4036", "--ring-chunks", "2", "--op", "sum,max", *FAST)
     assert run.returncode == 0, run.stderr
     assert (run.results["n_wrong"] == 0).all()

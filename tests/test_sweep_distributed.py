@@ -67,7 +67,8 @@ def test_two_rank_sweep_of_every_collective(run_sweep):
 
 
 def test_three_ranks_with_every_reduction(run_sweep):
-    run = run_sweep("--nproc", "3", "-c", "all_reduce,reduce_scatter,all_gather,all_to_all", "--impl", "builtin",
+    run = run_sweep("--nproc", "3", "--oversubscribe", "-c", "all_reduce,reduce_scatter,all_gather,all_to_all",
+                    "--impl", "builtin",
                     "--op", "sum,max,min,avg", "--sizes", "1000,1M", "--dtype", "float32,bfloat16", *FAST)
     assert run.returncode == 0, run.stderr
     results = run.results

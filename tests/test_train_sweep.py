@@ -84,7 +84,7 @@ def test_strategy_sweep_agrees_with_the_formulas(run_commbench):
 
 
 def test_hsdp_and_fsdp1_at_four_ranks(run_commbench):
-    rows = _rows(run_commbench("zero", "--nproc", "4", "--impl", "fsdp1", "--strategy", "zero3,hsdp",
+    rows = _rows(run_commbench("zero", "--nproc", "4", "--oversubscribe", "--impl", "fsdp1", "--strategy", "zero3,hsdp",
                                "--shard-group", "2", "--isolation", "reset", *SMALL, timeout=400))
     assert [(row["strategy"], row["impl"], row["shard_group"] if row["shard_group"] == row["shard_group"] else None)
             for row in rows] == [("zero3", "fsdp1", None), ("hsdp", "fsdp1", 2)]

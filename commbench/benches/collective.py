@@ -43,10 +43,11 @@ class CollectiveOptions(TargetOptions):
                                     help="builtin (the backend's own) and/or ring (hand-written over send/recv; "
                                          "all_reduce, reduce_scatter, all_gather) [default: both, where the backend "
                                          "can run them].")
-    ring_chunks: int | None = option("--ring-chunks", type=int,
+    ring_chunks: int | None = option("--ring-chunks", type=int, lowest=1,
                                      help="Pieces in flight per ring step [default: pieces of at least 4 MiB, at "
                                           "most 4].")
-    warmup: int = option("--warmup", type=int, default=5, show_default=True, help="Untimed iterations before timing.")
+    warmup: int = option("--warmup", type=int, lowest=0, default=5, show_default=True,
+                         help="Untimed iterations before timing.")
     iters: int = option("--iters", type=int, default=20, show_default=True,
                         help="Timed iterations per point (per batch in adaptive mode); at least 6.")
     timings: tuple[str, ...] = option(
@@ -56,20 +57,22 @@ class CollectiveOptions(TargetOptions):
              "[default: per-iteration].")
     batch_calls: str = option("--batch-calls", default=AUTO, show_default=True,
                               help="Calls per sample with --timing batch; auto = enough for about 5 ms.")
-    target_ci: float | None = option("--target-ci", type=float,
+    target_ci: float | None = option("--target-ci", type=float, above_zero=True, unit="percent",
                                      help="Adaptive: sample until the 95% CI of the median is within ±P percent.")
-    max_time: float | None = option("--max-time", type=float, help="Adaptive: time budget per point in seconds.")
+    max_time: float | None = option("--max-time", type=float, above_zero=True, unit="seconds",
+                                  help="Adaptive: time budget per point in seconds.")
     placement: str = option("--placement", choices=tuple(PLACEMENTS), default="out", show_default=True,
                             help="Out-of-place and/or in-place buffers.")
     check: bool = option("--check", switch=True, negatable=True, default=True, show_default=True,
                          help="Verify every point (n_wrong).")
-    timeout: float = option("--timeout", type=float, default=300.0, show_default=True,
+    timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0, show_default=True,
                             help="Seconds without a finished point before the sweep is ended as failed.")
     profile: bool = option("--profile", switch=True, default=False,
                            help="Record torch.profiler traces (per rank and point) under results/<run>/traces/.")
-    profile_iters: int = option("--profile-iters", type=int, default=3, show_default=True,
+    profile_iters: int = option("--profile-iters", type=int, lowest=1, default=3, show_default=True,
                                 help="Iterations per point in each trace (recorded after timing, untimed).")
-    gpu_sample_interval: float = option("--gpu-sample-interval", type=float, default=0.05, show_default=True,
+    gpu_sample_interval: float = option("--gpu-sample-interval", type=float, above_zero=True, unit="seconds",
+                                        default=0.05, show_default=True,
                                         help="Seconds between NVML samples of each GPU while a point is timed.")
 
 
@@ -108,7 +111,8 @@ class CollectiveKind(BenchKind):
         from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate
         from commbench.units import parse_size_spec
 
-        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc)
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
+                                oversubscribe=options.oversubscribe)
         spec = SweepSpec(
             collectives=options.collectives or DEFAULT_COLLECTIVES,
             impls=options.impls or default_impls(target.backend, target.device), ring_chunks=options.ring_chunks,

@@ -11,7 +11,8 @@ COMM_HOOKS = ("none", "bf16", "fp16")
 
 @dataclass(frozen=True, kw_only=True)
 class DdpOptions(TrainingOptions):
-    bucket_cap_mb: tuple[float, ...] = option("--bucket-cap-mb", type=float, many=True,
+    bucket_cap_mb: tuple[float, ...] = option("--bucket-cap-mb", type=float, many=True, above_zero=True,
+                                              unit="MiB",
                                               help="DDP bucket sizes in MiB [default: 1,5,10,25,50,100].")
     gradient_as_bucket_view: tuple[bool, ...] = option("--gradient-as-bucket-view", type=bool, many=True,
                                                        help="true and/or false [default: false].")

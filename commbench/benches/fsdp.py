@@ -15,7 +15,7 @@ class FsdpOptions(TrainingOptions):
     reshards: tuple[str, ...] = option("--reshard-after-forward", many=True,
                                        help="true (ZeRO-3), false (ZeRO-2) or, FSDP2 only, a rank count "
                                             "[default: true,false].")
-    forward_prefetch: tuple[int, ...] = option("--forward-prefetch", type=int, many=True,
+    forward_prefetch: tuple[int, ...] = option("--forward-prefetch", type=int, many=True, lowest=0,
                                                help="FSDP2: blocks gathered ahead in forward (0, 1, 2); FSDP1: 0 or 1 "
                                                     "[default: 0,1].")
     backward_prefetch: tuple[str, ...] = option("--backward-prefetch", many=True,

@@ -6,6 +6,7 @@ Semantic checks that relate options to each other or to the machine (a rank coun
 backend can run) are the bench kind's resolve(); this module only checks each value on its own.
 """
 
+import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 
 from commbench.errors import CommbenchError
@@ -28,6 +29,12 @@ class Option:
     """A flag without a value (--profile); negatable adds --no-NAME (--check/--no-check)."""
     negatable: bool = False
     show_default: bool = False
+    lowest: int | float | None = None
+    """The smallest value that means something (int and float options): --layers 0 is no model, not a default."""
+    above_zero: bool = False
+    """Floats only: the value must be above 0 (a duration, a rate, a size); 0 would never fire or never end."""
+    unit: str = ""
+    """What the number counts, for messages: seconds, MiB, percent."""
 
     @property
     def flag(self) -> str:
@@ -58,12 +65,13 @@ def default_of(f: Field):
 
 def parse_options(cls, values: dict):
     """The options dataclass from raw values by field name (strings, numbers, booleans or lists of them, as the
-    command line or TOML gives them); an absent value, None or an empty list keeps the field's default."""
+    command line or TOML gives them). An absent value (None, or no repeat of a repeatable flag) keeps the field's
+    default; a value given empty (`-c ''`, `collective = []`, `--params ''`) is refused, never read as the default."""
     parsed = {}
     for f, described in options_of(cls):
         value = values.get(f.name)
-        if value is None or (isinstance(value, (list, tuple)) and not value):
-            continue
+        if value is None or (described.many and isinstance(value, tuple) and not value):
+            continue  # the command line's "not given": Click hands an unused repeatable option over as ()
         parsed[f.name] = _convert(described, value)
     return cls(**parsed)
 
@@ -79,6 +87,9 @@ def _convert(described: Option, value):
         items = [part.strip() if isinstance(part, str) else part
                  for item in items for part in (item.split(",") if isinstance(item, str) else [item])
                  if not (isinstance(part, str) and not part.strip())]
+        if not items:
+            raise CommbenchError(f"{described.flag} {_shown(value)} names no value; give at least one"
+                                 f"{_example(described)} or leave the option out for its default")
         return tuple(_one(described, item) for item in items)
     if isinstance(value, (list, tuple)):
         raise CommbenchError(f"{described.flag} takes one value, got a list of {len(value)}")
@@ -90,6 +101,9 @@ def _one(described: Option, value):
     if isinstance(value, (dict, list, tuple)) or not isinstance(value, (str, int, float, bool)):
         raise CommbenchError(f"{flag} takes strings or numbers, got {value!r}")
     text = (str(value).lower() if isinstance(value, bool) else str(value)).strip()
+    if not text:
+        raise CommbenchError(f"{flag} is given empty; give a value{_example(described)} or leave the option out for "
+                             "its default")
     if described.type is bool:
         if text.lower() in _TRUE:
             return True
@@ -98,17 +112,57 @@ def _one(described: Option, value):
         raise CommbenchError(f"{flag} {text!r} is not true or false")
     if described.type is int:
         try:
-            return int(text)
+            return _in_range(described, text, int(text))
         except ValueError:
             raise CommbenchError(f"{flag} {text!r} is not a whole number") from None
     if described.type is float:
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
             raise CommbenchError(f"{flag} {text!r} is not a number") from None
+        if not math.isfinite(number):  # TOML and float() both read nan and inf: no timeout, rate or size means them
+            raise CommbenchError(f"{flag} {text!r} is not a finite number; it must be {_allowed(described)}")
+        return _in_range(described, text, number)
     if described.choices is not None and text not in described.choices:
         raise CommbenchError(f"unknown {flag} {text!r}; choose from {', '.join(described.choices)}")
     return text
+
+
+def _in_range(described: Option, text: str, number):
+    too_low = described.lowest is not None and number < described.lowest
+    if too_low or (described.above_zero and number <= 0):
+        raise CommbenchError(f"{described.flag} {text} must be {_allowed(described)}")
+    return number
+
+
+def _allowed(described: Option) -> str:
+    """What the option takes, for its messages: "above 0 seconds", "1 or more", "a finite number"."""
+    unit = f" {described.unit}" if described.unit else ""
+    if described.above_zero:
+        return f"above 0{unit}"
+    if described.lowest is not None:
+        return f"{described.lowest:g} or more{unit}"
+    return "a finite number" if described.type is float else "a whole number"
+
+
+def _example(described: Option) -> str:
+    """ " (e.g. --dtype float32)" where an example is known: the first choice, or a number of the option's type."""
+    if described.choices:
+        example = described.choices[0]
+    elif described.type in (int, float, bool):
+        example = {int: "1", float: "1.5", bool: "true"}[described.type]
+    else:
+        return ""
+    return f" (e.g. {described.flag} {example})"
+
+
+def _shown(value) -> str:
+    """The empty value as it was given: '' (or ',') on the command line, [] in a suite."""
+    if isinstance(value, list):
+        return "[]" if not value else repr(value)
+    if isinstance(value, tuple):
+        return repr(",".join(str(item) for item in value))
+    return repr(value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +173,11 @@ class TargetOptions:
                           help="Process-group backend; auto = nccl on cuda, else gloo.")
     device: str = option("--device", choices=DEVICE_CHOICES, default=AUTO, show_default=True,
                          help="Tensor device; auto = cuda when a GPU is visible.")
-    nproc: int | None = option("--nproc", type=int, help="Ranks on this machine [default: every visible GPU, else 2].")
+    nproc: int | None = option("--nproc", type=int,  # resolve_target() checks it against the machine
+                               help="Ranks on this machine [default: every visible GPU, else 2].")
+    oversubscribe: bool = option("--oversubscribe", switch=True, default=False,
+                                 help="Allow more CPU ranks than this machine's cores (they time-share the cores, so "
+                                      "times are slower; at most 8 ranks per core).")
 
 
 TARGET_KEYS = tuple(described.key for _, described in options_of(TargetOptions))

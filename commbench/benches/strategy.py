@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from commbench.benches.options import option
 from commbench.benches.training import MODEL_STATE_PLOT, STEPS_MEMORY_PLOT, TrainingKind, TrainingOptions
+from commbench.errors import CommbenchError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -15,8 +16,9 @@ class StrategyOptions(TrainingOptions):
     impl: str = option("--impl", default="fsdp2", show_default=True,
                        help="What runs zero2/zero3/hsdp: fsdp2 (fully_shard) or fsdp1 (SHARD_GRAD_OP / FULL_SHARD / "
                             "HYBRID_SHARD on a 2-D mesh).")
-    shard_group: int | None = option("--shard-group", type=int, help="HSDP: ranks per shard group [default: 2].")
-    bucket_cap_mb: float | None = option("--bucket-cap-mb", type=float,
+    shard_group: int | None = option("--shard-group", type=int, lowest=1,
+                                     help="HSDP: ranks per shard group [default: 2].")
+    bucket_cap_mb: float | None = option("--bucket-cap-mb", type=float, above_zero=True, unit="MiB",
                                          help="DDP bucket size for ddp and zero1 [default: 25].")
 
 
@@ -35,10 +37,22 @@ class StrategyKind(TrainingKind):
         from commbench.training import plan
 
         chosen = options.strategies or plan.default_strategies(world)
+        _refuse_ignored(options, chosen)
         return plan.strategy_configs(strategies=chosen, impl=options.impl, accum_steps=accum_steps,
                                      bucket_cap_mb=options.bucket_cap_mb,
                                      shard_group=options.shard_group or (2 if "hsdp" in chosen else None),
                                      world=world)
+
+
+def _refuse_ignored(options: StrategyOptions, chosen: tuple[str, ...]) -> None:
+    """An option no chosen strategy reads would be silently dropped: a sweep that seems to vary it but does not."""
+    listed = ", ".join(chosen)
+    if options.shard_group is not None and "hsdp" not in chosen:
+        raise CommbenchError(f"--shard-group {options.shard_group} applies to hsdp only, and this sweep runs {listed}; "
+                             "add --strategy hsdp (4+ ranks) or drop --shard-group")
+    if options.bucket_cap_mb is not None and not {"ddp", "zero1"} & set(chosen):
+        raise CommbenchError(f"--bucket-cap-mb {options.bucket_cap_mb:g} applies to ddp and zero1 only, and this "
+                             f"sweep runs {listed}; add --strategy ddp or zero1, or drop --bucket-cap-mb")
 
 
 KIND = StrategyKind()

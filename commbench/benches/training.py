@@ -41,22 +41,23 @@ class TrainingOptions(TargetOptions):
                              help="transformer (attention + MLP blocks) or mlp (MLP blocks).")
     params: str | None = option("--params", help="Model size, e.g. 125M; the hidden size is chosen to match "
                                 f"[default: {DEFAULTS[CPU]['params']} on CPU, {DEFAULTS[CUDA]['params']} on GPU].")
-    layers: int | None = option("--layers", type=int, help="Blocks [default: 4 on CPU, 24 on GPU].")
-    hidden: int | None = option("--hidden", type=int, help="Hidden size (instead of --params).")
-    heads: int = option("--heads", type=int, default=4, show_default=True, help="Attention heads.")
-    seq_len: int | None = option("--seq-len", type=int, help="Tokens per sample [default: 64 CPU, 1024 GPU].")
-    micro_batch: int | None = option("--micro-batch", type=int,
+    layers: int | None = option("--layers", type=int, lowest=1, help="Blocks [default: 4 on CPU, 24 on GPU].")
+    hidden: int | None = option("--hidden", type=int, lowest=1, help="Hidden size (instead of --params).")
+    heads: int = option("--heads", type=int, lowest=1, default=4, show_default=True, help="Attention heads.")
+    seq_len: int | None = option("--seq-len", type=int, lowest=1, help="Tokens per sample [default: 64 CPU, 1024 GPU].")
+    micro_batch: int | None = option("--micro-batch", type=int, lowest=1,
                                      help="Samples per rank per micro-batch [default: 2 CPU, 8 GPU].")
-    accum_steps: tuple[int, ...] = option("--accum-steps", type=int, many=True,
+    accum_steps: tuple[int, ...] = option("--accum-steps", type=int, many=True, lowest=1,
                                           help="Micro-batches per optimizer step (gradient sync on the last only), "
                                                "e.g. 1,4 [default: 1].")
     steps: int = option("--steps", type=int, default=10, show_default=True, help="Measured optimizer steps.")
     warmup_steps: int = option("--warmup-steps", type=int, default=2, show_default=True,
                                help="Untimed steps first (DDP rebuilds its buckets at step 2).")
-    profile_steps: int = option("--profile-steps", type=int, default=3, show_default=True,
+    profile_steps: int = option("--profile-steps", type=int, lowest=0, default=3, show_default=True,
                                 help="Steps recorded with torch.profiler for comm/exposed/overlap (0 = none).")
-    seed: int = option("--seed", type=int, default=0, show_default=True, help="Weights and data seed.")
-    lr: float = option("--lr", type=float, default=1e-4, show_default=True, help="AdamW learning rate.")
+    seed: int = option("--seed", type=int, lowest=0, default=0, show_default=True, help="Weights and data seed.")
+    lr: float = option("--lr", type=float, above_zero=True, default=1e-4, show_default=True,
+                       help="AdamW learning rate.")
     isolation: str = option("--isolation", choices=("auto", *ISOLATIONS), default="auto", show_default=True,
                             help="reset: one launch, memory released and peak counters reset between "
                                  "configurations; process: one launch per configuration; auto: process on CPU when "
@@ -65,7 +66,7 @@ class TrainingOptions(TargetOptions):
     memory_budget: str | None = option("--memory-budget",
                                        help="Peak memory per rank that counts as fitting, e.g. 80GB or 80GiB "
                                             "[default: GPU memory, or RAM / ranks].")
-    timeout: float = option("--timeout", type=float, default=300.0, show_default=True,
+    timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0, show_default=True,
                             help="Seconds without a finished configuration before the sweep is ended as failed.")
 
 
@@ -79,7 +80,15 @@ class TrainingKind(BenchKind):
     comparability = ("schema_version", "backend", "device", "world_size", "params", "micro_batch", "seq_len")
     metrics = (Metric("step_time", "step_time_ms_p50", False, "step_time_ms", 3.0),
                Metric("peak_mem", "peak_mem_bytes", False, None, 2.0))
-    wrong_message = "{n} rank(s) failed the check (replicas disagree or a loss is not finite)"
+    wrong_message = ("{n} configuration(s) failed the check on some rank (replicas disagree or a loss is not finite; "
+                     "#wrong counts the ranks)")
+
+    def n_wrong(self, results) -> int:
+        """Configurations that failed: a row's n_wrong counts its failed ranks, and a sum over rows would count
+        ranks of different configurations together (12 "ranks" of a 2-rank run)."""
+        if results is None or results.empty:
+            return 0
+        return int((results["n_wrong"].fillna(0) > 0).sum())
 
     def configs(self, options, accum_steps: tuple[int, ...], world: int) -> tuple:
         """The configurations (TrainConfig) the options ask for, refusing any that cannot run."""
@@ -90,7 +99,8 @@ class TrainingKind(BenchKind):
         from commbench.training.synthetic import ModelShape, shape_for_params
         from commbench.units import parse_count, parse_memory
 
-        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc)
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
+                                oversubscribe=options.oversubscribe)
         defaults = DEFAULTS[target.device]
         seq_len = options.seq_len or defaults["seq_len"]
         layers = options.layers or defaults["layers"]

@@ -10,7 +10,7 @@ from click.core import ParameterSource
 
 from commbench.bench_kind import BenchKind
 from commbench.benches.options import default_of, options_of, parse_options
-from commbench.cli.shared import run_options, show_results, show_teardown, split_commas, verdict
+from commbench.cli.shared import run_options, show_results, show_teardown, verdict
 from commbench.errors import ExitCode
 
 _METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT", bool: "BOOL"}
@@ -26,9 +26,9 @@ def click_options(options_class):
                 flags = (f"{described.flag}/--no-{described.key}",) if described.negatable else described.flags
                 decorator = click.option(*flags, f.name, is_flag=True, default=default,
                                          show_default=described.show_default, help=described.help)
-            elif described.many:
+            elif described.many:  # parse_options() splits the commas, and refuses `-c ''` (no value at all)
                 decorator = click.option(*described.flags, f.name, type=click.STRING, multiple=True,
-                                         callback=split_commas, metavar=_metavar(described), help=described.help)
+                                         metavar=_metavar(described), help=described.help)
             else:  # a string even for numbers: parse_options() checks it, with the suites' messages
                 decorator = click.option(*described.flags, f.name, type=click.STRING, default=default,
                                          metavar=_metavar(described),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER
 from commbench.errors import CommbenchError
 from commbench.models import comm_volume, memory
 from commbench.models.strategies import STRATEGIES, display_name
@@ -41,9 +42,11 @@ def _check_ranks(ranks: int) -> None:
 @click.option("--ranks", type=int, required=True, help="Data-parallel ranks N.")
 @click.option("--preset", type=click.Choice(list(memory.PRESETS)), default="mixed-adam", show_default=True,
               help="Bytes per parameter: mixed-adam P2 G2 O12, fp32-adam P4 G4 O8, bf16-fp32grad-adam P2 G4 O12.")
-@click.option("--param-bytes", type=float, default=None, help="Custom bytes per parameter for parameters.")
-@click.option("--grad-bytes", type=float, default=None, help="Custom bytes per parameter for gradients.")
-@click.option("--optim-bytes", type=float, default=None, help="Custom bytes per parameter for optimizer state.")
+@click.option("--param-bytes", type=NON_NEGATIVE_NUMBER, default=None,
+              help="Custom bytes per parameter for parameters.")
+@click.option("--grad-bytes", type=NON_NEGATIVE_NUMBER, default=None, help="Custom bytes per parameter for gradients.")
+@click.option("--optim-bytes", type=NON_NEGATIVE_NUMBER, default=None,
+              help="Custom bytes per parameter for optimizer state.")
 @click.option("--shard-group", type=int, default=None, help="HSDP shard-group size (adds an HSDP row).")
 @click.option("--units", type=click.Choice(["GB", "GiB"]), default="GB", show_default=True,
               help="GB = 1e9 bytes, GiB = 2^30 bytes.")
@@ -55,7 +58,7 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
     psi = parse_count(params, option="--params")
     _check_ranks(ranks)
     state = _state_bytes(preset, param_bytes, grad_bytes, optim_bytes)
-    capacity = parse_memory(fit_memory, option="--fit") if fit_memory else None
+    capacity = parse_memory(fit_memory, option="--fit") if fit_memory is not None else None  # --fit '' is refused
     rows = memory.table(params=psi, ranks=ranks, state=state, shard_group=shard_group)
     ddp_total = rows[0].total_bytes
     fits = {row.strategy: memory.min_ranks_to_fit(row.strategy, params=psi, state=state, capacity_bytes=capacity)
@@ -92,10 +95,10 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
 @model.command(name="comm")
 @click.option("--params", required=True, help="Parameter count: 7B, 125M, 1.5e9.")
 @click.option("--ranks", type=int, required=True, help="Data-parallel ranks N.")
-@click.option("--dtype-bytes", type=float, default=2.0, show_default=True,
+@click.option("--dtype-bytes", type=POSITIVE_NUMBER, default=2.0, show_default=True,
               help="Bytes per communicated element (2 for bf16/fp16 gradients and parameters).")
-@click.option("--alpha-us", type=float, default=None, help="Latency α of one ring step, µs.")
-@click.option("--bw-gbps", type=float, default=None, help="Link (bus) bandwidth, GB/s (1e9 B/s).")
+@click.option("--alpha-us", type=NON_NEGATIVE_NUMBER, default=None, help="Latency α of one ring step, µs.")
+@click.option("--bw-gbps", type=POSITIVE_NUMBER, default=None, help="Link (bus) bandwidth, GB/s (1e9 B/s).")
 @click.option("--from", "from_run", type=click.Path(path_type=Path), default=None,
               help="Fit α and bandwidth from a run's all_reduce results instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable results.")

@@ -17,18 +17,20 @@ _SEVERITY = {ExitCode.OK: 0, ExitCode.WRONG_RESULTS: 1, ExitCode.RUN_FAILED: 2}
 @click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=None, help="Override the suite's backend.")
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=None, help="Override the suite's device.")
 @click.option("--nproc", type=int, default=None, help="Override the suite's rank count.")
+@click.option("--oversubscribe", is_flag=True, default=None,
+              help="Allow more CPU ranks than cores (as the suite key oversubscribe = true).")
 @click.option("--into", type=click.Path(path_type=Path, file_okay=False), default=None, hidden=True,
               help="Fill this existing run folder (made by `commbench slurm submit`) instead of a new one.")
 @run_options
-def run(suite, backend, device, nproc, into, out, run_id, quiet) -> None:
+def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet) -> None:
     """Run the benches of SUITE (a .toml file, or a shipped suite's name: default, cpu-ci, nccl-tests, ddp-buckets,
     fsdp-prefetch, zero-stages) into one run folder, in one launch where the benches allow.
 
     Every bench is validated before anything launches. Exit codes: 0 all correct, 1 a check failed, 2 bad input,
     3 a bench failed (the benches after it do not run).
     """
-    run_suite_command(suite, overrides={"backend": backend, "device": device, "nproc": nproc}, into=into, out=out,
-                      run_id=run_id, quiet=quiet)
+    overrides = {"backend": backend, "device": device, "nproc": nproc, "oversubscribe": oversubscribe or None}
+    run_suite_command(suite, overrides=overrides, into=into, out=out, run_id=run_id, quiet=quiet)
 
 
 def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Path, run_id: str | None,

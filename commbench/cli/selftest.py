@@ -7,10 +7,19 @@ from pathlib import Path
 import click
 
 from commbench.cli.shared import split_commas
-from commbench.errors import ExitCode
+from commbench.errors import CommbenchError, ExitCode
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
 
 STEP_NAMES = "sweep, profile, ddp, fsdp, zero, report, compare"  # commbench.selftest.plan.STEPS, without importing it
+
+
+def _steps(ctx, param, values) -> tuple[str, ...]:
+    """--only's steps; `--only ''` names none, which is refused rather than read as every step."""
+    steps = split_commas(ctx, param, values)
+    if values and not steps:
+        raise CommbenchError(f"--only {','.join(values)!r} names no step; choose from {STEP_NAMES}, or leave "
+                             "--only out to run them all")
+    return steps
 
 
 @click.command(name="selftest")
@@ -19,7 +28,9 @@ STEP_NAMES = "sweep, profile, ddp, fsdp, zero, report, compare"  # commbench.sel
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=AUTO, show_default=True,
               help="Tensor device; auto = cuda when a GPU is visible.")
 @click.option("--nproc", type=int, default=None, help="Ranks on this machine [default: every visible GPU, else 2].")
-@click.option("--only", multiple=True, callback=split_commas, metavar="STEP",
+@click.option("--oversubscribe", is_flag=True,
+              help="Allow more CPU ranks than cores (passed on to every step's run; at most 8 per core).")
+@click.option("--only", multiple=True, callback=_steps, metavar="STEP",
               help=f"Run only these steps ({STEP_NAMES}; report and compare bring the sweep); the other paths say "
                    "n/a [default: all].")
 @click.option("--step-timeout", type=float, default=300.0, show_default=True,
@@ -30,7 +41,7 @@ STEP_NAMES = "sweep, profile, ddp, fsdp, zero, report, compare"  # commbench.sel
 @click.option("--run-id", default=None, help="Name of the run folder [default: selftest-<UTC time>-<host>].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (paths, run folder, wall time) on "
                                                        "stdout; progress stays on stderr.")
-def selftest(backend, device, nproc, only, step_timeout, out, run_id, as_json) -> None:
+def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run_id, as_json) -> None:
     """Exercise every path this machine supports, each as a real commbench run into one run folder: every collective
     builtin and ring at a small and a large size (4 KiB and 4 MiB on CPU, 256 MiB on GPU) with the check, both timing
     modes, in and out of place; a profiled point and `trace analyze`; the NVML sampler on GPUs; a tiny ddp, fsdp and
@@ -45,7 +56,7 @@ def selftest(backend, device, nproc, only, step_timeout, out, run_id, as_json) -
     from commbench.store import create_run_dir
 
     plan = plan_selftest(Machine.here(), backend=backend, device=device, nproc=nproc, only=tuple(only),
-                         timeout_s=step_timeout)
+                         timeout_s=step_timeout, oversubscribe=oversubscribe)
     run_dir = create_run_dir(out, run_id, prefix="selftest-")
 
     def announce(line: str) -> None:

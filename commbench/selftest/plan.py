@@ -2,6 +2,7 @@
 kinds' own options dataclasses and resolved here, so bad input is refused before anything launches), the sweep's
 expected points, and the paths that do not apply here, with the reason."""
 
+import math
 from dataclasses import dataclass, field
 
 from commbench.bench_kind import Bench
@@ -73,7 +74,7 @@ class Plan:
 
 
 def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only: tuple[str, ...],
-                  timeout_s: float) -> Plan:
+                  timeout_s: float, oversubscribe: bool = False) -> Plan:
     """Resolve the target as every command does and build each step's command; CommbenchError on bad input."""
     from commbench.backends import unsupported_reason
     from commbench.collectives import COLLECTIVES
@@ -82,15 +83,15 @@ def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only
     if machine.in_job:
         raise CommbenchError("commbench selftest launches its own ranks; run it outside torchrun/srun "
                              "(RANK and WORLD_SIZE are set here)")
-    if timeout_s <= 0:
-        raise CommbenchError(f"--step-timeout {timeout_s:g} must be above 0 seconds")
+    if not (math.isfinite(timeout_s) and timeout_s > 0):  # a NaN limit never fires: the step could hang forever
+        raise CommbenchError(f"--step-timeout {timeout_s:g} must be above 0 seconds (a finite number)")
     for step in only:
         if step not in STEPS:
             raise CommbenchError(f"unknown --only step {step!r}; choose from {', '.join(STEPS)}")
     chosen = set(only or STEPS)
     chosen |= {need for step in chosen for need in NEEDS.get(step, ())}
     selected = tuple(step for step in STEPS if step in chosen)
-    target = resolve_target(machine, backend=backend, device=device, nproc=nproc)
+    target = resolve_target(machine, backend=backend, device=device, nproc=nproc, oversubscribe=oversubscribe)
     not_applicable: dict[str, str] = {}
 
     ordered = [*DEFAULT_COLLECTIVES, *sorted(set(COLLECTIVES) - set(DEFAULT_COLLECTIVES))]
@@ -110,6 +111,8 @@ def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only
     large_bytes = LARGE_BYTES[target.device]
     common = {"backend": target.backend, "device": target.device, "nproc": target.nproc,
               "timeout": max(timeout_s / 2, 1.0)}  # the sub-run's own hang watchdog acts before the step's limit
+    if oversubscribe:  # a switch without a --no- form: passed on only when set
+        common["oversubscribe"] = True
     sweep = {**common, "collectives": tuple(dict.fromkeys(name for name, _ in runnable)),
              "impls": tuple(dict.fromkeys(impl for _, impl in runnable)),
              "sizes": f"{SMALL_BYTES},{large_bytes}", "placement": "both", "timings": TIMINGS,

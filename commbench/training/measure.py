@@ -93,7 +93,9 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
     predicted = local_state(impl=config.impl, units=built.units, rank=ctx.rank, world=ctx.world,
                             shard_group=config.shard_group).bytes(FP32_ADAM)
     measured_state = state.param_bytes + state.grad_bytes + state.optim_bytes
-    n_wrong = _replica_mismatches(built, ctx) + ctx.sum_over_ranks(sum(not math.isfinite(x) for x in losses))
+    # ranks that failed the check (each counted once, however many of its steps had a non-finite loss)
+    failed_here = _differs_from_its_replicas(built, ctx) or not all(math.isfinite(x) for x in losses)
+    n_wrong = ctx.sum_over_ranks(int(failed_here))
     ddp_figures = _ddp_logging(built.ddp)
     traced = _traced_comm(step, spec, point, ctx, run.trace_dir) if spec.records_traces else {}
     paired_ms = None
@@ -143,15 +145,14 @@ def _local(parameter: torch.Tensor) -> torch.Tensor:
     return parameter.to_local() if hasattr(parameter, "to_local") else parameter
 
 
-def _replica_mismatches(built: Built, ctx) -> int:
-    """Ranks whose parameters differ from the first rank holding the same state (all ranks for DDP and ZeRO-1,
-    each shard's replicas for HSDP; a fully sharded rank has no replica to compare with)."""
+def _differs_from_its_replicas(built: Built, ctx) -> bool:
+    """Whether this rank's parameters differ from the first rank holding the same state (all ranks for DDP and
+    ZeRO-1, each shard's replicas for HSDP; a fully sharded rank has no replica to compare with)."""
     held = ctx.gather_objects((built.replica_of, _digest(built)))
     first: dict[int, str] = {}
-    mismatches = 0
     for replica_of, digest in held:
-        mismatches += first.setdefault(replica_of, digest) != digest
-    return mismatches
+        first.setdefault(replica_of, digest)
+    return first[built.replica_of] != held[ctx.rank][1]
 
 
 def _ddp_logging(ddp) -> dict:
