@@ -78,7 +78,7 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         account=account, qos=qos, constraint=constraint, time=time_limit, cpus_per_task=cpus_per_task,
         exclusive=exclusive, sbatch_args=tuple(sbatch_args),
         env=script.job_env(tuple(env), dict(os.environ)), rdzv_port=rdzv_port, python=python,
-        job_name=job_name or f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
+        job_name=job_name if job_name is not None else f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
         run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)))
     script.validate(request)
     # Validate the suite as it will resolve on the compute nodes, not on this (login) node.
@@ -88,7 +88,9 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         run_dir = (out / (run_id or store.default_run_id())).resolve()
         if run_id is not None and run_dir.exists():  # what create_run_dir refuses, refused here too
             raise CommbenchError(f"{run_dir} already exists; choose another --run-id")
-        click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False)
+        # color=True: click.echo would otherwise strip escape sequences (an --env value may hold one) when stdout is
+        # not a terminal, and print a script other than the one a submit writes
+        click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False, color=True)
         return
     jobs.require_client()
     run_dir = store.create_run_dir(out, run_id).resolve()

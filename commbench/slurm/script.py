@@ -167,6 +167,10 @@ def _check_long_sbatch_option(arg: str, name: str) -> None:
 
 
 def _check_short_sbatch_options(arg: str, cluster: str) -> None:
+    word = cluster.split("=", 1)[0]
+    if len(word) > 1 and word in _SET_BY_COMMBENCH:  # -wait is -w ait, not --wait: say what it was taken for
+        raise CommbenchError(f"--sbatch-arg {arg!r}: sbatch reads -{word} as -{word[0]} {word[1:]!r}, not as --{word}, "
+                             f"which commbench sets itself ({_SET_BY_COMMBENCH[word]})")
     # like getopt: -vN3 is -v -N 3; the first letter that takes a value takes the rest of the word
     for position, letter in enumerate(cluster):
         if letter not in _SBATCH_SHORT:
