@@ -82,17 +82,13 @@ class JobRequest:
 def validate(request: JobRequest) -> None:
     """Refuse what cannot be written safely or cannot run, before anything is created or submitted."""
     _validate_counts(request)
-    for option, value in (("--job-name", request.job_name), ("--partition", request.partition),
-                          ("--account", request.account), ("--qos", request.qos),
-                          ("--constraint", request.constraint), ("--time", request.time),
+    for option, value in (*_directive_values(request), ("--time", request.time),
                           *(("--sbatch-arg", arg) for arg in request.sbatch_args)):
         if value is not None:
             _refuse_control_characters(option, value)
     if request.time is not None and not _TIME.fullmatch(request.time):
         raise CommbenchError(f"--time {request.time!r} is not a Slurm time; use MINUTES, HH:MM:SS or D-HH:MM:SS")
-    for option, value in (("--job-name", request.job_name), ("--partition", request.partition),
-                          ("--account", request.account), ("--qos", request.qos),
-                          ("--constraint", request.constraint)):
+    for option, value in _directive_values(request):
         if value is not None and not _DIRECTIVE_VALUE.fullmatch(value):
             raise CommbenchError(f"{option} {value!r} cannot go into an #SBATCH line (sbatch does not unquote them); "
                                  "use letters, digits and _.,:+=@%/&|*![]-")
@@ -104,6 +100,12 @@ def validate(request: JobRequest) -> None:
             raise CommbenchError(f"--env {name}={value!r} holds a NUL character, which no environment variable can "
                                  "hold; remove it")
     check_text_field("--python", request.python)
+
+
+def _directive_values(request: JobRequest) -> tuple[tuple[str, str | None], ...]:
+    """The free-text values that go into #SBATCH lines as they are, by option."""
+    return (("--job-name", request.job_name), ("--partition", request.partition), ("--account", request.account),
+            ("--qos", request.qos), ("--constraint", request.constraint))
 
 
 def _validate_counts(request: JobRequest) -> None:
