@@ -96,7 +96,7 @@ def _job_id(completed: subprocess.CompletedProcess) -> str:
     (["--nodes", "0"], "--nodes 0 is not a node count"),
     (["--rdzv-port", "80"], "--rdzv-port 80 is not a usable port"),
     (["--sbatch-arg=--output=x"], "commbench sets --output itself"),
-    (["--poll", "0"], "--poll and --wait-timeout must be above 0 seconds"),
+    (["--poll", "0"], "Invalid value for '--poll': '0' is not a finite number above 0"),
 ])
 def test_unsafe_or_impossible_submissions_are_refused(tmp_path, commbench_cli, args, fragment):
     base = {"--nodes": "1", "--gpus-per-node": "0"}

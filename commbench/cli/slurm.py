@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from commbench import store
+from commbench.cli.shared import POSITIVE_NUMBER
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
 from commbench.slurm import jobs, script
@@ -46,17 +47,17 @@ def slurm() -> None:
               help="The Python (with commbench installed) that the nodes run.")
 @click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=None, help="Override the suite's backend.")
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=None, help="Override the suite's device.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+@click.option("--out", "out_text", default="results", show_default=True,
               help="Folder that receives results/<run-id>/ (on a file system the nodes share).")
 @click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host].")
 @click.option("--dry-run", is_flag=True, help="Print the batch script; create and submit nothing.")
 @click.option("--wait", "wait_", is_flag=True, help="Wait for the job to end, then write the report.")
-@click.option("--wait-timeout", type=float, default=3600.0, show_default=True,
+@click.option("--wait-timeout", type=POSITIVE_NUMBER, default=3600.0, show_default=True,
               help="Seconds --wait waits before giving up (the job keeps running).")
-@click.option("--poll", type=float, default=2.0, show_default=True, help="Seconds between job-state polls.")
+@click.option("--poll", type=POSITIVE_NUMBER, default=2.0, show_default=True, help="Seconds between job-state polls.")
 def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time_limit, qos, constraint, exclusive,
-           cpus_per_task, sbatch_args, env, job_name, rdzv_port, python, backend, device, out, run_id, dry_run,
-           wait_, wait_timeout, poll) -> None:
+           cpus_per_task, sbatch_args, env, job_name, rdzv_port, python, backend, device, run_id, dry_run,
+           wait_, wait_timeout, poll, out_text) -> None:
     """Write the batch script for SUITE into results/<run-id>/, submit it with sbatch, and (--wait) collect it.
 
     Exit codes: 0 submitted (or, with --wait, completed with correct results), 1 (--wait) a check found wrong
@@ -68,16 +69,16 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
     from commbench.suite.load import load_suite
     from commbench.suite.run import SUITE_FILE
 
-    if poll <= 0 or wait_timeout <= 0:
-        raise CommbenchError("--poll and --wait-timeout must be above 0 seconds")
-    nproc_per_node = nproc_per_node or gpus_per_node or 2
+    out = _check_destination(suite, out_text, run_id)
+    if nproc_per_node is None:  # not `or`: an explicit 0 must reach validate() and be refused, not become 2
+        nproc_per_node = gpus_per_node or 2
     overrides = {"backend": backend, "device": device}
     request = script.JobRequest(
         nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node, partition=partition,
         account=account, qos=qos, constraint=constraint, time=time_limit, cpus_per_task=cpus_per_task,
         exclusive=exclusive, sbatch_args=tuple(sbatch_args),
         env=script.job_env(tuple(env), dict(os.environ)), rdzv_port=rdzv_port, python=python,
-        job_name=job_name or f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
+        job_name=job_name if job_name is not None else f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
         run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)))
     script.validate(request)
     # Validate the suite as it will resolve on the compute nodes, not on this (login) node.
@@ -85,7 +86,11 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
                                                gpus_per_node=gpus_per_node), overrides=overrides)
     if dry_run:
         run_dir = (out / (run_id or store.default_run_id())).resolve()
-        click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False)
+        if run_id is not None and run_dir.exists():  # what create_run_dir refuses, refused here too
+            raise CommbenchError(f"{run_dir} already exists; choose another --run-id")
+        # color=True: click.echo would otherwise strip escape sequences (an --env value may hold one) when stdout is
+        # not a terminal, and print a script other than the one a submit writes
+        click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False, color=True)
         return
     jobs.require_client()
     run_dir = store.create_run_dir(out, run_id).resolve()
@@ -109,6 +114,19 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
     click.echo(f"Submitted batch job {job_id}\n# Results: {run_dir}\n# Log: {log_path}")
     if wait_:
         sys.exit(_collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll))
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _check_destination(suite: str, out_text: str, run_id: str | None) -> Path:
+    """The suite, --out and --run-id, checked the same way with and without --dry-run; returns --out."""
+    script.check_text_field("SUITE", suite)
+    script.check_text_field("--out", out_text)
+    # fullmatch: a trailing newline would otherwise pass and become part of the folder name
+    if run_id is not None and not _RUN_ID.fullmatch(run_id):
+        raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")
+    return Path(out_text)
 
 
 def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, poll_s: float) -> int:

@@ -11,6 +11,7 @@ Two kinds of user input reach the script, and each is made safe its own way:
 
 import re
 import shlex
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,22 +21,39 @@ from commbench.errors import CommbenchError
 LOG_PATTERN = "slurm-%j.out"
 """Relative: the job runs in the run folder (sbatch is called there), so user paths never enter a directive."""
 
-_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.,:+=@%/&|*!\[\]-]+$")
-_SBATCH_ARG = re.compile(r"^--?[A-Za-z][A-Za-z0-9-]*(=[A-Za-z0-9_.,:+=@%/&|*!\[\]-]+)?$")
-_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Every pattern below is used with fullmatch: `$` would also match before a trailing newline ("--requeue\n").
+_DIRECTIVE_CHARS = r"A-Za-z0-9_.,:+=@%/&|*!\[\]-"
+_DIRECTIVE_VALUE = re.compile(f"[{_DIRECTIVE_CHARS}]+")
+_LONG_SBATCH_ARG = re.compile(f"--([a-z][a-z0-9-]*)(=[{_DIRECTIVE_CHARS}]+)?")
+_SHORT_SBATCH_ARG = re.compile(f"-([A-Za-z][{_DIRECTIVE_CHARS}]*)")
+_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PLACEHOLDER = re.compile(r"@[A-Z_]+@")
+_OWN_OPTION = "use the commbench option of that name"
 _SET_BY_COMMBENCH = {
-    **dict.fromkeys(("-N", "--nodes"), "use --nodes"),
-    **dict.fromkeys(("-n", "--ntasks", "--ntasks-per-node"), "one task per node, which runs torchrun"),
-    **dict.fromkeys(("--gpus-per-node", "-G", "--gpus"), "use --gpus-per-node"),
-    **dict.fromkeys(("-J", "--job-name"), "use --job-name"),
-    **dict.fromkeys(("-o", "--output", "-e", "--error", "-D", "--chdir"),
-                    "the log and the job's working directory are the run folder"),
-    **dict.fromkeys(("-p", "--partition", "-A", "--account", "-t", "--time", "-q", "--qos", "-C", "--constraint",
-                     "--exclusive", "-c", "--cpus-per-task"), "use the option of that name"),
-    **dict.fromkeys(("--requeue", "--no-requeue"), "a run folder is filled once, so the job is never requeued"),
+    "nodes": "use --nodes",
+    **dict.fromkeys(("ntasks", "ntasks-per-node"), "one task per node, which runs torchrun"),
+    **dict.fromkeys(("gpus-per-node", "gpus"), "use --gpus-per-node"),
+    "job-name": "use --job-name",
+    **dict.fromkeys(("output", "error", "chdir"), "the log and the job's working directory are the run folder"),
+    **dict.fromkeys(("partition", "account", "time", "qos", "constraint", "exclusive", "cpus-per-task"), _OWN_OPTION),
+    **dict.fromkeys(("requeue", "no-requeue"), "a run folder is filled once, so the job is never requeued"),
+    "array": "every array task would run the suite again into the same run folder",
+    **dict.fromkeys(("export", "export-file"), "use --env: the job needs the environment it is submitted from"),
+    "wait": "commbench submits the job held, so sbatch would wait forever; use commbench's --wait",
+    "test-only": "nothing would be submitted; use --dry-run",
+    "wrap": "the job runs commbench's own batch script",
 }
+"""Long sbatch options an --sbatch-arg may not give, with why. sbatch also reads any unambiguous abbreviation
+(`--outp=x` is --output=x), so every prefix of these is refused too."""
+_SBATCH_SHORT = {
+    **dict.fromkeys("aAbcCdDeFGiJLmMnNopqStwx", True), **dict.fromkeys("hHkOQsvVW", False),
+}
+"""sbatch 22.05's short options (sbatch --help), letter: whether it takes a value (attached: -N3)."""
+_SBATCH_SHORT_LONG = {"a": "array", "A": "account", "c": "cpus-per-task", "C": "constraint", "D": "chdir",
+                      "e": "error", "G": "gpus", "J": "job-name", "n": "ntasks", "N": "nodes", "o": "output",
+                      "p": "partition", "q": "qos", "t": "time", "W": "wait"}
+"""The short options that spell an option in _SET_BY_COMMBENCH."""
 DEFAULT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 """Exported into the job from the submitting shell by default: the knobs that change what a collective does."""
 
@@ -63,6 +81,34 @@ class JobRequest:
 
 def validate(request: JobRequest) -> None:
     """Refuse what cannot be written safely or cannot run, before anything is created or submitted."""
+    _validate_counts(request)
+    for option, value in (*_directive_values(request), ("--time", request.time),
+                          *(("--sbatch-arg", arg) for arg in request.sbatch_args)):
+        if value is not None:
+            _refuse_control_characters(option, value)
+    if request.time is not None and not _TIME.fullmatch(request.time):
+        raise CommbenchError(f"--time {request.time!r} is not a Slurm time; use MINUTES, HH:MM:SS or D-HH:MM:SS")
+    for option, value in _directive_values(request):
+        if value is not None and not _DIRECTIVE_VALUE.fullmatch(value):
+            raise CommbenchError(f"{option} {value!r} cannot go into an #SBATCH line (sbatch does not unquote them); "
+                                 "use letters, digits and _.,:+=@%/&|*![]-")
+    for arg in request.sbatch_args:
+        check_sbatch_arg(arg)
+    for name, value in request.env.items():
+        check_env_name(name)
+        if "\0" in value:  # the only character a quoted shell word (and an environment) cannot hold
+            raise CommbenchError(f"--env {name}={value!r} holds a NUL character, which no environment variable can "
+                                 "hold; remove it")
+    check_text_field("--python", request.python)
+
+
+def _directive_values(request: JobRequest) -> tuple[tuple[str, str | None], ...]:
+    """The free-text values that go into #SBATCH lines as they are, by option."""
+    return (("--job-name", request.job_name), ("--partition", request.partition), ("--account", request.account),
+            ("--qos", request.qos), ("--constraint", request.constraint))
+
+
+def _validate_counts(request: JobRequest) -> None:
     if request.nodes < 1:
         raise CommbenchError(f"--nodes {request.nodes} is not a node count; use 1 or more")
     if request.gpus_per_node < 0:
@@ -73,24 +119,73 @@ def validate(request: JobRequest) -> None:
         raise CommbenchError(f"--cpus-per-task {request.cpus_per_task} must be 1 or more")
     if request.rdzv_port is not None and not 1024 <= request.rdzv_port <= 65535:
         raise CommbenchError(f"--rdzv-port {request.rdzv_port} is not a usable port; use 1024-65535")
-    if request.time is not None and not _TIME.match(request.time):
-        raise CommbenchError(f"--time {request.time!r} is not a Slurm time; use MINUTES, HH:MM:SS or D-HH:MM:SS")
-    for option, value in (("--job-name", request.job_name), ("--partition", request.partition),
-                          ("--account", request.account), ("--qos", request.qos),
-                          ("--constraint", request.constraint)):
-        if value is not None and not _DIRECTIVE_VALUE.match(value):
-            raise CommbenchError(f"{option} {value!r} cannot go into an #SBATCH line (sbatch does not unquote them); "
-                                 "use letters, digits and _.,:+=@%/&|*![]-")
-    for arg in request.sbatch_args:
-        if not _SBATCH_ARG.match(arg):
-            raise CommbenchError(f"--sbatch-arg {arg!r} is not one sbatch option like --mem=0 or --reservation=R "
-                                 "(no spaces or quotes: it goes into an #SBATCH line)")
-        name = arg.split("=", 1)[0]
-        if name in _SET_BY_COMMBENCH:
-            raise CommbenchError(f"--sbatch-arg {arg!r}: commbench sets {name} itself ({_SET_BY_COMMBENCH[name]})")
-    for name in request.env:
-        if not _ENV_NAME.match(name):
-            raise CommbenchError(f"--env {name!r} is not an environment variable name; use letters, digits and _")
+
+
+def check_text_field(option: str, value: str) -> None:
+    """A free-text value (a path, a command): not empty, and no control characters, which no file name or command
+    needs and which would hide in a terminal, a log line or meta.json."""
+    if not value.strip():
+        raise CommbenchError(f"{option} {value!r} is empty; give a value or leave the option out")
+    _refuse_control_characters(option, value)
+
+
+def _refuse_control_characters(option: str, value: str) -> None:
+    """Named before any other complaint: a newline or an escape sequence is what a user cannot see in the value."""
+    bad = next((char for char in value if unicodedata.category(char) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:
+        raise CommbenchError(f"{option} {value!r} holds the control character {bad!r}; remove it")
+
+
+def check_env_name(name: str) -> None:
+    _refuse_control_characters("--env", name)
+    if not _ENV_NAME.fullmatch(name):
+        raise CommbenchError(f"--env {name!r} is not an environment variable name; use letters, digits and _ "
+                             "(not starting with a digit)")
+
+
+def check_sbatch_arg(arg: str) -> None:
+    """One sbatch option, read by sbatch the way it reads an #SBATCH line, that changes nothing commbench sets."""
+    long_match, short_match = _LONG_SBATCH_ARG.fullmatch(arg), _SHORT_SBATCH_ARG.fullmatch(arg)
+    if long_match:
+        _check_long_sbatch_option(arg, long_match.group(1))
+    elif short_match:
+        _check_short_sbatch_options(arg, short_match.group(1))
+    else:
+        raise CommbenchError(f"--sbatch-arg {arg!r} is not one sbatch option like --mem=0 or --reservation=R "
+                             "(lower-case name, value after '=', no spaces, quotes or control characters: it goes "
+                             "into an #SBATCH line)")
+
+
+def _check_long_sbatch_option(arg: str, name: str) -> None:
+    # sbatch takes an unambiguous abbreviation for the option itself and refuses an ambiguous one: either way a
+    # prefix of an option commbench sets is refused here, before any folder exists
+    spelled = [option for option in _SET_BY_COMMBENCH if option.startswith(name)]
+    if name in _SET_BY_COMMBENCH:
+        raise CommbenchError(f"--sbatch-arg {arg!r}: commbench sets --{name} itself ({_SET_BY_COMMBENCH[name]})")
+    if spelled:
+        raise CommbenchError(f"--sbatch-arg {arg!r}: sbatch reads --{name} as --{spelled[0]}"
+                             f"{' or refuses it as ambiguous' if len(spelled) > 1 else ''}, which commbench sets "
+                             f"itself ({_SET_BY_COMMBENCH[spelled[0]]})")
+
+
+def _check_short_sbatch_options(arg: str, cluster: str) -> None:
+    word = cluster.split("=", 1)[0]
+    if len(word) > 1 and word in _SET_BY_COMMBENCH:  # -wait is -w ait, not --wait: say what it was taken for
+        raise CommbenchError(f"--sbatch-arg {arg!r}: sbatch reads -{word} as -{word[0]} {word[1:]!r}, not as --{word}, "
+                             f"which commbench sets itself ({_SET_BY_COMMBENCH[word]})")
+    # like getopt: -vN3 is -v -N 3; the first letter that takes a value takes the rest of the word
+    for position, letter in enumerate(cluster):
+        if letter not in _SBATCH_SHORT:
+            raise CommbenchError(f"--sbatch-arg {arg!r}: -{letter} is not an sbatch option; use its long spelling")
+        if letter in _SBATCH_SHORT_LONG:
+            option = _SBATCH_SHORT_LONG[letter]
+            raise CommbenchError(f"--sbatch-arg {arg!r}: -{letter} is --{option}, which commbench sets itself "
+                                 f"({_SET_BY_COMMBENCH[option]})")
+        if _SBATCH_SHORT[letter]:
+            if position == len(cluster) - 1:
+                raise CommbenchError(f"--sbatch-arg {arg!r}: -{letter} needs its value in the same --sbatch-arg, "
+                                     f"e.g. -{letter}VALUE")
+            return
 
 
 def job_env(passed: tuple[str, ...], environ: dict[str, str]) -> dict[str, str]:
@@ -98,6 +193,7 @@ def job_env(passed: tuple[str, ...], environ: dict[str, str]) -> dict[str, str]:
     env = {name: value for name, value in sorted(environ.items()) if name.startswith(DEFAULT_ENV_PREFIXES)}
     for item in passed:
         name, sep, value = item.partition("=")
+        check_env_name(name)
         if not sep:
             if name not in environ:
                 raise CommbenchError(f"--env {name}: not set in this shell; write --env {name}=VALUE")
