@@ -214,18 +214,7 @@ def suite_cases() -> list[tuple[str, str, str]]:
 
 
 BENCH_CASES, CLICK_CASES, SUITE_CASES = bench_cases(), click_cases(), suite_cases()
-OPEN_ELSEWHERE = {"--wait-timeout=nan", "--wait-timeout=inf", "--poll=nan", "--poll=inf", "--nproc-per-node=0"}
-"""`slurm submit` values still accepted: commbench/cli/slurm.py is fixed on another branch of issue 16. strict: a
-case that starts being refused fails here until it is taken off this list."""
-
-
-def with_open_cases_marked(cases: list[Case]) -> list:
-    return [pytest.param(case, marks=pytest.mark.xfail(strict=True, reason="slurm submit: fixed on another branch"))
-            if case.args[:2] == ("slurm", "submit") and case.args[-1] in OPEN_ELSEWHERE else case
-            for case in cases]
-
-
-@pytest.mark.parametrize("case", with_open_cases_marked(BENCH_CASES + CLICK_CASES),
+@pytest.mark.parametrize("case", BENCH_CASES + CLICK_CASES,
                          ids=lambda case: f"{case.kind}: {case.id}")
 def test_a_bad_option_value_is_refused_before_anything_runs(case, tmp_path):
     out = tmp_path / "results"
