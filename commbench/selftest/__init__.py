@@ -8,6 +8,7 @@ a later step needs, and writes selftest.json.
 
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from commbench.selftest import verdicts
 from commbench.selftest.plan import SMALL_BYTES, TRAINING_STEPS, Plan
 from commbench.selftest.steps import StepRunner
 from commbench.selftest.verdicts import FAIL, NA, PASS, Check, SubRun
+from commbench.stopping import Stopped, describe
 
 SELFTEST_FILE = "selftest.json"
 TRACE_ANALYSIS_FILE = "trace_analysis.json"
@@ -71,9 +73,10 @@ def run_selftest(plan: Plan, run_dir: Path, *, argv: list[str], announce: Callab
         if "compare" in plan.selected and not needs:
             compare = runner.run("compare", ["compare", str(sweep.run_dir), str(sweep.run_dir),
                                              "--markdown", str(run_dir / COMPARE_FILE)])
-    except KeyboardInterrupt:
-        document.update(status=store.STATUS_FAILED, reason="interrupted (Ctrl-C)", end_time=runinfo.utc_now(),
-                        steps=[ran.to_json(run_dir) for ran in runner.runs])
+    except (KeyboardInterrupt, Stopped) as stop:
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+        document.update(status=store.STATUS_FAILED, reason=f"stopped by {describe(signum)}",
+                        end_time=runinfo.utc_now(), steps=[ran.to_json(run_dir) for ran in runner.runs])
         _write(run_dir, document)
         raise
 

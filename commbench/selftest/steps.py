@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from commbench.stopping import Stopped
+
 LOGS_DIR = "logs"
 _INTERRUPT_GRACE_S = 20.0
 """After SIGINT a sub-run stops its torchrun (SIGTERM, then SIGKILL after 5 s) and records why; then it is killed."""
@@ -81,7 +83,7 @@ class StepRunner:
                 except subprocess.TimeoutExpired:
                     timed_out = True
                     _stop(process)
-                except KeyboardInterrupt:  # Ctrl-C reaches this process only: pass it on, then stop
+                except (KeyboardInterrupt, Stopped):  # a stop reaches this process only: pass it on, then stop
                     _stop(process)
                     raise
             finally:
