@@ -216,6 +216,8 @@ def create_run_dir(out: Path, run_id: str | None, *, prefix: str = "") -> Path:
         _check_run_id(run_id)
     try:
         out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file (or a device) of that name
+        raise CommbenchError(f"--out {out} is a file, not a folder; choose a folder for the run folders") from None
     except OSError as error:
         raise CommbenchError(f"cannot create --out {out}: {error.strerror}; choose a writable folder") from None
     if run_id is not None:
