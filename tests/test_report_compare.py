@@ -205,8 +205,6 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
             "name,value\na,1\n")),
         "samples.csv does not exist": _corrupt(tmp_path, good, lambda d: (d / "samples.csv").unlink()),
         "newer than this commbench reads": _corrupt(tmp_path, good, newer_schema),
-        "has no result rows": _corrupt(tmp_path, good, lambda d: (d / "results.csv").write_text(
-            (d / "results.csv").read_text().splitlines()[0] + "\n")),
         "has no samples for": _corrupt(tmp_path, good, lambda d: (d / "samples.csv").write_text(
             (d / "samples.csv").read_text().splitlines()[0] + "\n")),
         "cannot compare a collective run": runs / "ddp",
@@ -215,6 +213,13 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
         completed = commbench_cli("compare", str(good), str(new))
         assert completed.returncode == 2, (message, completed.stdout, completed.stderr)
         assert message in completed.stderr and completed.stderr.count("\n") == 1, completed.stderr
+    # a run without rows: as the baseline it is bad input; as the new side it fails the gate (exit 1), naming the rows
+    empty = _corrupt(tmp_path, good, lambda d: (d / "results.csv").write_text(
+        (d / "results.csv").read_text().splitlines()[0] + "\n"))
+    refused = commbench_cli("compare", str(empty), str(good))
+    assert refused.returncode == 2 and "has no result rows" in refused.stderr, refused.stderr
+    gate = commbench_cli("compare", str(good), str(empty))
+    assert gate.returncode == 1 and "the new side misses 4 baseline row(s)" in gate.stdout, gate.stdout
     bad_threshold = commbench_cli("compare", str(good), str(good), "--fail", "latency:5")
     assert bad_threshold.returncode == 2 and "bad --fail 'latency:5'" in bad_threshold.stderr
     assert json.loads((good / "meta.json").read_text())["status"] == "complete"  # the source was not touched
