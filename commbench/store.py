@@ -60,7 +60,7 @@ def read_meta(run_dir: Path) -> dict:
     try:
         meta = json.loads(read_text(path))
     except json.JSONDecodeError as error:
-        raise CommbenchError(f"{path} is not valid JSON ({error.msg} at line {error.lineno}); it was not written by "
+        raise CommbenchError(f"{path} is not valid JSON ({error.msg}, line {error.lineno}); it was not written by "
                              "commbench or was damaged: re-record the run") from None
     if not isinstance(meta, dict):
         raise CommbenchError(f"{path} holds a JSON {type(meta).__name__}, not an object; it was not written by "
@@ -196,8 +196,10 @@ def _check_row_versions(path: Path, frame, lines: list[int]) -> None:
         if len(absent):
             raise CommbenchError(f"{path} line {lines[int(absent[0])]} has no {column}: it was not written by "
                                  "commbench or was edited: re-record the run")
-    for version in frame["schema_version"].unique():
-        _check_version(path, version)
+    versions = frame["schema_version"]
+    for version in versions.unique():
+        first = int((versions == version).to_numpy().nonzero()[0][0])
+        _check_version(f"{path} line {lines[first]}", version.item() if hasattr(version, "item") else version)
 
 
 def kind_name(run_dir: Path) -> str:
@@ -267,7 +269,7 @@ def _not_found(path: Path) -> CommbenchError:
     return CommbenchError(f"{path} does not exist: point at a results/<run-id> folder written by commbench")
 
 
-def _check_version(path: Path, version) -> None:
+def _check_version(path: Path | str, version) -> None:
     if version is None:
         raise CommbenchError(f"{path} has no schema_version: it was not written by commbench")
     if not _is_whole_number(version):

@@ -131,7 +131,7 @@ ANY_FILE = {"binary junk": _binary_junk, "latin-1": _latin1, "empty": _emptied, 
 CSV_ROW = {"extra field": (_extra_field, "line 2"), "missing field": (_missing_field, "line 2"),
            "schema_version x": (_cell("schema_version", "x"), "line 2"),
            "schema_version empty": (_cell("schema_version", ""), "line 2"),
-           "schema_version 2.5": (_cell("schema_version", "2.5"), ""),
+           "schema_version 2.5": (_cell("schema_version", "2.5"), "line 2 has schema_version 2.5"),
            "world_size empty": (_cell("world_size", ""), "line 2 has no world_size"),
            "size_bytes empty": (_cell("size_bytes", ""), "line 2 has no size_bytes")}
 META = {"a JSON array": _edit_meta(lambda meta: [meta]), "invalid JSON": _half,
