@@ -85,7 +85,8 @@ def _check_meta_fields(path: Path, meta: dict) -> None:
     for name in names:
         if not (isinstance(name, str) and _RUN_ID.match(name)):  # a bench folder's name, never a path elsewhere
             raise CommbenchError(f"{path}: field 'benches' must list objects whose 'name' is a bench folder's name "
-                                 f"(found {benches!r:.80}); the file was not written by commbench or was edited")
+                                 f"(found {benches!r:.80}); the file was not written by commbench or was edited: "
+                                 "re-record the run")
 
 
 def read_text(path: Path) -> str:
@@ -149,7 +150,7 @@ def read_rows(path: Path, required, numeric=()):
                              ) from None
     for column in [column for column in numeric if column in frame.columns]:
         _check_numbers(path, frame, column, lines)
-    _check_row_versions(path, frame, lines)
+    _check_keys_and_versions(path, frame, lines)
     return frame
 
 
@@ -190,7 +191,7 @@ def _check_numbers(path: Path, frame, column: str, lines: list[int]) -> None:
                              "the file was damaged or edited: re-record the run")
 
 
-def _check_row_versions(path: Path, frame, lines: list[int]) -> None:
+def _check_keys_and_versions(path: Path, frame, lines: list[int]) -> None:
     for column in [column for column in NEVER_EMPTY if column in frame.columns]:
         absent = frame[column].isna().to_numpy().nonzero()[0]
         if len(absent):
