@@ -11,6 +11,11 @@ machine exceeds the variation within a launch) is part of what a difference must
 
 Suite runs (`commbench run`) are compared bench by bench, matched by bench name; a folder of suite runs is a run set
 of each bench.
+
+The gate also fails when the new side cannot show that nothing got worse: a run whose meta.json does not say
+complete (failed, or still running / killed), or a row (or bench) the baseline has and the new side lacks. Both are
+listed; --allow-missing accepts them (a regression still fails). A baseline that is not complete is bad input: the
+gate would measure against a run that is itself in doubt, so it is refused with the advice to re-record it.
 """
 
 import math
@@ -28,7 +33,7 @@ from commbench.runs import kind_of
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
-NEW, MISSING, NOT_COMPARABLE = "new", "missing", "not comparable"
+NEW, MISSING, NOT_COMPARABLE, INCOMPLETE = "new", "missing", "not comparable", "incomplete run"
 NO_FIGURE = "no figure"
 """A row with nothing to gate: a no-op (in place at world size 1), or a time at the timer's resolution on a side."""
 
@@ -70,6 +75,8 @@ class Run:
 def run_folders(path: Path) -> list[Path]:
     """The run itself, or the run folders of a run set."""
     path = Path(path)
+    if path.is_file():
+        raise CommbenchError(f"{path} is a file; pass a run folder (results/<run-id>) or a folder holding several")
     if (path / store.META_FILE).exists() or not path.is_dir():
         return [path]
     folders = sorted(child for child in path.iterdir() if (child / store.META_FILE).exists())
@@ -95,21 +102,59 @@ def bench_run_sets(path: Path) -> dict[str, list[Path]]:
     return sets
 
 
-def load_run(path: Path, folders: list[Path] | None = None) -> Run:
+def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool = False) -> Run:
+    """The rows and samples of a run or run set. allow_empty: a run without rows (one that failed or was killed
+    before its first point) reads as no rows, so that the gate can list what it misses."""
     results, samples, kinds = [], [], {}
     for run_dir in folders or run_folders(path):
         kind = kind_of(run_dir)
         kinds[kind.name] = kind
+        if allow_empty and not (run_dir / store.RESULTS_FILE).exists():
+            continue
         frame = store.read_results(run_dir, kind)
-        if frame.empty:
+        if frame.empty and not allow_empty:
             raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
                                  "measured something")
         results.append(frame)
         samples.append(store.read_samples(run_dir, kind))
     if len(kinds) > 1:
         raise CommbenchError(f"{path} mixes {' and '.join(kinds)} runs; a run set holds one sweep run repeatedly")
-    return Run(Path(path), kinds.popitem()[1], pd.concat(results, ignore_index=True),
-               pd.concat(samples, ignore_index=True))
+    kind = kinds.popitem()[1]
+    return Run(Path(path), kind, _concat(results, kind.result_columns), _concat(samples, kind.sample_columns))
+
+
+def _concat(frames: list[pd.DataFrame], columns) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+
+
+def _status_folders(path: Path) -> list[Path]:
+    """Every folder whose meta.json says how a run ended: each run of a set, and each bench of a suite run."""
+    folders = []
+    for run_dir in run_folders(path):
+        folders.append(run_dir)
+        folders += [bench_dir for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values()
+                    if (bench_dir / store.META_FILE).exists()]
+    return folders
+
+
+def _not_complete(path: Path) -> list[tuple[Path, str]]:
+    """(folder, why) for each run under path whose meta.json does not say complete."""
+    found = []
+    for folder in _status_folders(path):
+        meta = store.read_meta(folder)
+        status = meta.get("status")
+        if status != store.STATUS_COMPLETE:
+            reason = f": {meta['reason']}" if meta.get("reason") else ""
+            found.append((folder, f"status {status or 'not recorded'}{reason}"))
+    return found
+
+
+def _check_baseline_complete(baseline_dir: Path) -> None:
+    incomplete = _not_complete(baseline_dir)
+    if incomplete:
+        folder, why = incomplete[0]
+        raise CommbenchError(f"the baseline {folder} is not a complete run ({why}); a gate needs a complete "
+                             "baseline: re-record it")
 
 
 def _samples_of(run: Run, row: pd.Series, metric: Metric) -> list[float]:
@@ -136,13 +181,15 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> 
     if (PLAIN in base_sets) != (PLAIN in new_sets):
         raise CommbenchError(f"cannot compare a suite run with a single run ({baseline_dir} vs {new_dir}); compare "
                              "like with like, or pass the bench's folder inside the suite run")
-    entries, applied = [], False
+    _check_baseline_complete(baseline_dir)
+    entries = [{"row": f"run {folder}", "verdict": INCOMPLETE, "why": why} for folder, why in _not_complete(new_dir)]
+    applied = False
     for name in [*base_sets, *(name for name in new_sets if name not in base_sets)]:
         if name not in new_sets or name not in base_sets:
             verdict, why = (MISSING, "not in the new run") if name not in new_sets else (NEW, "not in the baseline")
             entries.append({"row": f"bench {name}", "verdict": verdict, "why": why})
             continue
-        base, new = load_run(baseline_dir, base_sets[name]), load_run(new_dir, new_sets[name])
+        base, new = load_run(baseline_dir, base_sets[name]), load_run(new_dir, new_sets[name], allow_empty=True)
         if base.kind is not new.kind:
             raise CommbenchError(f"cannot compare a {base.kind.name} run ({baseline_dir}) with a {new.kind.name} run "
                                  f"({new_dir})" + (f" (bench {name})" if name else ""))
@@ -245,7 +292,38 @@ def regressions(entries: list[dict]) -> int:
     return sum(entry["verdict"] == REGRESSION for entry in entries)
 
 
-def format_terminal(entries: list[dict]) -> str:
+def unproven(entries: list[dict]) -> list[dict]:
+    """The entries that keep the new side from showing that nothing got worse: baseline rows or benches it lacks,
+    and its runs that did not complete."""
+    return [entry for entry in entries if entry["verdict"] in (MISSING, INCOMPLETE)]
+
+
+def gate_fails(entries: list[dict], *, allow_missing: bool) -> bool:
+    return regressions(entries) > 0 or (bool(unproven(entries)) and not allow_missing)
+
+
+def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
+    """The gate's verdict and why, naming the missing rows and the runs that did not complete."""
+    problems = []
+    missing = [entry["row"] for entry in entries if entry["verdict"] == MISSING]
+    if missing:
+        problems.append(f"the new side misses {len(missing)} baseline row(s): {'; '.join(missing)}")
+    incomplete = [f"{entry['row'].removeprefix('run ')} ({entry['why']})" for entry in entries
+                  if entry["verdict"] == INCOMPLETE]
+    if incomplete:
+        problems.append(f"{len(incomplete)} new run(s) did not complete: {'; '.join(incomplete)}")
+    count = regressions(entries)
+    if gate_fails(entries, allow_missing=allow_missing):
+        reasons = [f"{count} regression(s)"] if count else []
+        if problems and not allow_missing:
+            reasons += problems + ["--allow-missing accepts these"]
+        return "gate: FAILED: " + ". ".join(reasons)
+    if problems:
+        return "gate: passed with --allow-missing, which accepted: " + ". ".join(problems)
+    return "gate: passed"
+
+
+def format_terminal(entries: list[dict], *, allow_missing: bool = False) -> str:
     lines = [f"{'row':<52} {'metric':>9} {'baseline':>11} {'new':>11} {'ratio':>7} {'worse':>7} {'p':>8} verdict",
              f"{'':<52} {'':>9} {'':>11} {'':>11} {'(new/b)':>7} {'(%)':>7} {'(MWU)':>8}"]
     for entry in entries:
@@ -256,11 +334,14 @@ def format_terminal(entries: list[dict]) -> str:
         lines.append(f"{entry['row']:<52} {entry['metric']:>9} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
                      f"{entry['ratio']:>7.3f} {entry['worse_pct']:>+7.1f} {p:>8} {entry['verdict']}")
     lines.append(f"# {_summary(entries)}")
+    lines.append(f"# {gate_line(entries, allow_missing=allow_missing)}")
     return "\n".join(lines)
 
 
-def format_markdown(entries: list[dict], *, baseline: Path, new: Path) -> str:
+def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_missing: bool = False) -> str:
+    gate = gate_line(entries, allow_missing=allow_missing)
     lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
+             f"**{gate}**" if gate_fails(entries, allow_missing=allow_missing) else gate, "",
              "| row | metric | baseline | new | ratio (new/baseline) | worse (%) | p (Mann–Whitney) | verdict |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for entry in entries:
@@ -277,7 +358,8 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path) -> str:
 
 def _summary(entries: list[dict]) -> str:
     counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
-              for verdict in (REGRESSION, NOISE, IMPROVED, OK, NEW, MISSING, NOT_COMPARABLE, NO_FIGURE)}
+              for verdict in (REGRESSION, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE, NOT_COMPARABLE,
+                              NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
     return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
            "Mann–Whitney U on per-iteration samples; ~ = beyond threshold, not significant)"

@@ -82,13 +82,64 @@ def remove_stray_temporaries(run_dir: Path) -> None:
 def read_meta(run_dir: Path) -> dict:
     path = Path(run_dir) / META_FILE
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(read_text(path))
+    except json.JSONDecodeError as error:
+        raise CommbenchError(f"{path} is not valid JSON ({error.msg}, line {error.lineno}); it was not written by "
+                             "commbench or was damaged: re-record the run") from None
+    if not isinstance(meta, dict):
+        raise CommbenchError(f"{path} holds a JSON {type(meta).__name__}, not an object; it was not written by "
+                             "commbench: point at a results/<run-id> folder")
+    _check_version(path, meta.get("schema_version"))
+    _check_meta_fields(path, meta)
+    return meta
+
+
+def _check_meta_fields(path: Path, meta: dict) -> None:
+    """The fields readers act on have the types commbench writes: a foreign or edited file is named here rather than
+    failing later as a TypeError deep in a reader."""
+    for name in ("kind", "status", "run_id", "reason"):
+        if meta.get(name) is not None and not isinstance(meta[name], str):
+            raise CommbenchError(f"{path}: field {name!r} is {meta[name]!r}, not a string; the file was not written "
+                                 "by commbench or was edited: re-record the run")
+    benches = meta.get("benches")
+    if benches is None:
+        return
+    names = [bench.get("name") if isinstance(bench, dict) else None for bench in benches] \
+        if isinstance(benches, list) else [None]
+    for name in names:
+        if not (isinstance(name, str) and _RUN_ID.match(name)):  # a bench folder's name, never a path elsewhere
+            raise CommbenchError(f"{path}: field 'benches' must list objects whose 'name' is a bench folder's name "
+                                 f"(found {benches!r:.80}); the file was not written by commbench or was edited: "
+                                 "re-record the run")
+
+
+def read_text(path: Path) -> str:
+    """A file commbench wrote, as text; a missing, unreadable or non-UTF-8 file is one CommbenchError naming it."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise _not_found(path) from None
-    except json.JSONDecodeError as error:
-        raise CommbenchError(f"{path} is not valid JSON ({error.msg}); it was not written by commbench") from None
-    _check_version(path, meta.get("schema_version"))
-    return meta
+    except IsADirectoryError:
+        raise CommbenchError(f"{path} is a folder where commbench expects a file; point at a results/<run-id> "
+                             "folder written by commbench") from None
+    except NotADirectoryError:
+        raise CommbenchError(f"{_first_file(path)} is a file where commbench expects a run folder; point at a "
+                             "results/<run-id> folder") from None
+    except UnicodeDecodeError as error:
+        raise CommbenchError(f"{path} is not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+                             f"{error.start}); it was not written by commbench or was damaged: re-record the run"
+                             ) from None
+    except OSError as error:
+        raise CommbenchError(f"cannot read {path}: {error.strerror}") from None
+
+
+def _first_file(path: Path) -> Path:
+    """The part of path that is a file (what NotADirectoryError is about)."""
+    for parent in reversed(path.parents):
+        if parent.is_file():
+            return parent
+    return path
 
 
 def update_meta(run_dir: Path, **fields) -> dict:
@@ -98,13 +149,12 @@ def update_meta(run_dir: Path, **fields) -> dict:
     return meta
 
 
-def read_rows(path: Path, required):
-    """A results or samples CSV as a DataFrame; a torn last line from a crash is dropped."""
+def read_rows(path: Path, required, numeric=()):
+    """A results or samples CSV as a DataFrame; a torn last line from a crash is dropped. Every other row must have
+    the header's fields, and the columns in `numeric` (those present) numbers or nothing: a damaged or edited file
+    is refused at the line that is wrong, not read into wrong numbers."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _not_found(path) from None
+    text = read_text(path)
     if text and not text.endswith("\n"):
         text = text[: text.rfind("\n") + 1]
     header = text.split("\n", 1)[0].split(",") if text else []
@@ -112,12 +162,69 @@ def read_rows(path: Path, required):
     if missing:
         raise CommbenchError(f"{path} is not a commbench results file (missing columns {', '.join(missing[:4])}); "
                              "pass a results.csv that commbench wrote")
+    lines = _record_lines(path, text)
     import pandas as pd  # only readers need it; the ranks that write rows do not
 
-    frame = pd.read_csv(io.StringIO(text))
-    for version in frame["schema_version"].dropna().unique():
-        _check_version(path, int(version))
+    try:
+        # empty is "not measured" and nan is how Python writes a float NaN; pandas' other NA spellings (n/a, NULL,
+        # #N/A, ...) are not commbench's and stay text, so a numeric column holding one is refused below
+        frame = pd.read_csv(io.StringIO(text), keep_default_na=False, na_values=_NOT_MEASURED)
+    except pd.errors.ParserError as error:  # what the field count above did not catch (e.g. quoting)
+        raise CommbenchError(f"{path} is not a well-formed CSV file ({str(error).strip()}); re-record the run"
+                             ) from None
+    for column in [column for column in numeric if column in frame.columns]:
+        _check_numbers(path, frame, column, lines)
+    _check_keys_and_versions(path, frame, lines)
     return frame
+
+
+_NOT_MEASURED = ["", "nan", "NaN"]
+NEVER_EMPTY = ("schema_version", "world_size", "size_bytes")
+"""Numbers every row that has the column states: the version it was written in and the keys a row is matched and
+fitted by (an empty one would drop the row from a fit or a comparison without a word)."""
+
+
+def _record_lines(path: Path, text: str) -> list[int]:
+    """The line each data row starts on, after checking that every row has as many fields as the header."""
+    reader = csv.reader(io.StringIO(text), strict=True)
+    try:
+        header = next(reader, [])
+        starts, start = [], reader.line_num + 1
+        for fields in reader:
+            if len(fields) != len(header):
+                raise CommbenchError(f"{path} line {start} has {len(fields)} fields where its header has "
+                                     f"{len(header)}; the file was damaged or edited: re-record the run")
+            starts.append(start)
+            start = reader.line_num + 1
+    except csv.Error as error:
+        raise CommbenchError(f"{path} line {reader.line_num} is not well-formed CSV ({error}); re-record the run"
+                             ) from None
+    return starts
+
+
+def _check_numbers(path: Path, frame, column: str, lines: list[int]) -> None:
+    import pandas as pd
+
+    values = frame[column]
+    if values.dtype.kind in "iuf":  # pandas parsed every value as a number (or empty)
+        return
+    bad = values.notna() & pd.to_numeric(values, errors="coerce").isna()
+    if bad.any():
+        index = int(bad.to_numpy().nonzero()[0][0])
+        raise CommbenchError(f"{path} line {lines[index]}, column {column}: {values.iloc[index]!r} is not a number; "
+                             "the file was damaged or edited: re-record the run")
+
+
+def _check_keys_and_versions(path: Path, frame, lines: list[int]) -> None:
+    for column in [column for column in NEVER_EMPTY if column in frame.columns]:
+        absent = frame[column].isna().to_numpy().nonzero()[0]
+        if len(absent):
+            raise CommbenchError(f"{path} line {lines[int(absent[0])]} has no {column}: it was not written by "
+                                 "commbench or was edited: re-record the run")
+    versions = frame["schema_version"]
+    for version in versions.unique():
+        first = int((versions == version).to_numpy().nonzero()[0][0])
+        _check_version(f"{path} line {lines[first]}", version.item() if hasattr(version, "item") else version)
 
 
 def kind_name(run_dir: Path) -> str:
@@ -129,11 +236,9 @@ def kind_name(run_dir: Path) -> str:
         return meta["kind"]
     path = Path(run_dir) / RESULTS_FILE
     if path.exists():
-        with open(path, encoding="utf-8") as file:
-            reader = csv.DictReader(file)
-            first = next(reader, None)
-            if first and first.get("bench"):
-                return first["bench"]
+        first = next(csv.DictReader(io.StringIO(read_text(path))), None)
+        if first and first.get("bench"):
+            return first["bench"]
     raise CommbenchError(f"{Path(run_dir) / META_FILE} does not name its bench kind and has no rows to tell it; "
                          "pass a run folder written by commbench")
 
@@ -144,7 +249,8 @@ def run_id_of(run_dir: Path) -> str:
 
 
 def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
-    """The bench folders of a suite run (`commbench run`), by bench name; None when run_dir is not a suite run."""
+    """The bench folders of a suite run (`commbench run`), by bench name; None when run_dir is not a suite run (or
+    has no meta.json: the reader that needs one names the problem)."""
     path = Path(run_dir) / META_FILE
     if not path.exists():
         return None
@@ -154,16 +260,27 @@ def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
     return {bench["name"]: Path(run_dir) / bench["name"] for bench in meta.get("benches", [])}
 
 
+NUMERIC_COLUMNS = (
+    "schema_version", "world_size", "size_bytes", "count", "iters", "warmup", "n_wrong", "iteration", "time_us",
+    "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps",
+    "busbw_gbps", "config_index", "step", "step_time_ms", "step_time_ms_p50", "step_time_ms_p95", "samples_per_s",
+    "comm_ms", "exposed_comm_ms", "exposed_comm_ms_nosync", "overlap_pct", "peak_mem_bytes", "model_state_bytes",
+    "model_state_bytes_predicted", "model_state_bytes_formula")
+"""Columns that compare, fit, report and the tables compute with: a value there that is not a number (or empty) is
+refused at its line by the reader, instead of surfacing as a TypeError in pandas or a wrong figure."""
+
+
 def read_results(run_dir: Path, kind):
     """The rows of a run of this bench kind (a BenchKind); columns added after a file was written come back
     empty."""
-    frame = read_rows(Path(run_dir) / RESULTS_FILE, kind.required_columns)
+    frame = read_rows(Path(run_dir) / RESULTS_FILE, kind.required_columns, NUMERIC_COLUMNS)
     return _fill_absent(frame, kind.result_columns, kind)
 
 
 def read_samples(run_dir: Path, kind):
     required = [column for column in kind.sample_columns if column not in kind.column_defaults]
-    return _fill_absent(read_rows(Path(run_dir) / SAMPLES_FILE, required), kind.sample_columns, kind)
+    frame = read_rows(Path(run_dir) / SAMPLES_FILE, required, NUMERIC_COLUMNS)
+    return _fill_absent(frame, kind.sample_columns, kind)
 
 
 def _fill_absent(frame, columns, kind):
@@ -177,12 +294,28 @@ def _not_found(path: Path) -> CommbenchError:
     return CommbenchError(f"{path} does not exist: point at a results/<run-id> folder written by commbench")
 
 
-def _check_version(path: Path, version) -> None:
+def _check_version(path: Path | str, version) -> None:
     if version is None:
         raise CommbenchError(f"{path} has no schema_version: it was not written by commbench")
+    if not _is_whole_number(version):
+        raise CommbenchError(f"{path} has schema_version {version!r}, not a whole number: it was not written by "
+                             "commbench or was edited: re-record the run")
     if int(version) > SCHEMA_VERSION:
         raise CommbenchError(f"{path} has schema_version {version}, newer than this commbench reads "
                              f"({SCHEMA_VERSION}); upgrade commbench")
+    if int(version) < 1:
+        raise CommbenchError(f"{path} has schema_version {version}; commbench numbers them from 1: the file was "
+                             "edited: re-record the run")
+
+
+def _is_whole_number(value) -> bool:
+    """An int as JSON or pandas holds it (a CSV column of whole numbers may be read as floats next to NaN)."""
+    if isinstance(value, bool):
+        return False
+    try:
+        return float(value) == int(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -13,6 +13,7 @@ from commbench import store
 from commbench.compare import run_folders
 from commbench.runs import load_run
 from tests.conftest import commbench_env
+from tests.refusals import assert_refused, invoke
 
 ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
 GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--iters", "10")
@@ -150,7 +151,7 @@ def test_compare_calls_out_rows_that_cannot_be_compared(runs, run_sweep, commben
     gate = commbench_cli("compare", str(baseline), str(three_ranks.run_dir))
     assert gate.returncode == 0 and gate.stdout.count("not comparable: world_size 2 vs 3") == 4, gate.stdout
     gate = commbench_cli("compare", str(baseline), str(other_dtype.run_dir))
-    assert gate.returncode == 0
+    assert gate.returncode == 1  # the baseline's rows are missing from the new run: the gate cannot pass them
     assert gate.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 4
     assert gate.stdout.count("new: not in the baseline") == 4
 
@@ -176,7 +177,9 @@ def test_compare_suite_runs_bench_by_bench(runs, tmp_path, commbench_cli):
     meta["benches"] = [bench for bench in meta["benches"] if bench["name"] != "ddp"]
     (partial / "meta.json").write_text(json.dumps(meta))
     gate = commbench_cli("compare", str(runs), str(partial), "--fail", "busbw:5%,step_time:5%")
-    assert gate.returncode == 0 and "bench ddp" in gate.stdout and "missing: not in the new run" in gate.stdout
+    assert gate.returncode == 1 and "bench ddp" in gate.stdout and "missing: not in the new run" in gate.stdout
+    accepted = commbench_cli("compare", str(runs), str(partial), "--fail", "busbw:5%,step_time:5%", "--allow-missing")
+    assert accepted.returncode == 0 and "baseline row(s): bench ddp" in accepted.stdout, accepted.stdout
     refused = commbench_cli("compare", str(runs), str(runs / "collective"))
     assert refused.returncode == 2 and "cannot compare a suite run with a single run" in refused.stderr
 
@@ -202,8 +205,6 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
             "name,value\na,1\n")),
         "samples.csv does not exist": _corrupt(tmp_path, good, lambda d: (d / "samples.csv").unlink()),
         "newer than this commbench reads": _corrupt(tmp_path, good, newer_schema),
-        "has no result rows": _corrupt(tmp_path, good, lambda d: (d / "results.csv").write_text(
-            (d / "results.csv").read_text().splitlines()[0] + "\n")),
         "has no samples for": _corrupt(tmp_path, good, lambda d: (d / "samples.csv").write_text(
             (d / "samples.csv").read_text().splitlines()[0] + "\n")),
         "cannot compare a collective run": runs / "ddp",
@@ -212,6 +213,13 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
         completed = commbench_cli("compare", str(good), str(new))
         assert completed.returncode == 2, (message, completed.stdout, completed.stderr)
         assert message in completed.stderr and completed.stderr.count("\n") == 1, completed.stderr
+    # a run without rows: as the baseline it is bad input; as the new side it fails the gate (exit 1), naming the rows
+    empty = _corrupt(tmp_path, good, lambda d: (d / "results.csv").write_text(
+        (d / "results.csv").read_text().splitlines()[0] + "\n"))
+    refused = commbench_cli("compare", str(empty), str(good))
+    assert refused.returncode == 2 and "has no result rows" in refused.stderr, refused.stderr
+    gate = commbench_cli("compare", str(good), str(empty))
+    assert gate.returncode == 1 and "the new side misses 4 baseline row(s)" in gate.stdout, gate.stdout
     bad_threshold = commbench_cli("compare", str(good), str(good), "--fail", "latency:5")
     assert bad_threshold.returncode == 2 and "bad --fail 'latency:5'" in bad_threshold.stderr
     assert json.loads((good / "meta.json").read_text())["status"] == "complete"  # the source was not touched
@@ -239,3 +247,101 @@ def test_the_committed_baseline_is_a_set_of_commbench_runs_of_the_ci_suite():
         results = run.results
         assert set(results["collective"]) == {"all_reduce"} and (results["n_wrong"] == 0).all()
         assert len(store.read_samples(gate, run.kind)) == results["iters"].sum()
+
+
+# --- the gate on incomplete new runs, on real runs: copies of the committed baseline's launches ---------------------
+
+BASELINE = Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci"
+GATE_THRESHOLD = ("--fail", "busbw:40%")  # .ci/run's: a launch of the baseline passes it against the whole set
+LARGE_ROW = "[gate] all_reduce builtin float32 sum in 67108864 B"
+
+
+def _new_launch(tmp_path: Path, change=None) -> Path:
+    """A copy of the baseline's first launch as the new side, changed (a suite run: launch/gate is the bench)."""
+    run = tmp_path / "new" / "launch1"
+    shutil.copytree(BASELINE / "launch1", run)
+    if change:
+        change(run)
+    return run
+
+
+def _fail(run_dir: Path, reason: str) -> None:
+    meta = store.read_meta(run_dir)
+    store.write_meta(run_dir, {**meta, "status": store.STATUS_FAILED, "reason": reason})
+
+
+def _drop_large_row(run: Path) -> None:
+    results = run / "gate" / "results.csv"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(line for line in lines if ",67108864," not in line) + "\n")
+
+
+def _gate(tmp_path: Path, new: Path, *extra: str, baseline: Path = BASELINE):
+    markdown = tmp_path / "gate.md"
+    result = invoke(["compare", str(baseline), str(new), *GATE_THRESHOLD, "--markdown", str(markdown), *extra])
+    return result, markdown.read_text() if markdown.exists() else ""
+
+
+def test_gate_fails_on_a_failed_new_run_unless_allowed(tmp_path):
+    def failed(run):
+        _fail(run / "gate", "rank 1: the ranks exited before this bench finished")
+        _fail(run, "bench gate: rank 1: the ranks exited before this bench finished")
+        _drop_large_row(run)  # it died before the last point
+
+    new = _new_launch(tmp_path, failed)
+    result, markdown = _gate(tmp_path, new)
+    assert result.exit_code == 1, result.output + result.stderr
+    for text in (result.output, markdown):
+        assert "gate: FAILED: the new side misses 1 baseline row(s): " + LARGE_ROW in text
+        assert f"did not complete: {new} (status failed: bench gate: rank 1" in text
+        assert f"{new / 'gate'} (status failed: rank 1: the ranks exited" in text
+    allowed, markdown = _gate(tmp_path, new, "--allow-missing")
+    assert allowed.exit_code == 0, allowed.output + allowed.stderr
+    for text in (allowed.output, markdown):  # accepted, and still listed
+        assert "gate: passed with --allow-missing" in text and LARGE_ROW in text and "status failed" in text
+
+
+def test_gate_fails_on_rows_the_new_run_misses_unless_allowed(tmp_path):
+    new = _new_launch(tmp_path, _drop_large_row)  # a complete run that measured less than the baseline
+    result, markdown = _gate(tmp_path, new)
+    assert result.exit_code == 1, result.output + result.stderr
+    assert f"gate: FAILED: the new side misses 1 baseline row(s): {LARGE_ROW}. --allow-missing" in result.output
+    assert f"**gate: FAILED: the new side misses 1 baseline row(s): {LARGE_ROW}" in markdown
+    assert "incomplete run" not in result.output
+    allowed, _ = _gate(tmp_path, new, "--allow-missing")
+    assert allowed.exit_code == 0, allowed.output
+    assert f"accepted: the new side misses 1 baseline row(s): {LARGE_ROW}" in allowed.output
+
+
+def test_gate_fails_on_a_run_killed_before_its_first_row(tmp_path):
+    def killed(run):  # meta.json still says running: nobody lived to record the end
+        for name in ("results.csv", "samples.csv"):
+            (run / "gate" / name).unlink()
+        for folder in (run, run / "gate"):
+            store.write_meta(folder, {**store.read_meta(folder), "status": store.STATUS_RUNNING})
+
+    result, _ = _gate(tmp_path, _new_launch(tmp_path, killed))
+    assert result.exit_code == 1, result.output + result.stderr
+    assert "2 new run(s) did not complete" in result.output and "(status running)" in result.output
+    assert "the new side misses 2 baseline row(s)" in result.output
+
+
+def test_a_regression_fails_the_gate_even_with_allow_missing(tmp_path):
+    def slower(run):  # every sample of the small size three times as long, its busbw a third
+        for name, column, factor in (("samples.csv", "time_us", 3.0), ("results.csv", "busbw_gbps", 1 / 3)):
+            path = run / "gate" / name
+            frame = store.read_rows(path, ["schema_version"])
+            small = frame["size_bytes"] == 16777216
+            frame.loc[small, column] = frame.loc[small, column] * factor
+            frame.to_csv(path, index=False)
+        _drop_large_row(run)
+
+    result, _ = _gate(tmp_path, _new_launch(tmp_path, slower), "--allow-missing")
+    assert result.exit_code == 1 and "1 regression(s)" in result.output, result.output + result.stderr
+
+
+def test_a_failed_baseline_is_bad_input(tmp_path):
+    baseline = _new_launch(tmp_path, lambda run: _fail(run / "gate", "rank 0: killed"))
+    result = invoke(["compare", str(baseline), str(BASELINE / "launch2"), *GATE_THRESHOLD])
+    assert_refused(result, fragment="not a complete run (status failed: rank 0: killed)")
+    assert "re-record it" in result.stderr

@@ -1,4 +1,5 @@
-"""`commbench compare BASELINE NEW`: the regression gate (exit 0 none, 1 regression, 2 bad input)."""
+"""`commbench compare BASELINE NEW`: the regression gate (exit 0 passed, 1 failed: a regression, or rows or runs
+the new side misses; 2 bad input, never 1)."""
 
 import sys
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 import click
 
 from commbench.cli.shared import split_commas
-from commbench.errors import ExitCode
+from commbench.errors import CommbenchError, ExitCode
 
 
 @click.command(name="compare")
@@ -17,24 +18,34 @@ from commbench.errors import ExitCode
                    "(training runs); repeatable [default: busbw:5% step_time:3% peak_mem:2%].")
 @click.option("--markdown", type=click.Path(path_type=Path), default=None,
               help="Also write the comparison as GitHub Markdown to this file (for CI job summaries).")
-def compare_command(baseline, new, fails, markdown) -> None:
+@click.option("--allow-missing", is_flag=True,
+              help="Pass the gate although the new side lacks baseline rows or benches, or a run of it did not "
+                   "complete (they are still listed); a regression still fails it.")
+def compare_command(baseline, new, fails, markdown, allow_missing) -> None:
     """Join two runs on their configuration keys and flag rows that got worse beyond a threshold and significantly.
 
-    Exit codes: 0 no regression, 1 at least one regression, 2 bad input.
+    Exit codes: 0 the gate passed; 1 it failed: a regression, or (without --allow-missing) the new side misses rows
+    or benches the baseline has or a run of it did not complete (failed, or still running); 2 bad input (an
+    unreadable run, or a baseline that is not complete).
     """
     from commbench.compare import (
         DEFAULT_THRESHOLDS,
         compare,
         format_markdown,
         format_terminal,
+        gate_fails,
         parse_threshold,
-        regressions,
     )
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds)
-    click.echo(format_terminal(entries))
+    click.echo(format_terminal(entries, allow_missing=allow_missing))
     if markdown:
-        markdown.write_text(format_markdown(entries, baseline=baseline, new=new), encoding="utf-8")
-    if regressions(entries):
+        text = format_markdown(entries, baseline=baseline, new=new, allow_missing=allow_missing)
+        try:
+            markdown.write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise CommbenchError(f"cannot write --markdown {markdown}: {error.strerror}; choose a writable file"
+                                 ) from None
+    if gate_fails(entries, allow_missing=allow_missing):
         sys.exit(ExitCode.REGRESSION)

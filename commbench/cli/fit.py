@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from commbench.errors import CommbenchError
 from commbench.store import SCHEMA_VERSION
 
 FIT_FILE, RESIDUALS_FILE = "fit.csv", "fit_residuals.csv"
@@ -21,17 +22,11 @@ def fit(run_dir: Path) -> None:
     from commbench.runs import load_collective_results
 
     fits = fit_results(load_collective_results(run_dir))
-    with open(run_dir / FIT_FILE, "w", newline="") as fit_file, \
-            open(run_dir / RESIDUALS_FILE, "w", newline="") as residual_file:
-        fit_writer, residual_writer = csv.writer(fit_file), csv.writer(residual_file)
-        fit_writer.writerow(FIT_COLUMNS)
-        residual_writer.writerow(RESIDUAL_COLUMNS)
-        for result in fits:
-            key = [getattr(result, column) for column in KEY]
-            fit_writer.writerow([SCHEMA_VERSION, *key, result.n_points, result.alpha_us, result.algbw_gbps,
-                                 result.busbw_gbps, result.r2, result.note])
-            for residual in result.residuals:
-                residual_writer.writerow([SCHEMA_VERSION, *key, *residual.values()])
+    try:
+        _write_fits(run_dir, fits)
+    except OSError as error:  # e.g. a baseline checked out read-only, or a folder where fit.csv goes
+        raise CommbenchError(f"cannot write the fits into {run_dir}: {error.strerror} ({error.filename}); fit a "
+                             "writable copy of the run") from None
     click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
     click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'dtype':>9} {'op':>5} {'placement':>9} "
                f"{'points':>6} {'α (us)':>10} "
@@ -47,3 +42,17 @@ def fit(run_dir: Path) -> None:
         if result.note:
             click.echo(f"  note: {result.note}")
     click.echo(f"# written: {run_dir / FIT_FILE}, {run_dir / RESIDUALS_FILE}")
+
+
+def _write_fits(run_dir: Path, fits: list) -> None:
+    with open(run_dir / FIT_FILE, "w", newline="") as fit_file, \
+            open(run_dir / RESIDUALS_FILE, "w", newline="") as residual_file:
+        fit_writer, residual_writer = csv.writer(fit_file), csv.writer(residual_file)
+        fit_writer.writerow(FIT_COLUMNS)
+        residual_writer.writerow(RESIDUAL_COLUMNS)
+        for result in fits:
+            key = [getattr(result, column) for column in KEY]
+            fit_writer.writerow([SCHEMA_VERSION, *key, result.n_points, result.alpha_us, result.algbw_gbps,
+                                 result.busbw_gbps, result.r2, result.note])
+            for residual in result.residuals:
+                residual_writer.writerow([SCHEMA_VERSION, *key, *residual.values()])

@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,11 +39,57 @@ def _open(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
 
 
-def _int(value, default: int = -1) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+_WHOLE_NUMBER_ARGS = ("stream", "correlation", "In msg nelems", "Out msg nelems")
+"""Event arguments the analysis computes with: the GPU stream and launch correlation that place a kernel, and a
+collective's message size."""
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _foreign(path: Path, index: int, event: dict, problem: str) -> CommbenchError:
+    name = str(event.get("name", ""))[:60]
+    return CommbenchError(f"{path}: traceEvents[{index}] ({name!r}) {problem}; this is not a torch.profiler trace "
+                          "or it was edited: record the trace again")
+
+
+def _checked_event(path: Path, index: int, event: dict) -> None:
+    """Times are finite numbers and a duration is not negative (Kineto writes them so): NaN or a string would
+    otherwise turn every overlap figure into NaN or fail inside numpy. The thread and the ids that classify an
+    event have Kineto's types too."""
+    for key in ("ts", "dur"):
+        if not _is_number(event[key]):
+            raise _foreign(path, index, event, f"has {key} {event[key]!r}, not a finite number of µs")
+    if event["dur"] < 0:
+        raise _foreign(path, index, event, f"has a negative duration ({event['dur']!r} µs)")
+    tid = event.get("tid")
+    if tid is not None and not isinstance(tid, (int, str)):
+        raise _foreign(path, index, event, f"has tid {tid!r}, not a thread id (a number or a name)")
+    args = event.get("args")
+    if isinstance(args, dict):
+        for key in _WHOLE_NUMBER_ARGS:
+            if key in args and not (isinstance(args[key], int) and not isinstance(args[key], bool)):
+                raise _foreign(path, index, event, f"has args.{key} {args[key]!r}, not a whole number")
+
+
+def _distributed_info(path: Path, document: dict) -> dict:
+    """torch.profiler's distributedInfo (rank, world size, backend), checked: it labels every figure printed."""
+    info = document.get("distributedInfo")
+    if info is None:
+        return {}
+    if not isinstance(info, dict):
+        raise CommbenchError(f"{path}: distributedInfo is a JSON {type(info).__name__}, not an object; this is not "
+                             "a torch.profiler trace or it was edited: record the trace again")
+    for key in ("rank", "world_size"):
+        value = info.get(key)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise CommbenchError(f"{path}: distributedInfo.{key} is {value!r}, not a whole number of 0 or more; "
+                                 "record the trace again")
+    if info.get("backend") is not None and not isinstance(info["backend"], str):
+        raise CommbenchError(f"{path}: distributedInfo.backend is {info['backend']!r}, not a name; record the trace "
+                             "again")
+    return info
 
 
 def load_trace(path: str | Path) -> TraceEvents:
@@ -62,13 +109,15 @@ def load_trace(path: str | Path) -> TraceEvents:
         raise CommbenchError(f"{path} has no traceEvents: it is not a torch.profiler (Kineto) trace")
     columns: dict[str, list] = {key: [] for key in ("name", "cat", "ts", "dur", "tid", "stream", "correlation",
                                                       "args")}
+    info = _distributed_info(path, document)
     float_times = False
-    for event in events:  # one pass: traces of real jobs hold hundreds of thousands of events
+    for index, event in enumerate(events):  # one pass: traces of real jobs hold hundreds of thousands of events
         if not isinstance(event, dict):
             continue
         cat, duration = event.get("cat"), event.get("dur")
         if duration is None or cat is None or cat == "Trace" or event.get("ts") is None:
             continue
+        _checked_event(path, index, event)
         args = event.get("args")
         columns["name"].append(str(event.get("name", "")))
         columns["cat"].append(cat)
@@ -77,8 +126,8 @@ def load_trace(path: str | Path) -> TraceEvents:
         columns["tid"].append(event.get("tid"))
         columns["args"].append(args)
         has_args = isinstance(args, dict)
-        columns["stream"].append(_int(args.get("stream")) if has_args and "stream" in args else -1)
-        columns["correlation"].append(_int(args.get("correlation")) if has_args and "correlation" in args else -1)
+        columns["stream"].append(args["stream"] if has_args and "stream" in args else -1)
+        columns["correlation"].append(args["correlation"] if has_args and "correlation" in args else -1)
         float_times = float_times or isinstance(event["ts"], float)
     if not columns["ts"]:
         raise CommbenchError(f"{path} holds no timed events (ts, dur, cat); record a trace with torch.profiler "
@@ -87,11 +136,10 @@ def load_trace(path: str | Path) -> TraceEvents:
     end = ts + np.array(columns["dur"], dtype=np.float64)
     if float_times:
         ts, end = np.ceil(ts), np.floor(end)
-    info = document.get("distributedInfo") or {}
     return TraceEvents(
         path=str(path),
-        rank=_int(info.get("rank"), None) if info else None,
-        world_size=_int(info.get("world_size"), None) if info else None,
+        rank=info.get("rank"),
+        world_size=info.get("world_size"),
         backend=info.get("backend"),
         name=np.array(columns["name"], dtype=object),
         cat=np.array(columns["cat"], dtype=object),

@@ -12,10 +12,10 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from commbench import store
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
 from commbench.runs import LoadedRun, bench_dirs, load_run
-from commbench.store import RESULTS_FILE
 
 META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
                "world_size", "device_type", "device_names", "torch_version", "cuda_version", "driver_version",
@@ -38,7 +38,7 @@ def load_runs(run_dirs: list[Path]) -> list[LoadedRun]:
             runs.append(load_run(run_dir))
             continue
         loaded = [load_run(bench_dir, f"{Path(run_dir).name}/{name}", allow_empty=True)
-                  for name, bench_dir in benches.items() if _has_rows(bench_dir)]
+                  for name, bench_dir in benches.items() if _ran(bench_dir)]
         measured = [run for run in loaded if not run.results.empty]
         if not measured:
             raise CommbenchError(f"{run_dir} is a suite run whose benches have no result rows; nothing to report")
@@ -46,13 +46,11 @@ def load_runs(run_dirs: list[Path]) -> list[LoadedRun]:
     return runs
 
 
-def _has_rows(run_dir: Path) -> bool:
-    """A results.csv with a row after its header (a bench that never ran, or failed at once, has none)."""
-    try:
-        with open(run_dir / RESULTS_FILE, encoding="utf-8") as file:
-            return bool(file.readline()) and bool(file.readline().strip())
-    except FileNotFoundError:
-        return False
+def _ran(bench_dir: Path) -> bool:
+    """Whether a bench of a suite got to write rows; its meta.json is read either way, so that a damaged bench is
+    named rather than passed over (a bench that never ran has a meta.json and no results.csv)."""
+    store.read_meta(bench_dir)
+    return (bench_dir / store.RESULTS_FILE).exists()
 
 
 def _plots() -> list:
