@@ -34,6 +34,8 @@ from commbench.runs import kind_of
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
 NEW, MISSING, NOT_COMPARABLE, INCOMPLETE = "new", "missing", "not comparable", "incomplete run"
+WRONG = "WRONG RESULTS"
+"""A new row whose check failed (n_wrong > 0): its figures are not valid, and the gate fails whatever the speed."""
 NO_FIGURE = "no figure"
 """A row with nothing to gate: a no-op (in place at world size 1), or a time at the timer's resolution on a side."""
 
@@ -231,7 +233,16 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
     for row_key, current in new_rows.items():
         if row_key not in base_rows:
             entries.append({"row": kind.row_label(current), "verdict": NEW, "why": "not in the baseline"})
-    return entries
+    return _wrong_results(new) + entries
+
+
+def _wrong_results(run: Run) -> list[dict]:
+    """Rows of the new side whose check failed: fast but wrong is no pass."""
+    if "n_wrong" not in run.results.columns:
+        return []
+    wrong = run.results[pd.to_numeric(run.results["n_wrong"], errors="coerce").fillna(0) > 0]
+    return [{"row": run.kind.row_label(row), "verdict": WRONG, "why": f"n_wrong {int(row['n_wrong'])} in the new run"}
+            for _, row in wrong.iterrows()]
 
 
 def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
@@ -298,8 +309,12 @@ def unproven(entries: list[dict]) -> list[dict]:
     return [entry for entry in entries if entry["verdict"] in (MISSING, INCOMPLETE)]
 
 
+def wrong(entries: list[dict]) -> list[dict]:
+    return [entry for entry in entries if entry["verdict"] == WRONG]
+
+
 def gate_fails(entries: list[dict], *, allow_missing: bool) -> bool:
-    return regressions(entries) > 0 or (bool(unproven(entries)) and not allow_missing)
+    return regressions(entries) > 0 or bool(wrong(entries)) or (bool(unproven(entries)) and not allow_missing)
 
 
 def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
@@ -315,6 +330,9 @@ def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
     count = regressions(entries)
     if gate_fails(entries, allow_missing=allow_missing):
         reasons = [f"{count} regression(s)"] if count else []
+        if wrong(entries):
+            reasons.append(f"{len(wrong(entries))} new row(s) with wrong results: "
+                           + "; ".join(entry["row"] for entry in wrong(entries)))
         if problems and not allow_missing:
             reasons += problems + ["--allow-missing accepts these"]
         return "gate: FAILED: " + ". ".join(reasons)
@@ -358,8 +376,8 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_mis
 
 def _summary(entries: list[dict]) -> str:
     counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
-              for verdict in (REGRESSION, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE, NOT_COMPARABLE,
-                              NO_FIGURE)}
+              for verdict in (REGRESSION, WRONG, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE,
+                              NOT_COMPARABLE, NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
     return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
            "Mann–Whitney U on per-iteration samples; ~ = beyond threshold, not significant)"

@@ -345,3 +345,17 @@ def test_a_failed_baseline_is_bad_input(tmp_path):
     result = invoke(["compare", str(baseline), str(BASELINE / "launch2"), *GATE_THRESHOLD])
     assert_refused(result, fragment="not a complete run (status failed: rank 0: killed)")
     assert "re-record it" in result.stderr
+
+
+def test_wrong_results_in_the_new_run_fail_the_gate_even_with_allow_missing(tmp_path):
+    def wrong(run):  # the small size's check found 3 wrong elements: its speed proves nothing
+        path = run / "gate" / "results.csv"
+        frame = store.read_rows(path, ["schema_version"])
+        frame.loc[frame["size_bytes"] == 16777216, "n_wrong"] = 3
+        frame.to_csv(path, index=False)
+
+    for extra in ((), ("--allow-missing",)):
+        result, markdown = _gate(tmp_path, _new_launch(tmp_path / "-".join(extra or ("plain",)), wrong), *extra)
+        assert result.exit_code == 1, result.output + result.stderr
+        for text in (result.output, markdown):
+            assert "1 new row(s) with wrong results: [gate] all_reduce builtin float32 sum in 16777216 B" in text
