@@ -18,6 +18,7 @@ from tests.refusals import invoke
 
 SWEEP = ["sweep", "--backend", "gloo", "--device", "cpu", "-c", "all_reduce", "--quiet"]
 PAGE = 4096
+BASELINE = Path(__file__).resolve().parent.parent / "results" / "baselines" / "cpu-ci"
 
 
 @pytest.fixture
@@ -55,8 +56,12 @@ def left_in(folder: Path) -> list[str]:
 
 def test_a_read_only_output_folder_is_refused_before_anything_is_made(small_fs):
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    for out in (small_fs, small_fs / "results"):  # the run folder, or --out itself, cannot be made
-        result = invoke([*SWEEP, "--out", str(out)])
+    launch = BASELINE / "launch1"
+    for args in ([*SWEEP, "--out", str(small_fs)],  # the run folder cannot be made
+                 [*SWEEP, "--out", str(small_fs / "results")],  # nor --out itself
+                 ["report", str(launch), "--out", str(small_fs / "report")],
+                 ["compare", str(launch), str(launch), "--markdown", str(small_fs / "gate.md")]):
+        result = invoke(args)
         assert result.exit_code == 2, result.output
         line = one_error_line(result.stderr)
         assert "Read-only file system" in line and str(small_fs) in line

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import click
 
+from commbench.errors import CommbenchError
+
 
 @click.command()
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -14,7 +16,13 @@ def report(run_dirs, out) -> None:
     from commbench.report.render import render
 
     out = out or Path("plots") / Path(run_dirs[-1]).name
-    result = render(list(run_dirs), out)
+    if out.exists() and not out.is_dir():
+        raise CommbenchError(f"--out {out} is a file; choose a folder for the report")
+    try:
+        result = render(list(run_dirs), out)
+    except OSError as error:  # the inputs were read by then (their problems are CommbenchErrors): the output failed
+        raise CommbenchError(f"cannot write the report into {out}: {error.strerror or error}"
+                             f"{f' ({error.filename})' if error.filename else ''}; choose a writable --out") from None
     for _, caption, png in result.drawn:
         click.echo(f"drew {caption}: {png} (+ .svg)")
     for caption, why in result.skipped:
