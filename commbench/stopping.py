@@ -110,12 +110,23 @@ def _note(signum, frame) -> None:
             os.killpg(_state.group, signal.SIGKILL)
 
 
-def raise_on_termination() -> None:
-    """Outside a run window, SIGTERM and SIGHUP end the command like Ctrl-C does (one line, exit 128 + N) instead
-    of killing it silently; Python already raises KeyboardInterrupt for SIGINT."""
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGHUP):
+@contextlib.contextmanager
+def terminations_raised():
+    """Within: SIGTERM and SIGHUP end the command like Ctrl-C does (one line, exit 128 + N) instead of killing it
+    silently; Python already raises KeyboardInterrupt for SIGINT. The previous handlers come back on leaving: the
+    CLI may be called as a library (tests call it in process), and a process forked later (a multiprocessing pool)
+    must not inherit a handler that raises where SIGTERM should end it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for signum in previous:
             signal.signal(signum, _raise_stopped)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _raise_stopped(signum, frame) -> None:

@@ -49,3 +49,17 @@ def test_nproc_conflicting_with_the_surrounding_job(monkeypatch, tmp_path):
     result = CliRunner().invoke(main, ["sweep", "--nproc", "3", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "conflicts with WORLD_SIZE=2" in result.output
+
+
+def test_the_cli_leaves_the_signal_handlers_as_it_found_them():
+    """Called as a library (here, in process), the CLI must not leave its handlers behind: a process forked later
+    (a multiprocessing pool) would inherit a SIGTERM handler that raises instead of ending it, and hang its pool."""
+    import signal
+
+    from tests.refusals import invoke
+
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {signum: signal.getsignal(signum) for signum in watched}
+    for args in (["sweep", "-c", "allreduce"], ["model", "memory", "--params", "7B", "--ranks", "8"]):
+        invoke(args)
+    assert {signum: signal.getsignal(signum) for signum in watched} == before

@@ -4,6 +4,7 @@ Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads w
 `commbench --help` and the analytic `commbench model` commands start at once.
 """
 
+import contextlib
 import os
 import signal
 import sys
@@ -23,27 +24,27 @@ from commbench.cli.selftest import selftest
 from commbench.cli.slurm import slurm
 from commbench.cli.trace import trace
 from commbench.errors import CommbenchError, ExitCode
-from commbench.stopping import Stopped, describe, raise_on_termination
+from commbench.stopping import Stopped, describe, terminations_raised
 
 
 class _OneLineErrors(click.Group):
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
-        if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # a rank in place: its launcher stops it
-            raise_on_termination()
-        try:
-            return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)
-        except CommbenchError as error:
-            _fail(str(error), error.exit_code)
-        except click.UsageError as error:
-            where = error.ctx.command_path if error.ctx else "commbench"
-            _fail(f"{error.format_message()} (see `{where} --help`)", ExitCode.BAD_INPUT)
-        except click.ClickException as error:
-            _fail(error.format_message(), error.exit_code)
-        except Stopped as stop:
-            _fail(stop.message, stop.exit_code, prefix="commbench:")
-        except (KeyboardInterrupt, click.Abort):
-            _fail(f"stopped by {describe(signal.SIGINT)}", ExitCode.INTERRUPTED, prefix="commbench:")
+        in_place_rank = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # its launcher stops it
+        with contextlib.nullcontext() if in_place_rank else terminations_raised():
+            try:
+                return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)
+            except CommbenchError as error:
+                _fail(str(error), error.exit_code)
+            except click.UsageError as error:
+                where = error.ctx.command_path if error.ctx else "commbench"
+                _fail(f"{error.format_message()} (see `{where} --help`)", ExitCode.BAD_INPUT)
+            except click.ClickException as error:
+                _fail(error.format_message(), error.exit_code)
+            except Stopped as stop:
+                _fail(stop.message, stop.exit_code, prefix="commbench:")
+            except (KeyboardInterrupt, click.Abort):
+                _fail(f"stopped by {describe(signal.SIGINT)}", ExitCode.INTERRUPTED, prefix="commbench:")
 
 
 def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> None:
