@@ -98,7 +98,7 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
     with SweepProgress(points, enabled=not quiet) as bar:
         def progress() -> int:
             if not log_path.parent.exists():  # nothing more can be recorded: stop the ranks now (run_watched)
-                raise RunOutputError(f"the run stopped: its folder {log_path.parent} was removed while it ran")
+                raise _removed_while_running(log_path.parent)
             done = count_rows()
             bar.show(done)
             return done
@@ -244,6 +244,10 @@ def created(run_dir: Path, *, remove: bool = True):
                              "--out") from None
 
 
+def _removed_while_running(run_dir: Path) -> RunOutputError:
+    return RunOutputError(f"the run stopped: its folder {run_dir} was removed while it ran")
+
+
 @contextlib.contextmanager
 def output_kept(run_dir: Path | None):
     """After the ranks started, a run folder that can no longer be written or read (disk full, read-only,
@@ -258,5 +262,5 @@ def output_kept(run_dir: Path | None):
         raise
     except CommbenchError as error:  # our own files, unreadable: removed or torn while the run went on
         if run_dir is not None and not run_dir.exists():
-            raise RunOutputError(f"the run stopped: its folder {run_dir} was removed while it ran") from None
+            raise _removed_while_running(run_dir) from None
         raise RunOutputError(f"the run stopped: its folder {run_dir} was changed under it ({error})") from None

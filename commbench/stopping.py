@@ -71,15 +71,11 @@ def deferred():
     if _state.deferring or threading.current_thread() is not threading.main_thread():
         yield note  # the outer window decides; signal handlers can only be set from the main thread
         return
-    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     _state.requested, _state.deferring = None, True
     try:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, _note)
-        yield note
+        with _handled(STOP_SIGNALS, _note):
+            yield note
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         signum, _state.requested, _state.deferring, _state.group = _state.requested, None, False, None
     if signum is not None:
         raise Stopped(signum, note.where)
@@ -119,14 +115,21 @@ def terminations_raised():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    with _handled((signal.SIGTERM, signal.SIGHUP), _raise_stopped):
+        yield
+
+
+@contextlib.contextmanager
+def _handled(signums, handler):
+    """These signals go to handler within, and back to their previous handlers on leaving."""
+    previous = {signum: signal.getsignal(signum) for signum in signums}
     try:
-        for signum in previous:
-            signal.signal(signum, _raise_stopped)
+        for signum in signums:
+            signal.signal(signum, handler)
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def _raise_stopped(signum, frame) -> None:

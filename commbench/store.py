@@ -107,7 +107,7 @@ def _check_meta_fields(path: Path, meta: dict) -> None:
     names = [bench.get("name") if isinstance(bench, dict) else None for bench in benches] \
         if isinstance(benches, list) else [None]
     for name in names:
-        if not (isinstance(name, str) and _RUN_ID.match(name)):  # a bench folder's name, never a path elsewhere
+        if not (isinstance(name, str) and _RUN_ID.fullmatch(name)):  # a bench folder's name, never a path elsewhere
             raise CommbenchError(f"{path}: field 'benches' must list objects whose 'name' is a bench folder's name "
                                  f"(found {benches!r:.80}); the file was not written by commbench or was edited: "
                                  "re-record the run")
@@ -324,7 +324,7 @@ RUN_ID_MAX = 200
 names under the folder; a longer id would fail at mkdir (or later, at a file inside) instead of being refused."""
 
 
-def _check_run_id(run_id: str) -> None:
+def check_run_id(run_id: str) -> None:
     if not _RUN_ID.fullmatch(run_id):  # fullmatch: '$' alone would let a trailing newline through
         raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")
     if len(run_id) > RUN_ID_MAX:
@@ -346,7 +346,7 @@ def create_run_dir(out: Path, run_id: str | None, *, prefix: str = "") -> Path:
     chosen one is refused."""
     out = Path(out)
     if run_id is not None:
-        _check_run_id(run_id)
+        check_run_id(run_id)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:  # a file (or a device) of that name

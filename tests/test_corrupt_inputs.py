@@ -140,6 +140,7 @@ META = {"a JSON array": _edit_meta(lambda meta: [meta]), "invalid JSON": _half,
         "status a number": _set_field("status", 3), "run_id an object": _set_field("run_id", {"id": 1})}
 SUITE_BENCHES = {"benches a string": "gate", "benches without names": [{"kind": "sweep"}],
                  "a bench outside the run": [{"name": "../launch2/gate", "kind": "sweep"}],
+                 "a bench path that starts like a name": [{"name": "gate/../../launch2/gate", "kind": "sweep"}],
                  "benches of numbers": [1, 2]}
 BAD_NUMBERS = ["fast", "n/a", "1e", "0x10", "--", "½", "16M", "1,5"]
 """What a person or another tool might leave in a numeric cell."""

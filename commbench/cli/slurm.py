@@ -116,16 +116,12 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         sys.exit(_collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll))
 
 
-_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def _check_destination(suite: str, out_text: str, run_id: str | None) -> Path:
     """The suite, --out and --run-id, checked the same way with and without --dry-run; returns --out."""
     script.check_text_field("SUITE", suite)
     script.check_text_field("--out", out_text)
-    # fullmatch: a trailing newline would otherwise pass and become part of the folder name
-    if run_id is not None and not _RUN_ID.fullmatch(run_id):
-        raise CommbenchError(f"--run-id {run_id!r} is not a folder name; use letters, digits, '.', '_' and '-'")
+    if run_id is not None:
+        store.check_run_id(run_id)  # what a submit's create_run_dir refuses, --dry-run refuses too
     return Path(out_text)
 
 
