@@ -1,11 +1,12 @@
 """`commbench trace analyze`: overlap and exposed communication of torch.profiler traces, GPU or CPU."""
 
-import json
 from pathlib import Path
 
 import click
 
+from commbench.cli.json_output import emit_json, json_option
 from commbench.errors import CommbenchError
+from commbench.units import format_bytes
 
 # in folders: gzipped JSON and torch's *.pt.trace.json; plain *.json there are often not traces (meta.json)
 _FOLDER_SUFFIXES = (".json.gz", ".pt.trace.json")
@@ -31,25 +32,26 @@ def _trace_paths(paths: tuple[Path, ...]) -> list[Path]:
 
 @trace.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable results.")
+@json_option
 def analyze_command(paths: tuple[Path, ...], as_json: bool) -> None:
     """Communication, computation, overlap %, exposed communication and idle time per rank and ProfilerStep,
-    per collective kind, and (several ranks) the skew of matched collectives. GPU traces are classified as
-    Holistic Trace Analysis does; CPU (gloo) traces by gloo:* spans against the main thread's aten:: ops."""
-    from commbench.profiling.overlap import analyze, skew
+    per collective kind, and (several ranks) the skew of the same call across ranks, per point. GPU traces are
+    classified as Holistic Trace Analysis does; CPU (gloo) traces by gloo:* spans against the main thread's aten::
+    ops."""
+    from commbench.profiling.overlap import analyze
+    from commbench.profiling.skew import skew_report
     from commbench.profiling.trace_file import load_trace
 
     traces = [load_trace(path) for path in _trace_paths(paths)]
     results = [analyze(trace) for trace in traces]
-    skews = skew(traces) if len(traces) > 1 else []
+    report = skew_report(traces)
     if as_json:
-        click.echo(json.dumps({"traces": results, "skew": skews}, indent=2))
+        emit_json({"traces": results, **report})
         return
     for result in results:
         click.echo(_describe(result))
-    for entry in skews:
-        click.echo(f"skew {entry['kind']}: {entry['matched']} matched, mean {entry['skew_us_mean']:.1f} us, "
-                   f"max {entry['skew_us_max']:.1f} us (start-time spread across the given ranks)")
+    if len(traces) > 1:
+        click.echo("\n".join(_describe_skew(report)))
 
 
 analyze_command.name = "analyze"
@@ -82,3 +84,64 @@ def _describe(result: dict) -> str:
                      "launched them)")
         lines.append(f"  {kind['kind']}: {kind['count']} x, {kind['total_us']:.0f} us{size}")
     return "\n".join(lines)
+
+
+def _call(entry: dict) -> str:
+    if entry["bytes"] is None:
+        return f"{entry['kind']} (size and dtype not recorded in the trace)"
+    return f"{entry['kind']} {format_bytes(entry['bytes'])} {entry['dtype']}"
+
+
+def _us(value) -> str:
+    return "n/a" if value is None else f"{value:.1f} us"
+
+
+def _describe_skew(report: dict) -> list[str]:
+    """What was matched against what, per point a line per kind × size × dtype, then the summary."""
+    lines = ["skew: start-time spread of the same call across ranks, the same call being the k-th call of one kind, "
+             "size and dtype on each rank of one point (ranks' clocks must agree: one host, or synchronised hosts)"]
+    alone = [point for point in report["skew_points"] if len(point["traces"]) == 1]
+    for point in report["skew_points"]:
+        if len(point["traces"]) > 1:  # points of one trace get one line together: a 1-rank sweep has one per point
+            entries = [entry for entry in report["skew"] if entry["point"] == point["point"]]
+            lines.extend(_describe_point(point, entries))
+    if alone:
+        lines.append(f"{len(alone)} point(s) with one trace only, nothing to match it against: "
+                     f"{', '.join(point['label'] for point in alone)}")
+    lines.append(_describe_summary(report))
+    return lines
+
+
+def _describe_point(point: dict, entries: list[dict]) -> list[str]:
+    ranks = ", ".join("?" if rank is None else str(rank) for rank in point["ranks"])
+    if point["name"] is None:
+        label = "given traces"
+        header = f"given traces {', '.join(point['traces'])} (ranks {ranks}): {point['matched_by']}"
+    else:
+        label = f"point {point['point']}"
+        header = f"{label}: {point['label']}, ranks {ranks} ({point['folder']})"
+        if any(entry["size_from"] == "point" for entry in entries):
+            header += "; sizes of the point's own calls from the file name (the trace records none)"
+    if point["note"]:
+        header += f": skew not computed: {point['note']}"
+    lines = [header]
+    for entry in entries:
+        unmatched = f", {entry['unmatched']} unmatched (no counterpart on every rank)" if entry["unmatched"] else ""
+        lines.append(f"  skew {_call(entry)} ({label}, {len(entry['ranks'])} ranks): {entry['matched']} matched"
+                     f"{unmatched}, mean {_us(entry['skew_us_mean'])}, max {_us(entry['skew_us_max'])}; "
+                     "start-time spread of the same call across ranks")
+    return lines
+
+
+def _describe_summary(report: dict) -> str:
+    summary = report["skew_summary"]
+    largest = summary["largest_at"]
+    where = ""
+    if largest:
+        point = "given traces" if largest["point_name"] is None else f"point {largest['point']}"
+        where = f" ({_call(largest)}, {point})"
+    groups = "point(s)" if all(point["name"] for point in report["skew_points"]) else "group(s) of traces"
+    skipped = f" ({summary['points_not_matched']} more not matched)" if summary["points_not_matched"] else ""
+    return (f"skew summary: {summary['matched']} call(s) matched in {summary['points']} {groups}{skipped}, "
+            f"{summary['unmatched']} unmatched; mean {_us(summary['skew_us_mean'])}, largest "
+            f"{_us(summary['skew_us_max'])}{where}")

@@ -195,6 +195,26 @@ def event_kinds(trace: TraceEvents, classified: Classified) -> Kinds:
 
 
 def _attribute_by_launch(trace: TraceEvents, kernels: list[int], kind: list, launcher_bytes: dict) -> None:
+    for kernel, enclosing in enclosing_calls(trace, kernels).items():
+        kind[kernel] = enclosing[-1].kind
+        message = _innermost_message(enclosing)
+        if message is not None:
+            launcher_bytes[kernel] = message[0]
+
+
+@dataclass(frozen=True)
+class CommCallSpan:
+    """A CPU-side communication call (record_param_comms, nccl:*, c10d::*) and the message it records."""
+
+    start: float
+    end: float
+    kind: str
+    message: tuple[int, str] | None  # (bytes, torch dtype name as the trace writes it, e.g. "Float")
+
+
+def enclosing_calls(trace: TraceEvents, kernels) -> dict[int, list[CommCallSpan]]:
+    """For each kernel, the communication calls open on its launching thread when it was launched (the
+    cudaLaunchKernel of the same correlation id), outermost first; kernels with none are left out."""
     cpu_side = trace.stream < 0
     launch: dict[int, int] = {}  # correlation id → the CPU-side (runtime) event that launched the kernel
     for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
@@ -204,43 +224,65 @@ def _attribute_by_launch(trace: TraceEvents, kernels: list[int], kind: list, lau
         launcher = launch.get(int(trace.correlation[i]))
         if launcher is not None:
             queries[trace.tid[launcher]].append((float(trace.ts[launcher]), i))
+    found: dict[int, list[CommCallSpan]] = {}
     if not queries:
-        return
-    calls: dict = defaultdict(list)  # thread → (start, end, kind, message bytes) of its communication calls
+        return found
+    calls: dict = defaultdict(list)  # thread → its communication calls
     for i in np.flatnonzero(cpu_side):
         tid = trace.tid[i]
         if tid not in queries:
             continue
         call_kind = _launcher_kind(trace.name[i], trace.args[i])
         if call_kind:
-            calls[tid].append((float(trace.ts[i]), float(trace.end[i]), call_kind, _message_bytes(trace.args[i])))
+            calls[tid].append(CommCallSpan(float(trace.ts[i]), float(trace.end[i]), call_kind,
+                                           message_of(trace.args[i])))
     for tid, launches in queries.items():
         # one sweep in time order: the calls open at a launch form a stack (a thread's calls nest), innermost last
-        ordered = sorted(calls[tid], key=lambda call: (call[0], -call[1]))
+        ordered = sorted(calls[tid], key=lambda call: (call.start, -call.end))
         stack: list = []
         position = 0
         for time, kernel in sorted(launches):
-            while position < len(ordered) and ordered[position][0] <= time:
-                while stack and stack[-1][1] < ordered[position][0]:
+            while position < len(ordered) and ordered[position].start <= time:
+                while stack and stack[-1].end < ordered[position].start:
                     stack.pop()
                 stack.append(ordered[position])
                 position += 1
-            while stack and stack[-1][1] < time:
+            while stack and stack[-1].end < time:
                 stack.pop()
-            enclosing = [call for call in stack if call[1] >= time]
+            enclosing = [call for call in stack if call.end >= time]
             if enclosing:
-                kind[kernel] = enclosing[-1][2]
-                message = next((call[3] for call in reversed(enclosing) if call[3] is not None), None)
-                if message is not None:
-                    launcher_bytes[kernel] = message
+                found[kernel] = enclosing
+    return found
 
 
-def _message_bytes(args) -> int | None:
+def _innermost_message(enclosing: list[CommCallSpan]) -> tuple[int, str] | None:
+    return next((call.message for call in reversed(enclosing) if call.message is not None), None)
+
+
+def launch_messages(trace: TraceEvents, kernels) -> dict[int, tuple[int, str]]:
+    """The message (bytes, dtype) of each kernel's launching communication call, where one records it."""
+    found = {}
+    for kernel, enclosing in enclosing_calls(trace, kernels).items():
+        message = _innermost_message(enclosing)
+        if message is not None:
+            found[kernel] = message
+    return found
+
+
+def message_of(args) -> tuple[int, str] | None:
+    """(bytes, dtype) of a collective's message from its event arguments (record_param_comms' or an NCCL kernel's
+    copy of them): the larger of its input and output element counts times the element size."""
     if not isinstance(args, dict) or "In msg nelems" not in args:
         return None
     elements = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
-    element_bytes = _ELEMENT_BYTES.get(str(args.get("dtype")))
-    return elements * element_bytes if element_bytes else None
+    dtype = str(args.get("dtype"))
+    element_bytes = _ELEMENT_BYTES.get(dtype)
+    return (elements * element_bytes, dtype) if element_bytes else None
+
+
+def _message_bytes(args) -> int | None:
+    message = message_of(args)
+    return message[0] if message else None
 
 
 def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.ndarray,
@@ -263,23 +305,3 @@ def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.nd
             entry["bytes"] = (entry["bytes"] or 0) + message
     return [{"kind": kind, **values, "unattributed": classified.device == "gpu" and kind == GENERIC}
             for kind, values in sorted(totals.items())]
-
-
-def skew(traces: list[TraceEvents]) -> list[dict]:
-    """Start-time spread of the same collective across ranks: the k-th event of a kind on every rank is one
-    collective. Needs the ranks' clocks to agree (one host, or synchronised hosts)."""
-    starts_by_key: dict[tuple[str, int], list[float]] = defaultdict(list)
-    for trace in traces:
-        classified = classify(trace)
-        kinds = event_kinds(trace, classified)
-        seen: Counter = Counter()
-        for i in np.flatnonzero(classified.comm)[np.argsort(trace.ts[classified.comm], kind="stable")]:
-            kind = kinds.kind[i]
-            starts_by_key[(kind, seen[kind])].append(float(trace.ts[i]))
-            seen[kind] += 1
-    per_kind: dict[str, list[float]] = defaultdict(list)
-    for (kind, _), starts in starts_by_key.items():
-        if len(starts) == len(traces):
-            per_kind[kind].append(max(starts) - min(starts))
-    return [{"kind": kind, "matched": len(values), "skew_us_mean": float(np.mean(values)),
-             "skew_us_max": float(np.max(values))} for kind, values in sorted(per_kind.items())]
