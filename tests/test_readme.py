@@ -50,5 +50,6 @@ def test_contents_lists_every_section_with_its_anchor():
 
 def test_anchor_rule_matches_github_examples():
     assert github_anchor("`commbench sweep`") == "commbench-sweep"
-    assert github_anchor("Training sweeps: `commbench ddp | fsdp | zero`") == "training-sweeps-commbench-ddp--fsdp--zero"
+    assert (github_anchor("Training sweeps: `commbench ddp | fsdp | zero`")
+            == "training-sweeps-commbench-ddp--fsdp--zero")
     assert github_anchor("Analytic models: memory, traffic, α–β fits") == "analytic-models-memory-traffic-αβ-fits"
