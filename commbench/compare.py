@@ -16,9 +16,14 @@ The gate also fails when the new side cannot show that nothing got worse: a run 
 complete (failed, or still running / killed), or a row (or bench) the baseline has and the new side lacks. Both are
 listed; --allow-missing accepts them (a regression still fails). A baseline that is not complete is bad input: the
 gate would measure against a run that is itself in doubt, so it is refused with the advice to re-record it.
+
+Notes under the table say when the verdicts deserve less trust than they look: a side that is one launch rather than
+a run set (launch noise is then outside the test), and rows whose 95 % CI of the median is wider than ±10 % on a
+side (the table's `wide CI` column). They inform; they do not change a verdict or the gate.
 """
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +35,7 @@ from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
 from commbench.runs import kind_of
+from commbench.stats import CONFIDENCE
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
@@ -38,6 +44,10 @@ WRONG = "WRONG RESULTS"
 """A new row whose check failed (n_wrong > 0): its figures are not valid, and the gate fails whatever the speed."""
 NO_FIGURE = "no figure"
 """A row with nothing to gate: a no-op (in place at world size 1), or a time at the timer's resolution on a side."""
+WIDE_CI_PCT = 10.0
+"""A side whose 95 % CI of the median reaches further than this from the median (either way) is a noisy point."""
+RUN_SET_LAUNCHES = 3
+"""What the notes advise: launches per run set (the committed baseline has 5, .ci/run's gate 3)."""
 
 METRIC_NAMES = tuple(dict.fromkeys(metric.name for kind in KINDS.values() for metric in kind.metrics))
 """Every metric some bench kind gates on (busbw, time, step_time, peak_mem)."""
@@ -246,7 +256,8 @@ def _wrong_results(run: Run) -> list[dict]:
 
 
 def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
-    """One row per configuration; in a run set, each metric is the median over the runs."""
+    """One row per configuration; in a run set, each metric is the median over the runs, and so is the CI
+    half-width of each sampled quantity (stored under _ci_key)."""
     groups: dict[tuple, list[pd.Series]] = {}
     for _, row in run.results.iterrows():
         groups.setdefault(tuple(str(row[column]) for column in identity), []).append(row)
@@ -256,8 +267,29 @@ def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
         for metric in run.kind.metrics:
             if metric.column in row.index:
                 row[metric.column] = float(pd.Series([r[metric.column] for r in rows], dtype=float).median())
+        for samples in {metric.samples for metric in run.kind.metrics if metric.samples}:
+            widths = [_ci_half_width_pct(r, samples) for r in rows]
+            row[_ci_key(samples)] = None if None in widths else float(pd.Series(widths, dtype=float).median())
         merged[key] = row
     return merged
+
+
+def _ci_key(samples: str) -> str:
+    return f"_{samples}_ci_half_width_pct"  # a leading _: no results column is named so
+
+
+def _ci_half_width_pct(row: pd.Series, samples: str) -> float | None:
+    """How far the 95 % CI of the median reaches from it, the wider side, in % of the median (stats.Summary's
+    ci_half_width_pct, from the stored row); inf when the row has no interval (too few samples); None when the kind
+    stores no interval for these samples. The columns follow the samples' name: time_us → time_us_p50,
+    time_us_ci_lo, time_us_ci_hi; step_time_ms → step_time_ms_p50, ...)."""
+    columns = [f"{samples}_p50", f"{samples}_ci_lo", f"{samples}_ci_hi"]
+    if not all(column in row.index for column in columns):
+        return None
+    median, low, high = (pd.to_numeric(row[column], errors="coerce") for column in columns)
+    if not (median > 0 and math.isfinite(low) and math.isfinite(high)):  # NaN compares False: no interval
+        return math.inf
+    return float(max(median - low, high - median) / median * 100)
 
 
 def _note(row: pd.Series) -> str:
@@ -295,8 +327,22 @@ def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Ser
         p_better = float(mannwhitneyu(new_samples, old_samples, alternative="less").pvalue)
     verdict = _verdict(worse_pct, threshold, p_worse, p_better)
     p_value = p_better if worse_pct < 0 else p_worse
+    widths = {side: row.get(_ci_key(metric.samples)) if metric.samples else None
+              for side, row in (("baseline", old), ("new", current))}
+    wide_sides = [side for side, width in widths.items() if width is not None and width > WIDE_CI_PCT]
+    assessed = all(width is not None for width in widths.values())
     return {"row": label, "metric": name, "baseline": before, "new": after, "ratio": ratio, "worse_pct": worse_pct,
-            "threshold_pct": threshold, "p_value": p_value, "verdict": verdict, "why": ""}
+            "change": change_text(worse_pct), "threshold_pct": threshold, "p_value": p_value, "verdict": verdict,
+            "why": "", "ci_half_width_pct": widths, "wide_ci": bool(wide_sides) if assessed else None,
+            "wide_ci_sides": wide_sides}
+
+
+def change_text(worse_pct: float) -> str:
+    """The change in words, so that its direction cannot be misread: "12.3 % worse", "5.1 % better", "0.0 %"."""
+    shown = f"{abs(worse_pct):.1f}"
+    if shown == "0.0":
+        return "0.0 %"
+    return f"{shown} % {'worse' if worse_pct > 0 else 'better'}"
 
 
 def regressions(entries: list[dict]) -> int:
@@ -341,37 +387,114 @@ def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
     return "gate: passed"
 
 
-def format_terminal(entries: list[dict], *, allow_missing: bool = False) -> str:
-    lines = [f"{'row':<52} {'metric':>9} {'baseline':>11} {'new':>11} {'ratio':>7} {'worse':>7} {'p':>8} verdict",
-             f"{'':<52} {'':>9} {'':>11} {'':>11} {'(new/b)':>7} {'(%)':>7} {'(MWU)':>8}"]
+def launches(path: Path) -> int:
+    """How many launches a side holds: 1 for a run (or a suite run), N for a run set of N."""
+    return len(run_folders(path))
+
+
+def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict]) -> list[str]:
+    """What makes the verdicts less trustworthy than they look, and what to do about it (empty when nothing)."""
+    found = []
+    counts = {"baseline": launches(baseline_dir), "new": launches(new_dir)}
+    names = {"baseline": "the baseline", "new": "the new side"}
+    single = [side for side, count in counts.items() if count == 1]
+    if single:
+        if len(single) == 2:
+            what = "single launches: the baseline and the new side are one run folder each, not run sets"
+        else:
+            other = "new" if single == ["baseline"] else "baseline"
+            what = (f"single launch: {names[single[0]]} is one run folder, not a run set ({names[other]} is a run "
+                    f"set of {counts[other]})")
+        found.append(f"{what}, so launch-to-launch variation (on a shared machine larger than the variation within "
+                     "a launch) is outside the significance test and a verdict may be launch noise. Use run sets: "
+                     f"run the same sweep or suite {RUN_SET_LAUNCHES}+ times into one folder (--out DIR --run-id "
+                     "launchN) on both sides, and compare the two folders")
+    assessed = [entry for entry in entries if entry.get("wide_ci") is not None]
+    wide = [entry for entry in assessed if entry["wide_ci"]]
+    if wide:
+        found.append(f"{len(wide)} of {len(assessed)} rows {'has' if len(wide) == 1 else 'have'} a "
+                     f"{CONFIDENCE * 100:g} % CI (of the median) wider "
+                     f"than ±{WIDE_CI_PCT:g} % on a side (column wide CI): their verdicts rest on noisy points. "
+                     "Measure more iterations per point (sweep: a larger --iters, or --target-ci "
+                     f"{WIDE_CI_PCT:g} to sample until the CI is within ±{WIDE_CI_PCT:g} %; training: a larger "
+                     "--steps)")
+    return found
+
+
+def _wide_text(entry: dict, *, short: bool) -> str:
+    """The wide-CI column: which side's CI is wider than WIDE_CI_PCT, "no", or "-" for a metric without a CI."""
+    if entry.get("wide_ci") is None:
+        return "-"
+    sides = entry["wide_ci_sides"]
+    if not sides:
+        return "no"
+    if len(sides) == 2:
+        return "both"
+    return "base" if short and sides == ["baseline"] else sides[0]
+
+
+def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: list[str] = ()) -> str:
+    lines = [f"{'row':<52} {'metric':>9} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
+             f"{'wide CI':>8} verdict",
+             f"{'':<52} {'':>9} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(MWU)':>8} "
+             f"{f'(>±{WIDE_CI_PCT:g} %)':>8}"]
     for entry in entries:
         if "ratio" not in entry:
             lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>9} {entry['verdict']}: {entry['why']}")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         lines.append(f"{entry['row']:<52} {entry['metric']:>9} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
-                     f"{entry['ratio']:>7.3f} {entry['worse_pct']:>+7.1f} {p:>8} {entry['verdict']}")
+                     f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_wide_text(entry, short=True):>8} "
+                     f"{entry['verdict']}")
+    for note in notes:  # wrapped: a note is a paragraph, the table's lines are what a reader scans
+        lines += textwrap.wrap(note, width=118, initial_indent="# note: ", subsequent_indent="#       ",
+                               break_on_hyphens=False)
     lines.append(f"# {_summary(entries)}")
-    lines.append(f"# {gate_line(entries, allow_missing=allow_missing)}")
+    lines.append(f"# {gate_line(entries, allow_missing=allow_missing)}")  # last: selftest reads the last "# " line
     return "\n".join(lines)
 
 
-def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_missing: bool = False) -> str:
+def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_missing: bool = False,
+                    notes: list[str] = ()) -> str:
     gate = gate_line(entries, allow_missing=allow_missing)
     lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
              f"**{gate}**" if gate_fails(entries, allow_missing=allow_missing) else gate, "",
-             "| row | metric | baseline | new | ratio (new/baseline) | worse (%) | p (Mann–Whitney) | verdict |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| row | metric | baseline | new | ratio (new/baseline) | change (% of baseline) | p (Mann–Whitney) | "
+             f"wide CI ({CONFIDENCE * 100:g} % CI beyond ±{WIDE_CI_PCT:g} %) | verdict |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for entry in entries:
         if "ratio" not in entry:
             metric = entry.get("metric", "")
-            lines.append(f"| {entry['row']} | {metric} | | | | | | {entry['verdict']}: {entry['why']} |")
+            lines.append(f"| {entry['row']} | {metric} | | | | | | | {entry['verdict']}: {entry['why']} |")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         verdict = f"**{entry['verdict']}**" if entry["verdict"] == REGRESSION else entry["verdict"]
         lines.append(f"| {entry['row']} | {entry['metric']} | {entry['baseline']:.4g} | {entry['new']:.4g} | "
-                     f"{entry['ratio']:.3f} | {entry['worse_pct']:+.1f} | {p} | {verdict} |")
+                     f"{entry['ratio']:.3f} | {entry['change']} | {p} | {_wide_text(entry, short=False)} | "
+                     f"{verdict} |")
+    if notes:
+        lines += ["", "**Notes**", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
+
+
+ENTRY_FIELDS = ("row", "metric", "baseline", "new", "ratio", "worse_pct", "change", "threshold_pct", "p_value",
+                "verdict", "why", "wide_ci", "wide_ci_sides", "ci_half_width_pct")
+"""Every field of a --json entry; an entry without a figure (missing, new, ...) has null for those it lacks."""
+
+
+def json_document(entries: list[dict], notes: list[str], *, baseline: Path, new: Path, thresholds: dict[str, float],
+                  allow_missing: bool) -> dict:
+    """What `compare --json` prints: the entries, the notes, the gate's verdict and what it was measured with."""
+    return {
+        "baseline": baseline, "new": new,
+        "launches": {"baseline": launches(baseline), "new": launches(new)},
+        "thresholds_pct": thresholds, "alpha": ALPHA, "wide_ci_pct": WIDE_CI_PCT,
+        "entries": [{field: entry.get(field) for field in ENTRY_FIELDS} for entry in entries],
+        "notes": notes,
+        "summary": _summary(entries),
+        "gate": {"passed": not gate_fails(entries, allow_missing=allow_missing),
+                 "line": gate_line(entries, allow_missing=allow_missing), "allow_missing": allow_missing},
+    }
 
 
 def _summary(entries: list[dict]) -> str:

@@ -125,7 +125,7 @@ def test_compare_passes_a_run_against_itself_and_catches_a_doubled_time(run_swee
     same = commbench_cli("compare", str(baseline), str(baseline), "--markdown", str(tmp_path / "gate.md"))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "2 ok" in same.stdout and "REGRESSION" not in same.stdout
-    assert "| all_reduce builtin float32 sum in 16777216 B | busbw |" in (tmp_path / "gate.md").read_text()
+    assert "| all_reduce builtin float32 sum in 16 MiB | busbw |" in (tmp_path / "gate.md").read_text()
     # a run set (two copies of the run): medians unchanged, samples pooled
     for name in ("a", "b"):
         shutil.copytree(baseline, tmp_path / "set" / name)
@@ -136,10 +136,14 @@ def test_compare_passes_a_run_against_itself_and_catches_a_doubled_time(run_swee
     slow = _gate_run(run_sweep, COMMBENCH_SLOWDOWN_PCT="100")
     gate = commbench_cli("compare", str(baseline), str(slow), "--fail", "busbw:20%")
     assert gate.returncode == 1, gate.stdout + gate.stderr
-    rows = [line.split() for line in gate.stdout.splitlines() if " busbw " in line]
-    assert len(rows) == 2 and all(float(row[-4]) < 0.8 and float(row[-3]) > 20 for row in rows), gate.stdout
-    regressions = [row for row in rows if row[-1] == "REGRESSION"]
-    assert regressions and all(float(row[-2]) < 0.01 for row in regressions)
+    rows = [line for line in gate.stdout.splitlines() if " busbw " in line]
+    assert len(rows) == 2 and all(" % worse " in row for row in rows), gate.stdout  # the direction, in words
+    as_json = commbench_cli("compare", str(baseline), str(slow), "--fail", "busbw:20%", "--json")
+    assert as_json.returncode == 1, as_json.stdout + as_json.stderr
+    entries = [entry for entry in json.loads(as_json.stdout)["entries"] if entry["metric"] == "busbw"]
+    assert len(entries) == 2 and all(entry["ratio"] < 0.8 and entry["worse_pct"] > 20 for entry in entries), entries
+    regressions = [entry for entry in entries if entry["verdict"] == "REGRESSION"]
+    assert regressions and all(entry["p_value"] < 0.01 for entry in regressions)
 
 
 @pytest.mark.distributed
@@ -161,6 +165,9 @@ def test_compare_training_runs_on_step_time_and_peak_memory(runs, commbench_cli)
     gate = commbench_cli("compare", str(runs / "ddp"), str(runs / "ddp"))
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert gate.stdout.count(" step_time ") == 2 and gate.stdout.count(" peak_mem ") == 2
+    # step times have a CI (step_time_ms_ci_lo/_hi) that the wide-CI flag reads; peak memory has none
+    entries = json.loads(commbench_cli("compare", str(runs / "ddp"), str(runs / "ddp"), "--json").stdout)["entries"]
+    assert all((entry["wide_ci"] is None) == (entry["metric"] == "peak_mem") for entry in entries), entries
 
 
 @pytest.mark.distributed
@@ -253,7 +260,7 @@ def test_the_committed_baseline_is_a_set_of_commbench_runs_of_the_ci_suite():
 
 BASELINE = Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci"
 GATE_THRESHOLD = ("--fail", "busbw:40%")  # .ci/run's: a launch of the baseline passes it against the whole set
-LARGE_ROW = "[gate] all_reduce builtin float32 sum in 67108864 B"
+LARGE_ROW = "[gate] all_reduce builtin float32 sum in 64 MiB"
 
 
 def _new_launch(tmp_path: Path, change=None) -> Path:
@@ -358,4 +365,4 @@ def test_wrong_results_in_the_new_run_fail_the_gate_even_with_allow_missing(tmp_
         result, markdown = _gate(tmp_path, _new_launch(tmp_path / "-".join(extra or ("plain",)), wrong), *extra)
         assert result.exit_code == 1, result.output + result.stderr
         for text in (result.output, markdown):
-            assert "1 new row(s) with wrong results: [gate] all_reduce builtin float32 sum in 16777216 B" in text
+            assert "1 new row(s) with wrong results: [gate] all_reduce builtin float32 sum in 16 MiB" in text

@@ -158,10 +158,12 @@ class CollectiveKind(BenchKind):
                               "#wrong": ("n_wrong", "sum")}).round(3).reset_index()
 
     def row_label(self, row) -> str:
+        from commbench.units import format_bytes  # exact (1 MiB, 1000 B, never a rounded 1.0 MiB): labels stay unique
+
         placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
         timing = "" if row.get("timing", PER_ITERATION) == PER_ITERATION else f" {row['timing']}"
         return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
-                f"{int(row['size_bytes'])} B{timing}")
+                f"{format_bytes(int(row['size_bytes']))}{timing}")
 
 
 def _batch_calls(text: str) -> int | None:

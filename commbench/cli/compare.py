@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from commbench.cli.json_output import emit_json, json_option
 from commbench.cli.shared import split_commas
 from commbench.errors import CommbenchError, ExitCode
 
@@ -21,8 +22,13 @@ from commbench.errors import CommbenchError, ExitCode
 @click.option("--allow-missing", is_flag=True,
               help="Pass the gate although the new side lacks baseline rows or benches, or a run of it did not "
                    "complete (they are still listed); a regression still fails it.")
-def compare_command(baseline, new, fails, markdown, allow_missing) -> None:
+@json_option
+def compare_command(baseline, new, fails, markdown, allow_missing, as_json) -> None:
     """Join two runs on their configuration keys and flag rows that got worse beyond a threshold and significantly.
+
+    Notes under the table say when a side is a single launch rather than a run set, and how many rows have a 95 %
+    CI wider than ±10 % (column wide CI); they do not change the verdicts. With --json the same comparison is one
+    JSON document on stdout (the notes also on stderr), with the same exit code.
 
     Exit codes: 0 the gate passed; 1 it failed: a regression, or (without --allow-missing) the new side misses rows
     or benches the baseline has or a run of it did not complete (failed, or still running); 2 bad input (an
@@ -34,18 +40,27 @@ def compare_command(baseline, new, fails, markdown, allow_missing) -> None:
         format_markdown,
         format_terminal,
         gate_fails,
+        json_document,
         parse_threshold,
+        trust_notes,
     )
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds)
-    click.echo(format_terminal(entries, allow_missing=allow_missing))
-    if markdown:
-        text = format_markdown(entries, baseline=baseline, new=new, allow_missing=allow_missing)
+    notes = trust_notes(baseline, new, entries)
+    if markdown:  # written before stdout: a file that cannot be written is bad input, and --json then prints nothing
+        text = format_markdown(entries, baseline=baseline, new=new, allow_missing=allow_missing, notes=notes)
         try:
             markdown.write_text(text, encoding="utf-8")
         except OSError as error:
             raise CommbenchError(f"cannot write --markdown {markdown}: {error.strerror}; choose a writable file"
                                  ) from None
+    if as_json:
+        emit_json(json_document(entries, notes, baseline=baseline, new=new, thresholds=thresholds,
+                                allow_missing=allow_missing))
+        for note in notes:  # for a human reading the log; the document holds them too
+            click.echo(f"commbench: note: {note}", err=True)
+    else:
+        click.echo(format_terminal(entries, allow_missing=allow_missing, notes=notes))
     if gate_fails(entries, allow_missing=allow_missing):
         sys.exit(ExitCode.REGRESSION)
