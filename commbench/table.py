@@ -1,4 +1,5 @@
-"""Terminal tables in nccl-tests' layout (size, count, type, redop, root, time/algbw/busbw/#wrong per placement)."""
+"""Terminal tables in nccl-tests' layout (size, count, type, redop, root, time/±CI/algbw/busbw/#wrong per placement),
+with rows whose median time is too uncertain to read flagged."""
 
 import math
 
@@ -12,8 +13,15 @@ AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: they
 _PLACEMENTS = ((False, "out-of-place"), (True, "in-place"))
 _HEAD = f"{'size':>12} {'count':>13} {'type':>9} {'redop':>6} {'root':>5}"
 _UNITS = f"{'(B)':>12} {'(elements)':>13} {'':>9} {'':>6} {'':>5}"
-_CELL_HEAD = f"{'time p50':>10} {'algbw':>8} {'busbw':>8} {'#wrong':>7}"
-_CELL_UNITS = f"{'(us)':>10} {'(GB/s)':>8} {'(GB/s)':>8} {'':>7}"
+_CELL_COLUMNS = (("time p50", "(us)", 10), ("±CI", "(%)", 6), ("algbw", "(GB/s)", 8), ("busbw", "(GB/s)", 8),
+                 ("#wrong", "", 7))
+_CELL_HEAD = " ".join(f"{title:>{width}}" for title, _, width in _CELL_COLUMNS)
+_CELL_UNITS = " ".join(f"{unit:>{width}}" for _, unit, width in _CELL_COLUMNS)
+_NO_CELL = " ".join(f"{'-':>{width}}" for _, _, width in _CELL_COLUMNS)
+# Above this half-width a median is flagged: such a median cannot resolve the 10 % differences a sweep is read for
+# (a ring 10 % slower than the builtin, a 10 % regression).
+NOISY_CI_PCT = 10.0
+UNKNOWN = "n/a"
 
 
 def format_tables(results: pd.DataFrame) -> str:
@@ -51,20 +59,50 @@ def _timing_text(timing: str, group: pd.DataFrame) -> str:
 def _ring_vs_builtin(collective: str, timing: str, group: pd.DataFrame) -> str:
     first = group.iloc[0]
     lines = [f"# ring vs builtin: {collective} on {first['backend']}/{first['device']}, {first['world_size']} ranks "
-             f"(busbw from the median time, {timing} timing)",
+             f"(busbw from the median time, {timing} timing; ratio range: the two medians' 95 % CIs combined "
+             "conservatively, builtin low / ring high to builtin high / ring low)",
              f"#{'size':>11} {'type':>9} {'redop':>6} {'placement':>13} {'builtin busbw':>14} {'ring busbw':>11} "
-             f"{'ring/builtin':>13}",
-             f"#{'(B)':>11} {'':>9} {'':>6} {'':>13} {'(GB/s)':>14} {'(GB/s)':>11} {'':>13}"]
+             f"{'ring/builtin':>13} {'ratio range':>15}",
+             f"#{'(B)':>11} {'':>9} {'':>6} {'':>13} {'(GB/s)':>14} {'(GB/s)':>11} {'':>13} {'':>15}"]
     keys = ["dtype", "op", "inplace", "size_bytes"]
-    builtin = group[group["impl"] == "builtin"].set_index(keys)["busbw_gbps"]
-    ring = group[group["impl"] == "ring"].set_index(keys)["busbw_gbps"]
+    builtin = group[group["impl"] == "builtin"].set_index(keys)
+    ring = group[group["impl"] == "ring"].set_index(keys)
     for key in builtin.index.intersection(ring.index):
         dtype, op, inplace, size = key
-        ratio = ring[key] / builtin[key] if builtin[key] > 0 else math.nan
+        ring_row, builtin_row = ring.loc[key], builtin.loc[key]
+        ring_busbw, builtin_busbw = ring_row["busbw_gbps"], builtin_row["busbw_gbps"]
+        ratio = ring_busbw / builtin_busbw if builtin_busbw > 0 else math.nan
+        low, high = ratio_range(builtin_row, ring_row)
         placement = "in-place" if inplace else "out-of-place"
-        lines.append(f"{size:>12} {dtype:>9} {op:>6} {placement:>13} {builtin[key]:>14.3f} {ring[key]:>11.3f} "
-                     f"{ratio:>13.3f}")
+        range_text = "-" if math.isnan(ratio) else UNKNOWN if math.isnan(low) else f"{low:.3f}–{high:.3f}"
+        lines.append(f"{size:>12} {dtype:>9} {op:>6} {placement:>13} {builtin_busbw:>14.3f} {ring_busbw:>11.3f} "
+                     f"{ratio:>13.3f} {range_text:>15}" + _flags(_ratio_flags(ratio, low, high)))
     return "\n".join(lines)
+
+
+def ratio_range(builtin, ring) -> tuple[float, float]:
+    """The 95 % range of ring/builtin busbw. busbw ∝ 1/time, so the ratio is t_builtin / t_ring; its extremes pair
+    one median's CI bound with the other's opposite bound (conservative: both medians at their worst at once).
+    NaN when either side has no CI."""
+    b_lo, b_hi = _number(builtin.get("time_us_ci_lo")), _number(builtin.get("time_us_ci_hi"))
+    r_lo, r_hi = _number(ring.get("time_us_ci_lo")), _number(ring.get("time_us_ci_hi"))
+    if any(math.isnan(value) for value in (b_lo, b_hi, r_lo, r_hi)) or r_lo <= 0 or r_hi <= 0:
+        return math.nan, math.nan
+    return b_lo / r_hi, b_hi / r_lo
+
+
+def _ratio_flags(ratio: float, low: float, high: float) -> list[str]:
+    if math.isnan(ratio):
+        return []
+    if math.isnan(low):
+        return ["noise unknown (a side has no 95 % CI)"]
+    flags = []
+    spread = max(ratio - low, high - ratio) / ratio * 100
+    if spread > NOISY_CI_PCT:
+        flags.append(f"noisy (ratio range ±{_percent(spread)} %)")
+    if low <= 1.0 <= high and f"{ratio:.3f}" != "1.000":
+        flags.append("not distinguishable from 1 (range contains 1.000)")
+    return flags
 
 
 def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
@@ -76,16 +114,22 @@ def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
              "#" + _UNITS[1:] + (" " + _CELL_UNITS) * 2]
     root = COLLECTIVES[collective].root if collective in COLLECTIVES else -1
     keys = ["dtype", "op", "size_bytes"]
+    noisy = unknown = measured = 0
     for _, rows in group.groupby(keys, sort=False):
         row = rows.iloc[0]
         line = f"{row['size_bytes']:>12} {row['count']:>13} {row['dtype']:>9} {row['op']:>6} {root:>5}"
-        wrong = False
+        cells = []
         for inplace, _ in _PLACEMENTS:
             match = rows[rows["inplace"] == inplace]
-            line += " " + (_cell(match.iloc[0]) if len(match) else f"{'-':>10} {'-':>8} {'-':>8} {'-':>7}")
-            wrong |= bool(len(match)) and _is_wrong(match.iloc[0]["n_wrong"])
-        lines.append(line + ("   <-- WRONG RESULT" if wrong else ""))
+            line += " " + (_cell(match.iloc[0]) if len(match) else _NO_CELL)
+            cells += [match.iloc[0]] if len(match) else []
+        flags, noise = _row_flags(cells)
+        noisy += noise == "noisy"
+        unknown += noise == "unknown"
+        measured += 1
+        lines.append(line + _flags(flags))
     lines.append(average_busbw_line(group))
+    lines.append(noise_legend(noisy, unknown, measured))
     if int(first["world_size"]) == 1:
         lines.append("# busbw is 0 at world size 1: no byte crosses between ranks (factor (n-1)/n = 0); read algbw")
         if "note" in group.columns and group["note"].astype(str).str.startswith("no-op").any():
@@ -102,7 +146,57 @@ def _cell(row) -> str:
     else:
         algbw = "-" if pd.isna(row["algbw_gbps"]) else f"{row['algbw_gbps']:.3f}"
     busbw = "-" if pd.isna(row["busbw_gbps"]) else f"{row['busbw_gbps']:.3f}"
-    return f"{row['time_us_p50']:>10.2f} {algbw:>8} {busbw:>8} {wrong_text:>7}"
+    half_width = ci_half_width_pct(row)
+    ci_text = UNKNOWN if math.isnan(half_width) else _percent(half_width)
+    return f"{row['time_us_p50']:>10.2f} {ci_text:>6} {algbw:>8} {busbw:>8} {wrong_text:>7}"
+
+
+def ci_half_width_pct(row) -> float:
+    """The wider side of the median time's 95 % CI in percent of the median, as commbench.stats.Summary defines it;
+    NaN where there is none (fewer than 6 samples, a median of 0, or a file written before the CI columns)."""
+    p50, low, high = (_number(row.get(column)) for column in ("time_us_p50", "time_us_ci_lo", "time_us_ci_hi"))
+    if math.isnan(low) or math.isnan(high) or not p50 > 0:
+        return math.nan
+    return max(p50 - low, high - p50) / p50 * 100
+
+
+def _row_flags(cells: list) -> tuple[list[str], str | None]:
+    """The end-of-line flags of one table row (its placements' cells) and its noise verdict: noisy, unknown or
+    None."""
+    flags = ["WRONG RESULT"] if any(_is_wrong(cell["n_wrong"]) for cell in cells) else []
+    widths = [ci_half_width_pct(cell) for cell in cells]
+    known = [width for width in widths if not math.isnan(width)]
+    if known and max(known) > NOISY_CI_PCT:
+        flags.append(f"noisy (95 % CI ±{_percent(max(known))} %)")
+        return flags, "noisy"
+    if len(known) < len(widths):
+        flags.append("noise unknown (no 95 % CI)")
+        return flags, "unknown"
+    return flags, None
+
+
+def _percent(value: float) -> str:
+    """At most 6 characters up to 999999 %, so the ±CI column stays aligned."""
+    return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def _flags(flags: list[str]) -> str:
+    return "   <-- " + "; ".join(flags) if flags else ""
+
+
+def noise_legend(noisy: int, unknown: int, rows: int) -> str:
+    unknown_text = f", {unknown} unknown" if unknown else ""
+    return (f"# ±CI = half-width of the median time's 95 % CI in % of the median (n/a: no CI, from fewer than 6 "
+            f"samples or a median of 0: noise unknown); 'noisy' marks rows above ±{NOISY_CI_PCT:.0f} % ({noisy} of "
+            f"{rows} rows{unknown_text}): rerun with more --iters, with --target-ci {NOISY_CI_PCT:.0f} --max-time S, "
+            "or as a run set of several launches (launch-to-launch drift is not in the CI)")
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _is_wrong(n_wrong) -> bool:

@@ -1,4 +1,5 @@
-"""The end-of-sweep table of a training sweep, and the configuration it recommends (fastest that fits)."""
+"""The end-of-sweep table of a training sweep, and the configuration it recommends (fastest that fits), with the
+configurations it cannot tell apart from it within the step time's noise."""
 
 import math
 
@@ -8,6 +9,7 @@ from commbench.training.spec import SETTINGS, config_label
 
 _COLUMNS = [  # (header, units, width, value of a row)
     ("step p50", "(ms)", 9, lambda r: _num(r["step_time_ms_p50"], 1)),
+    ("p50 95% CI", "(ms)", 15, lambda r: step_ci_text(r)),
     ("step p95", "(ms)", 9, lambda r: _num(r["step_time_ms_p95"], 1)),
     ("samples/s", "(1/s)", 10, lambda r: _num(r["samples_per_s"], 1)),
     ("comm", "(ms)", 8, lambda r: _num(r["comm_ms"], 1)),
@@ -35,13 +37,60 @@ def _bool(value):
     return None if _missing(value) else bool(value)
 
 
+def _eligible(results: pd.DataFrame) -> pd.DataFrame:
+    return results[(results["n_wrong"] == 0) & (results["fits"].map(_bool) != False)]  # noqa: E712 (None = unknown)
+
+
 def best_config(results: pd.DataFrame) -> pd.Series | None:
     """The highest throughput (samples/s, so that accumulation steps compare fairly) among configurations whose
     peak memory fits and whose check found nothing wrong."""
-    eligible = results[(results["n_wrong"] == 0) & (results["fits"].map(_bool) != False)]  # noqa: E712 (None = unknown)
+    eligible = _eligible(results)
     if eligible.empty:
         return None
     return eligible.loc[eligible["samples_per_s"].idxmax()]
+
+
+def throughput_ci(row) -> tuple[float, float] | None:
+    """The samples/s that the ends of the median step time's 95 % CI give (samples/s = samples per step / step
+    time); None without a CI. Between configurations with the same samples per step, two of these overlap exactly
+    when their step-time CIs do; with different accumulation steps they compare the time per sample."""
+    p50, low, high = (_float(row.get(name)) for name in ("step_time_ms_p50", "step_time_ms_ci_lo",
+                                                        "step_time_ms_ci_hi"))
+    rate = _float(row.get("samples_per_s"))
+    if any(math.isnan(value) for value in (p50, low, high, rate)) or low <= 0:
+        return None
+    return rate * p50 / high, rate * p50 / low
+
+
+def tied_configs(results: pd.DataFrame, best: pd.Series | None) -> tuple[list, list]:
+    """(ties, unknown): the index of every other configuration that fits and is correct and whose step-time CI
+    overlaps the best one's (the measurement cannot rank them), and of those where a CI is missing, so nobody can
+    say."""
+    if best is None:
+        return [], []
+    ties, unknown = [], []
+    best_range = throughput_ci(best)
+    for index, row in _eligible(results).iterrows():
+        if index == best.name:
+            continue
+        other = throughput_ci(row)
+        if best_range is None or other is None:
+            unknown.append(index)
+        elif other[0] <= best_range[1] and best_range[0] <= other[1]:
+            ties.append(index)
+    return ties, unknown
+
+
+def step_ci_text(row) -> str:
+    low, high = _float(row.get("step_time_ms_ci_lo")), _float(row.get("step_time_ms_ci_hi"))
+    return "n/a" if math.isnan(low) or math.isnan(high) else f"{low:.1f}–{high:.1f}"
+
+
+def _float(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def short_labels(results: pd.DataFrame) -> list[str]:
@@ -66,21 +115,34 @@ def format_training_table(results: pd.DataFrame) -> str:
     first = results.iloc[0]
     lines.append(f"# {first['world_size']} ranks, {first['backend']} on {first['device']}; model "
                  f"{first['model_kind']} {first['params'] / 1e6:.2f}M parameters; step time = slowest rank; comm, "
-                 "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP)")
+                 "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP); "
+                 "p50 95% CI = distribution-free 95 % CI of the median step time (n/a: fewer than 6 steps)")
+    lines.append(_best_line(results, labels))
+    return "\n".join(lines)
+
+
+def _best_line(results: pd.DataFrame, labels: list[str]) -> str:
     best = best_config(results)
     if best is None:
-        lines.append("# best: none (no configuration fits in memory with a correct check)")
-    else:
-        label = labels[results.index.get_loc(best.name)]
-        lines.append(f"# best: {label} — {best['samples_per_s']:.1f} samples/s, step "
-                     f"{best['step_time_ms_p50']:.1f} ms, peak {_num(_mib(best['peak_mem_bytes']), 0)} MiB")
-    return "\n".join(lines)
+        return "# best: none (no configuration fits in memory with a correct check)"
+    ties, unknown = tied_configs(results, best)
+    named = {index: label for index, label in zip(results.index, labels)}
+    line = (f"# best: {named[best.name]} — {best['samples_per_s']:.1f} samples/s, step "
+            f"{best['step_time_ms_p50']:.1f} ms (95 % CI {step_ci_text(best)}), "
+            f"peak {_num(_mib(best['peak_mem_bytes']), 0)} MiB")
+    if ties:
+        line += (f"; tie within noise: {', '.join(named[index] for index in [best.name, *ties])} (95 % CIs of the "
+                 "step time overlap, per sample where accumulation steps differ): more --steps or a rerun decides")
+    if unknown:
+        line += f"; no 95 % CI to compare with: {', '.join(named[index] for index in unknown)}"
+    return line
 
 
 def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
     """The report's key numbers of a training run: the end table's columns, the recommended configuration marked."""
     table = pd.DataFrame({
         "configuration": short_labels(results), "step p50 (ms)": results["step_time_ms_p50"].round(1),
+        "step p50 95% CI (ms)": [step_ci_text(row) for _, row in results.iterrows()],
         "samples/s": results["samples_per_s"].round(1), "exposed comm, trace (ms)": results["exposed_comm_ms"].round(1),
         "no_sync Δ (ms)": results["exposed_comm_ms_nosync"].round(1), "overlap (%)": results["overlap_pct"],
         "peak mem (MiB)": (results["peak_mem_bytes"] / 2**20).round(0),
@@ -88,5 +150,7 @@ def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
         "predicted state (MiB)": (results["model_state_bytes_predicted"] / 2**20).round(2),
         "#wrong": results["n_wrong"]})
     best = best_config(results)
-    table["best"] = ["◀ best" if best is not None and index == best.name else "" for index in results.index]
+    ties, _ = tied_configs(results, best)
+    table["best"] = ["◀ best" if best is not None and index == best.name else "◀ tie" if index in ties else ""
+                     for index in results.index]
     return table
