@@ -331,10 +331,24 @@ def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Ser
               for side, row in (("baseline", old), ("new", current))}
     wide_sides = [side for side, width in widths.items() if width is not None and width > WIDE_CI_PCT]
     assessed = all(width is not None for width in widths.values())
-    return {"row": label, "metric": name, "baseline": before, "new": after, "ratio": ratio, "worse_pct": worse_pct,
+    return {"row": label, "metric": name, "unit": metric_unit(metric.column), "baseline": before, "new": after,
+            "ratio": ratio, "worse_pct": worse_pct,
             "change": change_text(worse_pct), "threshold_pct": threshold, "p_value": p_value, "verdict": verdict,
             "why": "", "ci_half_width_pct": widths, "wide_ci": bool(wide_sides) if assessed else None,
             "wide_ci_sides": wide_sides}
+
+
+_UNITS = (("_gbps", "GB/s"), ("_us", "us"), ("_ms", "ms"), ("_bytes", "B"))
+
+
+def metric_unit(column: str) -> str:
+    """The unit of a metric's column, from the unit its name ends in (every result column names its unit)."""
+    stem = column.removesuffix("_p50")
+    return next((unit for suffix, unit in _UNITS if stem.endswith(suffix)), "")
+
+
+def _metric_text(entry: dict) -> str:
+    return f"{entry['metric']} ({entry['unit']})" if entry.get("unit") else entry.get("metric", "")
 
 
 def change_text(worse_pct: float) -> str:
@@ -434,16 +448,16 @@ def _wide_text(entry: dict, *, short: bool) -> str:
 
 
 def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: list[str] = ()) -> str:
-    lines = [f"{'row':<52} {'metric':>9} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
+    lines = [f"{'row':<52} {'metric (unit)':>17} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
              f"{'wide CI':>8} verdict",
-             f"{'':<52} {'':>9} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(MWU)':>8} "
+             f"{'':<52} {'':>17} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(MWU)':>8} "
              f"{f'(>±{WIDE_CI_PCT:g} %)':>8}"]
     for entry in entries:
         if "ratio" not in entry:
-            lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>9} {entry['verdict']}: {entry['why']}")
+            lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>17} {entry['verdict']}: {entry['why']}")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
-        lines.append(f"{entry['row']:<52} {entry['metric']:>9} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
+        lines.append(f"{entry['row']:<52} {_metric_text(entry):>17} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
                      f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_wide_text(entry, short=True):>8} "
                      f"{entry['verdict']}")
     for note in notes:  # wrapped: a note is a paragraph, the table's lines are what a reader scans
@@ -459,7 +473,8 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_mis
     gate = gate_line(entries, allow_missing=allow_missing)
     lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
              f"**{gate}**" if gate_fails(entries, allow_missing=allow_missing) else gate, "",
-             "| row | metric | baseline | new | ratio (new/baseline) | change (% of baseline) | p (Mann–Whitney) | "
+             "| row | metric (unit) | baseline | new | ratio (new/baseline) | change (% of baseline) | "
+             "p (Mann–Whitney) | "
              f"wide CI ({CONFIDENCE * 100:g} % CI beyond ±{WIDE_CI_PCT:g} %) | verdict |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for entry in entries:
@@ -469,7 +484,7 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_mis
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         verdict = f"**{entry['verdict']}**" if entry["verdict"] == REGRESSION else entry["verdict"]
-        lines.append(f"| {entry['row']} | {entry['metric']} | {entry['baseline']:.4g} | {entry['new']:.4g} | "
+        lines.append(f"| {entry['row']} | {_metric_text(entry)} | {entry['baseline']:.4g} | {entry['new']:.4g} | "
                      f"{entry['ratio']:.3f} | {entry['change']} | {p} | {_wide_text(entry, short=False)} | "
                      f"{verdict} |")
     if notes:

@@ -125,7 +125,7 @@ def test_compare_passes_a_run_against_itself_and_catches_a_doubled_time(run_swee
     same = commbench_cli("compare", str(baseline), str(baseline), "--markdown", str(tmp_path / "gate.md"))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "2 ok" in same.stdout and "REGRESSION" not in same.stdout
-    assert "| all_reduce builtin float32 sum in 16 MiB | busbw |" in (tmp_path / "gate.md").read_text()
+    assert "| all_reduce builtin float32 sum in 16 MiB | busbw (GB/s) |" in (tmp_path / "gate.md").read_text()
     # a run set (two copies of the run): medians unchanged, samples pooled
     for name in ("a", "b"):
         shutil.copytree(baseline, tmp_path / "set" / name)
