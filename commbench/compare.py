@@ -35,7 +35,7 @@ from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
 from commbench.runs import kind_of
-from commbench.stats import CONFIDENCE
+from commbench.stats import CONFIDENCE, stored_half_width_pct
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
@@ -283,13 +283,10 @@ def _ci_half_width_pct(row: pd.Series, samples: str) -> float | None:
     ci_half_width_pct, from the stored row); inf when the row has no interval (too few samples); None when the kind
     stores no interval for these samples. The columns follow the samples' name: time_us → time_us_p50,
     time_us_ci_lo, time_us_ci_hi; step_time_ms → step_time_ms_p50, ...)."""
-    columns = [f"{samples}_p50", f"{samples}_ci_lo", f"{samples}_ci_hi"]
-    if not all(column in row.index for column in columns):
+    if not all(f"{samples}{suffix}" in row.index for suffix in ("_p50", "_ci_lo", "_ci_hi")):
         return None
-    median, low, high = (pd.to_numeric(row[column], errors="coerce") for column in columns)
-    if not (median > 0 and math.isfinite(low) and math.isfinite(high)):  # NaN compares False: no interval
-        return math.inf
-    return float(max(median - low, high - median) / median * 100)
+    width = stored_half_width_pct(row, samples)
+    return math.inf if math.isnan(width) else width
 
 
 def _note(row: pd.Series) -> str:

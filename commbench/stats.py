@@ -23,9 +23,30 @@ class Summary:
     @property
     def ci_half_width_pct(self) -> float:
         """The wider side of the median's interval, in percent of the median."""
-        if self.p50 <= 0 or math.isnan(self.ci_lo):
-            return math.inf
-        return max(self.p50 - self.ci_lo, self.ci_hi - self.p50) / self.p50 * 100
+        width = half_width_pct(self.p50, self.ci_lo, self.ci_hi)
+        return math.inf if math.isnan(width) else width
+
+
+def half_width_pct(median: float, low: float, high: float) -> float:
+    """How far a median's interval reaches from it, the wider side, in percent of the median; NaN without an
+    interval (NaN bounds: too few samples) or without a positive median."""
+    if not median > 0 or math.isnan(low) or math.isnan(high):
+        return math.nan
+    return max(median - low, high - median) / median * 100
+
+
+def stored_half_width_pct(row, stem: str) -> float:
+    """half_width_pct of a stored row's `{stem}_p50`, `{stem}_ci_lo`, `{stem}_ci_hi` (stem time_us or
+    step_time_ms); NaN where a column is missing or holds no number."""
+    return half_width_pct(*(as_number(row.get(f"{stem}{suffix}")) for suffix in ("_p50", "_ci_lo", "_ci_hi")))
+
+
+def as_number(value) -> float:
+    """A stored cell as a float: NaN for an empty cell, None or text (rows read back from CSV hold any of them)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] | None:

@@ -7,6 +7,7 @@ import pandas as pd
 
 from commbench.collectives import COLLECTIVES
 from commbench.names import BATCH, PER_ITERATION
+from commbench.stats import as_number, stored_half_width_pct
 from commbench.units import format_bytes
 
 AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: they would drag the average down
@@ -84,8 +85,8 @@ def ratio_range(builtin, ring) -> tuple[float, float]:
     """The 95 % range of ring/builtin busbw. busbw ∝ 1/time, so the ratio is t_builtin / t_ring; its extremes pair
     one median's CI bound with the other's opposite bound (conservative: both medians at their worst at once).
     NaN when either side has no CI."""
-    b_lo, b_hi = _number(builtin.get("time_us_ci_lo")), _number(builtin.get("time_us_ci_hi"))
-    r_lo, r_hi = _number(ring.get("time_us_ci_lo")), _number(ring.get("time_us_ci_hi"))
+    b_lo, b_hi = as_number(builtin.get("time_us_ci_lo")), as_number(builtin.get("time_us_ci_hi"))
+    r_lo, r_hi = as_number(ring.get("time_us_ci_lo")), as_number(ring.get("time_us_ci_hi"))
     if any(math.isnan(value) for value in (b_lo, b_hi, r_lo, r_hi)) or r_lo <= 0 or r_hi <= 0:
         return math.nan, math.nan
     return b_lo / r_hi, b_hi / r_lo
@@ -154,10 +155,7 @@ def _cell(row) -> str:
 def ci_half_width_pct(row) -> float:
     """The wider side of the median time's 95 % CI in percent of the median, as commbench.stats.Summary defines it;
     NaN where there is none (fewer than 6 samples, a median of 0, or a file written before the CI columns)."""
-    p50, low, high = (_number(row.get(column)) for column in ("time_us_p50", "time_us_ci_lo", "time_us_ci_hi"))
-    if math.isnan(low) or math.isnan(high) or not p50 > 0:
-        return math.nan
-    return max(p50 - low, high - p50) / p50 * 100
+    return stored_half_width_pct(row, "time_us")
 
 
 def _row_flags(cells: list) -> tuple[list[str], str | None]:
@@ -190,13 +188,6 @@ def noise_legend(noisy: int, unknown: int, rows: int) -> str:
             f"samples or a median of 0: noise unknown); 'noisy' marks rows above ±{NOISY_CI_PCT:.0f} % ({noisy} of "
             f"{rows} rows{unknown_text}): rerun with more --iters, with --target-ci {NOISY_CI_PCT:.0f} --max-time S, "
             "or as a run set of several launches (launch-to-launch drift is not in the CI)")
-
-
-def _number(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def _is_wrong(n_wrong) -> bool:

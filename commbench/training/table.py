@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 
+from commbench.stats import as_number
 from commbench.training.spec import SETTINGS, config_label
 
 _COLUMNS = [  # (header, units, width, value of a row)
@@ -54,9 +55,9 @@ def throughput_ci(row) -> tuple[float, float] | None:
     """The samples/s that the ends of the median step time's 95 % CI give (samples/s = samples per step / step
     time); None without a CI. Between configurations with the same samples per step, two of these overlap exactly
     when their step-time CIs do; with different accumulation steps they compare the time per sample."""
-    p50, low, high = (_float(row.get(name)) for name in ("step_time_ms_p50", "step_time_ms_ci_lo",
+    p50, low, high = (as_number(row.get(name)) for name in ("step_time_ms_p50", "step_time_ms_ci_lo",
                                                         "step_time_ms_ci_hi"))
-    rate = _float(row.get("samples_per_s"))
+    rate = as_number(row.get("samples_per_s"))
     if any(math.isnan(value) for value in (p50, low, high, rate)) or low <= 0:
         return None
     return rate * p50 / high, rate * p50 / low
@@ -82,15 +83,8 @@ def tied_configs(results: pd.DataFrame, best: pd.Series | None) -> tuple[list, l
 
 
 def step_ci_text(row) -> str:
-    low, high = _float(row.get("step_time_ms_ci_lo")), _float(row.get("step_time_ms_ci_hi"))
+    low, high = as_number(row.get("step_time_ms_ci_lo")), as_number(row.get("step_time_ms_ci_hi"))
     return "n/a" if math.isnan(low) or math.isnan(high) else f"{low:.1f}–{high:.1f}"
-
-
-def _float(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def short_labels(results: pd.DataFrame) -> list[str]:
