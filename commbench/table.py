@@ -183,11 +183,13 @@ def _flags(flags: list[str]) -> str:
 
 
 def noise_legend(noisy: int, unknown: int, rows: int) -> str:
+    """Two lines under a table: what ±CI means, then how many rows are noisy and what to do about it."""
     unknown_text = f", {unknown} unknown" if unknown else ""
-    return (f"# ±CI = half-width of the median time's 95 % CI in % of the median (n/a: no CI, from fewer than 6 "
-            f"samples or a median of 0: noise unknown); 'noisy' marks rows above ±{NOISY_CI_PCT:.0f} % ({noisy} of "
-            f"{rows} rows{unknown_text}): rerun with more --iters, with --target-ci {NOISY_CI_PCT:.0f} --max-time S, "
-            "or as a run set of several launches (launch-to-launch drift is not in the CI)")
+    return ("# ±CI = half-width of the median time's 95 % CI, in % of the median; n/a = no CI (fewer than 6 samples "
+            "or a median of 0): noise unknown\n"
+            f"# noisy = above ±{NOISY_CI_PCT:.0f} % ({noisy} of {rows} rows{unknown_text}): rerun with more --iters, "
+            f"with --target-ci {NOISY_CI_PCT:.0f} --max-time S, or as a run set of several launches (drift between "
+            "launches is not in the CI)")
 
 
 def _is_wrong(n_wrong) -> bool:
