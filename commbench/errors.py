@@ -32,3 +32,9 @@ class RunOutputError(CommbenchError):
     removed): the run failed, exit 3; rows already on disk are kept."""
 
     exit_code = ExitCode.RUN_FAILED
+
+
+class CommbenchWarning(UserWarning):
+    """Input that runs but measures something other than it seems to (ranks sharing cores, an option that does not
+    apply): raised with warnings.warn by the code that sees it; the CLI prints `commbench: warning: ...` on stderr
+    once the command's input is accepted (a refused command still says one line)."""

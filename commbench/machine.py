@@ -7,9 +7,10 @@ of a Slurm job, so a login node without GPUs can validate a GPU suite. Options r
 """
 
 import os
+import warnings
 from dataclasses import dataclass
 
-from commbench.errors import CommbenchError
+from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL
 
 DEFAULT_CPU_RANKS = 2
@@ -95,7 +96,8 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
                    oversubscribe: bool = False) -> Target:
     """Turn `auto` choices into concrete ones for this machine and refuse impossible combinations before anything
     launches. Inside a job the rank count is the job's, and the ranks on one machine share its GPUs. Ranks that
-    commbench launches here must fit its cores (more with oversubscribe, up to MAX_RANKS_PER_CORE each)."""
+    commbench launches here must fit its cores (more with oversubscribe, up to MAX_RANKS_PER_CORE each, and a
+    CommbenchWarning then says that they share cores)."""
     gpus = machine.gpus
     if device == AUTO:
         # gloo asked for by name means CPU tensors; gloo on CUDA tensors must be asked for with --device cuda
@@ -120,8 +122,9 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
         ranks_here = nproc
         if nproc < 1:
             raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
-        if chosen and machine.cpus is not None:  # the default 2 ranks run even on a 1-core machine
-            _check_cores(nproc, machine.cpus, oversubscribe=oversubscribe)
+        if machine.cpus is not None and (chosen or device == CPU):
+            # the default 2 CPU ranks run even on a 1-core machine (bytes must cross between ranks), with the warning
+            _check_cores(nproc, machine.cpus, oversubscribe=oversubscribe or not chosen)
     if nproc < 1:
         raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
     if backend == NCCL and ranks_here is not None and ranks_here > gpus:
@@ -140,3 +143,7 @@ def _check_cores(nproc: int, cpus: int, *, oversubscribe: bool) -> None:
         raise CommbenchError(f"--nproc {nproc} exceeds this machine's {cpus} CPU core(s): the ranks would take turns "
                              f"on the cores and the times would measure that; use --nproc {cpus} or fewer, or add "
                              f"--oversubscribe to run them anyway (at most {ceiling} here)")
+    if nproc > cpus:
+        warnings.warn(f"{nproc} ranks share this machine's {cpus} CPU core(s): a rank waits for a core as well as "
+                      "for its peers, so the times measure the OS scheduler too; compare them only with runs "
+                      "oversubscribed alike", CommbenchWarning, stacklevel=3)

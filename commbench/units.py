@@ -18,6 +18,7 @@ This module imports nothing heavy: `commbench model memory` must start in a blin
 
 import math
 import re
+from decimal import Decimal
 
 from commbench.errors import CommbenchError
 
@@ -190,3 +191,23 @@ def parse_count(text: str, *, option: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise CommbenchError(f"{option} {text!r} must be a finite number above 0")
     return value
+
+
+def format_count(count: float) -> str:
+    """A count the way --params takes it back: 70B, 1.5B, 125M, 350K, 999 (decimal K, M, B, T: thousand ... trillion).
+
+    Exact: the largest suffix at or below the count, with as many digits as the count has (1234567 is 1.234567M,
+    never a rounded 1.23M that names another model). A float keeps 15 significant digits, all a float holds for
+    sure: parse_count("2.05M") is 2049999.9999999998 (2.05 × 1e6 in binary) and prints back as 2.05M."""
+    if not math.isfinite(count):
+        return str(count)
+    exact = Decimal(count) if isinstance(count, int) else Decimal(f"{count:.15g}")
+    for letter, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if abs(exact) >= scale:
+            return f"{_plain_decimal(exact / scale)}{letter}"
+    return _plain_decimal(exact)
+
+
+def _plain_decimal(value: Decimal) -> str:
+    """1.50 → 1.5, 7E+1 → 70: no trailing zeros, no exponent."""
+    return format(value.normalize(), "f")

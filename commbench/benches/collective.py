@@ -1,10 +1,11 @@
 """Bench kind `collective` (`commbench sweep`): every collective at every message size, checked on every point."""
 
+import warnings
 from dataclasses import dataclass
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
-from commbench.errors import CommbenchError
+from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
 from commbench.names import AUTO, CUDA, DTYPES, GLOO, IMPLEMENTATIONS, PER_ITERATION, PLACEMENTS, REDUCE_OPS, TIMINGS
 from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
@@ -124,6 +125,7 @@ class CollectiveKind(BenchKind):
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version)
+        _check_ops_apply(options.ops, spec.collectives)
         return Bench(self, spec, plan(spec, spec.nproc),
                      notes=tuple(placement_notes(spec) + size_notes(spec, spec.nproc)))
 
@@ -164,6 +166,27 @@ class CollectiveKind(BenchKind):
         timing = "" if row.get("timing", PER_ITERATION) == PER_ITERATION else f" {row['timing']}"
         return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
                 f"{format_bytes(int(row['size_bytes']))}{timing}")
+
+
+def _check_ops_apply(ops: tuple[str, ...], collectives: tuple[str, ...]) -> None:
+    """--op asked of collectives that take none (they run once per point, op none): refused when no collective of
+    the sweep reduces, since the option would change nothing, and a warning when some do, since it applies to
+    those."""
+    from commbench.collectives import COLLECTIVES
+
+    ignoring = [name for name in collectives if not COLLECTIVES[name].reduces]
+    if not ops or not ignoring:
+        return
+    asked = ",".join(ops)
+    takes_none = f"{', '.join(ignoring)} {'takes' if len(ignoring) == 1 else 'take'} no op"
+    if len(ignoring) == len(collectives):
+        reducing = ", ".join(name for name, collective in COLLECTIVES.items() if collective.reduces)
+        raise CommbenchError(f"--op {asked} applies to reducing collectives only ({reducing}) and {takes_none}: "
+                             "drop --op, or add a reducing collective with -c")
+    reduced = ", ".join(name for name in collectives if name not in ignoring)
+    rows = "its rows say" if len(ignoring) == 1 else "their rows say"
+    warnings.warn(f"--op {asked} applies to {reduced} only; {takes_none} ({rows} op none)",
+                  CommbenchWarning, stacklevel=2)
 
 
 def _batch_calls(text: str) -> int | None:

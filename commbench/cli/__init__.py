@@ -5,6 +5,7 @@ Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads w
 """
 
 import contextlib
+import difflib
 import os
 import signal
 import sys
@@ -21,7 +22,9 @@ from commbench.cli.model import model
 from commbench.cli.report import report
 from commbench.cli.run import run
 from commbench.cli.selftest import selftest
+from commbench.cli.shared import show_warnings, warnings_held
 from commbench.cli.slurm import slurm
+from commbench.cli.suites import suites
 from commbench.cli.trace import trace
 from commbench.errors import CommbenchError, ExitCode
 from commbench.stopping import Stopped, describe, terminations_raised
@@ -31,20 +34,38 @@ class _OneLineErrors(click.Group):
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
         in_place_rank = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # its launcher stops it
-        with contextlib.nullcontext() if in_place_rank else terminations_raised():
+        with warnings_held() as held, contextlib.nullcontext() if in_place_rank else terminations_raised():
             try:
                 return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)
             except CommbenchError as error:
+                if error.exit_code == ExitCode.BAD_INPUT:
+                    held.pending.clear()  # refused: the one line is the refusal
                 _fail(str(error), error.exit_code)
             except click.UsageError as error:
+                held.pending.clear()
                 where = error.ctx.command_path if error.ctx else "commbench"
-                _fail(f"{error.format_message()} (see `{where} --help`)", ExitCode.BAD_INPUT)
+                _fail(f"{_without_hidden_guesses(error).format_message()} (see `{where} --help`)",
+                      ExitCode.BAD_INPUT)
             except click.ClickException as error:
                 _fail(error.format_message(), error.exit_code)
             except Stopped as stop:
                 _fail(stop.message, stop.exit_code, prefix="commbench:")
             except (KeyboardInterrupt, click.Abort):
                 _fail(f"stopped by {describe(signal.SIGINT)}", ExitCode.INTERRUPTED, prefix="commbench:")
+            finally:
+                show_warnings()  # those that no command showed before its output (e.g. a Slurm submit's suite)
+
+
+def _without_hidden_guesses(error: click.UsageError) -> click.UsageError:
+    """Click guesses a misspelt option among all the command's options, hidden ones too (`run --int` → "Did you
+    mean --into?", an option for the Slurm job script only): guess among the visible ones, as --help lists them."""
+    if not isinstance(error, click.NoSuchOption) or not error.possibilities or error.ctx is None:
+        return error
+    visible = [name for param in error.ctx.command.get_params(error.ctx)
+               if isinstance(param, click.Option) and not param.hidden
+               for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
+    error.possibilities = difflib.get_close_matches(error.option_name, visible) or None
+    return error
 
 
 def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> None:
@@ -60,5 +81,5 @@ def main() -> None:
 
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
-for _command in (run, selftest, env, trace, model, fit, compare_command, report, slurm):
+for _command in (run, suites, selftest, env, trace, model, fit, compare_command, report, slurm):
     main.add_command(_command)

@@ -10,7 +10,16 @@ from click.core import ParameterSource
 
 from commbench.bench_kind import BenchKind
 from commbench.benches.options import default_of, options_of, parse_options
-from commbench.cli.shared import run_options, show_results, show_teardown, verdict
+from commbench.cli.json_output import emit_json
+from commbench.cli.shared import (
+    bench_document,
+    run_options,
+    show_notes,
+    show_results,
+    show_teardown,
+    show_warnings,
+    verdict,
+)
 from commbench.errors import ExitCode
 
 _METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT", bool: "BOOL"}
@@ -46,34 +55,45 @@ def _metavar(described) -> str:
 
 
 def bench_command(kind: BenchKind) -> click.Command:
-    """`commbench <kind.command>`: resolve the options for this machine, run the bench, print its table, exit with
-    its verdict."""
+    """`commbench <kind.command>`: resolve the options for this machine, run the bench, print its table (or the
+    --json document, or with -q the run folder alone), exit with its verdict."""
     @click.pass_context
-    def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, **raw) -> None:
+    def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, **raw) -> None:
         from commbench.machine import Machine
 
         if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
             from commbench.cli.run import run_suite_command
 
-            run_suite_command(kind.bare_suite, overrides={}, into=None, out=out, run_id=run_id, quiet=quiet)
+            run_suite_command(kind.bare_suite, overrides={}, into=None, out=out, run_id=run_id, quiet=quiet,
+                              as_json=as_json)
         machine = Machine.here()
         bench = kind.resolve(parse_options(kind.options, raw), machine)
-        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet)
+        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json)
 
     command.__doc__ = kind.help()
     command = run_options(click_options(kind.options)(command))
     return click.command(name=kind.command, help=kind.help())(command)
 
 
-def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool) -> None:
+def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, as_json: bool) -> None:
     from commbench import session
 
-    ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]],
-                                    quiet=quiet)
+    show_warnings()  # the input is accepted: say what it will not measure as it seems, before the run
+    argv = ["commbench", *sys.argv[1:]]
+    ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=argv, quiet=quiet)
     if outcome is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
         sys.exit(ExitCode.OK if ok else ExitCode.RUN_FAILED)
-    if not quiet:
+    if as_json:
+        show_notes(bench, err=True)
+        show_teardown(outcome.teardown, err=True)
+        code = verdict(bench.kind, outcome)
+        emit_json({"command": argv, **bench_document(bench, outcome, code), "warnings": show_warnings()})
+        sys.exit(code)
+    if quiet:
+        show_teardown(outcome.teardown, err=True)
+        click.echo(outcome.run_dir)  # stdout is this one line: scripts read the run folder from it
+    else:
         show_results(bench, outcome)
-    show_teardown(outcome.teardown)
-    click.echo(f"# Results: {outcome.run_dir}")
+        show_teardown(outcome.teardown)
+        click.echo(f"# Results: {outcome.run_dir}")
     sys.exit(verdict(bench.kind, outcome))

@@ -4,17 +4,17 @@ Light on purpose: without --from, these answer in a blink on a laptop, so torch,
 imported only by the --from path.
 """
 
-import json
 import math
 from pathlib import Path
 
 import click
 
+from commbench.cli.json_output import emit_json, json_option
 from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER
 from commbench.errors import CommbenchError
 from commbench.models import comm_volume, memory
 from commbench.models.strategies import STRATEGIES, display_name
-from commbench.units import UNITS, parse_count, parse_memory
+from commbench.units import UNITS, format_count, parse_count, parse_memory
 
 
 @click.group()
@@ -51,7 +51,7 @@ def _check_ranks(ranks: int) -> None:
 @click.option("--units", type=click.Choice(["GB", "GiB"]), default="GB", show_default=True,
               help="GB = 1e9 bytes, GiB = 2^30 bytes.")
 @click.option("--fit", "fit_memory", default=None, help="Memory per rank, e.g. 80GB: add the fewest ranks that fit.")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable results (bytes).")
+@json_option
 def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, shard_group, units, fit_memory,
                    as_json) -> None:
     """Model-state memory per rank for DDP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP (and HSDP)."""
@@ -68,11 +68,10 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
                      "grad_bytes": row.grad_bytes, "optim_bytes": row.optim_bytes, "total_bytes": row.total_bytes,
                      "reduction_vs_ddp": ddp_total / row.total_bytes if row.total_bytes else None,
                      **({"min_ranks_to_fit": fits[row.strategy]} if capacity else {})} for row in rows]
-        click.echo(json.dumps({"params": psi, "ranks": ranks, "bytes_per_param": vars(state), "per_rank": per_rank},
-                              indent=2))
+        emit_json({"params": psi, "ranks": ranks, "bytes_per_param": vars(state), "per_rank": per_rank})
         return
     scale = UNITS[units]
-    click.echo(f"# model state per rank: {psi:.4g} parameters, {ranks} ranks; {state.describe()}; "
+    click.echo(f"# model state per rank: {format_count(psi)} parameters, {ranks} ranks; {state.describe()}; "
                f"1 {units} = {scale} B")
     header = f"{'strategy':<12} {f'params ({units})':>14} {f'grads ({units})':>14} {f'optim ({units})':>14} " \
              f"{f'total ({units})':>14} {'vs DDP':>8}"
@@ -101,18 +100,18 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
 @click.option("--bw-gbps", type=POSITIVE_NUMBER, default=None, help="Link (bus) bandwidth, GB/s (1e9 B/s).")
 @click.option("--from", "from_run", type=click.Path(path_type=Path), default=None,
               help="Fit α and bandwidth from a run's all_reduce results instead.")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable results.")
+@json_option
 def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_json) -> None:
     """Bytes sent per rank per step with ring collectives for DDP and ZeRO-1/2/3, and (with α–β) the time."""
     psi = parse_count(params, option="--params")
     _check_ranks(ranks)
     if not math.isfinite(dtype_bytes) or dtype_bytes <= 0:
         raise CommbenchError(f"--dtype-bytes {dtype_bytes:g} must be a finite number above 0")
-    source = None
+    source, fit_ranks = None, None
     if from_run is not None:
         if alpha_us is not None or bw_gbps is not None:
             raise CommbenchError("--from fits α and bandwidth from a run: drop --alpha-us/--bw-gbps, or drop --from")
-        alpha_us, bw_gbps, source = _alpha_beta_from_run(from_run)
+        alpha_us, bw_gbps, source, fit_ranks = _alpha_beta_from_run(from_run)
     elif (alpha_us is None) != (bw_gbps is None):
         raise CommbenchError("--alpha-us and --bw-gbps go together (or use --from RUN_DIR)")
     if from_run is None and (bw_gbps is not None and not (math.isfinite(bw_gbps) and bw_gbps > 0)
@@ -120,16 +119,20 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
         raise CommbenchError("--bw-gbps must be a finite number above 0 and --alpha-us a finite 0 or more")
     rows = comm_volume.traffic(params=psi, ranks=ranks, dtype_bytes=dtype_bytes, alpha_us=alpha_us,
                                busbw_gbps=bw_gbps)
+    extrapolated = fit_ranks is not None and fit_ranks != ranks
     if as_json:
-        click.echo(json.dumps({"params": psi, "ranks": ranks, "dtype_bytes": dtype_bytes, "alpha_us": alpha_us,
-                               "bw_gbps": bw_gbps, "source": source,
-                               "per_step": [{**vars(row), "strategy": display_name(row.strategy)} for row in rows]},
-                              indent=2))
+        emit_json({"params": psi, "ranks": ranks, "dtype_bytes": dtype_bytes, "alpha_us": alpha_us,
+                   "bw_gbps": bw_gbps, "source": source, "fit_world_size": fit_ranks, "extrapolated": extrapolated,
+                   "per_step": [{**vars(row), "strategy": display_name(row.strategy)} for row in rows]})
         return
     timing = f"; α {alpha_us:g} µs per ring step, {bw_gbps:g} GB/s" + (f" ({source})" if source else "") \
         if alpha_us is not None else ""
-    click.echo(f"# bytes sent per rank per step, ring collectives: {psi:.4g} parameters x {dtype_bytes:g} B, "
-               f"{ranks} ranks{timing}")
+    click.echo(f"# bytes sent per rank per step, ring collectives: {format_count(psi)} parameters x "
+               f"{dtype_bytes:g} B, {ranks} ranks{timing}")
+    if extrapolated:
+        click.echo(f"# note: α and bandwidth were fitted at {fit_ranks} ranks, so the times at {ranks} extrapolate: "
+                   "they assume the same α per ring step and the same link bandwidth, which a ring over more (or "
+                   "other) links, such as a second node, need not keep")
     click.echo(f"{'strategy':<12} {'sent per rank (GB)':>19} {'vs DDP':>8}" + (f" {'time (ms)':>10}" if timing else ""))
     for row in rows:
         ratio = "n/a" if row.ratio_to_ddp is None else f"{row.ratio_to_ddp:.2f}x"
@@ -139,7 +142,8 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
         click.echo(line)
 
 
-def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
+def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str, int]:
+    """α per ring step and link bandwidth fitted from the run, what they were fitted from, and at how many ranks."""
     from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce  # numpy, scipy
     from commbench.runs import load_collective_results  # pandas
 
@@ -156,4 +160,4 @@ def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str]:
                              "which predict nothing; measure more sizes (e.g. --sizes 1K:64M:x4)")
     note = f"; {fit.note}" if fit.note else ""
     return alpha, bandwidth, (f"fitted from {run_dir} all_reduce {fit.dtype} at {fit.world_size} ranks, "
-                              f"R² {fit.r2:.3f}{note}")
+                              f"R² {fit.r2:.3f}{note}"), fit.world_size

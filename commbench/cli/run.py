@@ -5,7 +5,17 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.shared import run_options, show_results, show_teardown, verdict
+from commbench.cli.json_output import emit_json
+from commbench.cli.shared import (
+    bench_document,
+    run_options,
+    show_notes,
+    show_results,
+    show_teardown,
+    show_warnings,
+    verdict,
+)
+from commbench.cli.suites import complete_suite
 from commbench.errors import ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
 
@@ -13,7 +23,7 @@ _SEVERITY = {ExitCode.OK: 0, ExitCode.WRONG_RESULTS: 1, ExitCode.RUN_FAILED: 2}
 
 
 @click.command(name="run")
-@click.argument("suite")
+@click.argument("suite", shell_complete=complete_suite)
 @click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=None, help="Override the suite's backend.")
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=None, help="Override the suite's device.")
 @click.option("--nproc", type=int, default=None, help="Override the suite's rank count.")
@@ -22,35 +32,51 @@ _SEVERITY = {ExitCode.OK: 0, ExitCode.WRONG_RESULTS: 1, ExitCode.RUN_FAILED: 2}
 @click.option("--into", type=click.Path(path_type=Path, file_okay=False), default=None, hidden=True,
               help="Fill this existing run folder (made by `commbench slurm submit`) instead of a new one.")
 @run_options
-def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet) -> None:
-    """Run the benches of SUITE (a .toml file, or a shipped suite's name: default, cpu-ci, nccl-tests, ddp-buckets,
-    fsdp-prefetch, zero-stages) into one run folder, in one launch where the benches allow.
+def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet, as_json) -> None:
+    """Run the benches of SUITE (a .toml file, or a shipped suite's name: `commbench suites` lists them) into one run
+    folder, in one launch where the benches allow.
 
     Every bench is validated before anything launches. Exit codes: 0 all correct, 1 a check failed, 2 bad input,
     3 a bench failed (the benches after it do not run).
     """
     overrides = {"backend": backend, "device": device, "nproc": nproc, "oversubscribe": oversubscribe or None}
-    run_suite_command(suite, overrides=overrides, into=into, out=out, run_id=run_id, quiet=quiet)
+    run_suite_command(suite, overrides=overrides, into=into, out=out, run_id=run_id, quiet=quiet, as_json=as_json)
 
 
 def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Path, run_id: str | None,
-                      quiet: bool) -> None:
+                      quiet: bool, as_json: bool = False) -> None:
     from commbench.machine import Machine
+    from commbench.store import STATUS_COMPLETE, STATUS_FAILED
     from commbench.suite.load import load_suite
     from commbench.suite.run import run_suite
 
     machine = Machine.here()
     suite = load_suite(suite_name, machine, overrides=overrides)
-    outcome = run_suite(suite, machine, out=out, run_id=run_id, into=into, argv=["commbench", *sys.argv[1:]],
-                        quiet=quiet)
+    show_warnings()  # every bench is accepted: say what they will not measure as it seems, before the run
+    argv = ["commbench", *sys.argv[1:]]
+    outcome = run_suite(suite, machine, out=out, run_id=run_id, into=into, argv=argv, quiet=quiet)
     if outcome.run_dir is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
         sys.exit(ExitCode.OK if outcome.ok else ExitCode.RUN_FAILED)
-    codes = []
+    text = not (quiet or as_json)  # the tables; otherwise stdout is one line (-q) or one document (--json)
+    codes, benches = [], []
     for bench, result in outcome.benches:
-        if not quiet:
+        if text:
             click.echo(f"\n## {bench.name} ({bench.command}): {result.status}")
             show_results(bench.bench, result)
-        show_teardown(result.teardown)
+        elif as_json:
+            show_notes(bench.bench, err=True)
+        show_teardown(result.teardown, err=not text)
         codes.append(verdict(bench.bench.kind, result, name=f"bench {bench.name}"))
-    click.echo(f"# Results: {outcome.run_dir}")
-    sys.exit(max(codes, key=_SEVERITY.__getitem__) if codes else ExitCode.RUN_FAILED)
+        benches.append({"name": bench.name, "kind": bench.command,
+                        **bench_document(bench.bench, result, codes[-1])})
+    code = max(codes, key=_SEVERITY.__getitem__) if codes else ExitCode.RUN_FAILED
+    if as_json:
+        emit_json({"command": argv, "suite": suite.path, "description": suite.description,
+                   "run_dir": outcome.run_dir, "status": STATUS_COMPLETE if outcome.ok else STATUS_FAILED,
+                   "exit_code": int(code), "n_wrong": sum(bench["n_wrong"] for bench in benches),
+                   "warnings": show_warnings(), "benches": benches})
+    elif quiet:
+        click.echo(outcome.run_dir)  # stdout is this one line: scripts read the run folder from it
+    else:
+        click.echo(f"# Results: {outcome.run_dir}")
+    sys.exit(code)

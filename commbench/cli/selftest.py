@@ -1,12 +1,12 @@
 """`commbench selftest`: run every path this machine supports and print path → pass / FAIL / n/a."""
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from commbench.cli.shared import split_commas
+from commbench.cli.json_output import emit_json
+from commbench.cli.shared import show_warnings, split_commas
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
 
@@ -57,6 +57,7 @@ def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run
 
     plan = plan_selftest(Machine.here(), backend=backend, device=device, nproc=nproc, only=tuple(only),
                          timeout_s=step_timeout, oversubscribe=oversubscribe)
+    show_warnings()  # e.g. --oversubscribe past the cores: the input is accepted, say it before the steps run
     run_dir = create_run_dir(out, run_id, prefix="selftest-")
 
     def announce(line: str) -> None:
@@ -65,7 +66,7 @@ def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run
     announce(f"{plan.backend} on {plan.device}, {plan.nproc} rank(s); run folder {run_dir}")
     result = run_selftest(plan, run_dir, argv=["commbench", *sys.argv[1:]], announce=announce)
     if as_json:
-        click.echo(json.dumps(result.document, indent=2, default=str))
+        emit_json(result.document)
     else:
         click.echo(format_table(result))
     sys.exit(ExitCode.OK if result.ok else ExitCode.SELFTEST_FAILED)

@@ -1,12 +1,18 @@
-"""What several commands share: repeatable options, the run options, and how a finished bench is shown and
-judged (its table, notes, and exit code)."""
+"""What several commands share: repeatable options, the run options, how a finished bench is shown and judged (its
+table, notes, and exit code; or its JSON document), and the warnings a command's input raised."""
 
+import contextlib
+import os
+import warnings
 from pathlib import Path
 
 import click
 
 from commbench.bench_kind import BenchKind
-from commbench.errors import ExitCode
+from commbench.cli.json_output import json_option
+from commbench.errors import CommbenchWarning, ExitCode
+
+WARNING_PREFIX = "commbench: warning:"
 
 
 def split_commas(ctx, param, values) -> tuple[str, ...]:
@@ -15,28 +21,43 @@ def split_commas(ctx, param, values) -> tuple[str, ...]:
 
 
 def run_options(function):
-    """--out, --run-id and --quiet: options of the run as a whole (a suite sets them once, on `commbench run`)."""
+    """--out, --run-id, --quiet and --json: options of the run as a whole (a suite sets them once, on `commbench
+    run`)."""
     options = [
         click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
                      help="Folder that receives results/<run-id>/."),
         click.option("--run-id", default=None, help="Name of the run folder [default: UTC time + host]."),
-        click.option("-q", "--quiet", is_flag=True, help="No progress bar and no tables; print the results path."),
+        click.option("-q", "--quiet", is_flag=True,
+                     help="No progress bar and no tables: stdout is one line, the run folder (with --json: the "
+                          "document, without the bar)."),
+        json_option,
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
-def show_results(bench, outcome) -> None:
+def show_notes(bench, *, err: bool = False) -> None:
     for note in bench.notes:
-        click.echo(f"# note: {note}")
+        click.echo(f"# note: {note}", err=err)
+
+
+def show_results(bench, outcome) -> None:
+    show_notes(bench)
     if outcome.results is not None and not outcome.results.empty:
         click.echo(bench.kind.table(outcome.results))
 
 
-def show_teardown(teardown: str | None) -> None:
+def show_teardown(teardown: str | None, *, err: bool = False) -> None:
     if teardown:
-        click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}")
+        click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}", err=err)
+
+
+def bench_document(bench, outcome, code: ExitCode) -> dict:
+    """One finished bench in a --json document: how it ended and its rows (a list of row dicts, NaN as null)."""
+    return {"run_dir": outcome.run_dir, "status": outcome.status, "reason": outcome.reason, "exit_code": int(code),
+            "n_wrong": int(outcome.n_wrong), "notes": list(bench.notes), "teardown": outcome.teardown,
+            "results": outcome.results if outcome.results is not None else []}
 
 
 def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
@@ -75,3 +96,52 @@ class _FiniteNumber(click.ParamType):
 POSITIVE_NUMBER = _FiniteNumber()
 """type= for float options that mean a duration, a rate, a size or a count: finite and above 0."""
 NON_NEGATIVE_NUMBER = _FiniteNumber(zero_ok=True)
+
+
+class _Warnings:
+    def __init__(self):
+        self.pending: list[str] = []
+        self.shown: list[str] = []
+
+
+_calls: list[_Warnings] = []
+"""The warnings of each command call in progress (the innermost last): main() opens one per call."""
+
+
+@contextlib.contextmanager
+def warnings_held():
+    """Hold the CommbenchWarnings raised inside until show_warnings(): a command whose input is refused after a
+    warning (exit 2) still says one line, because main() drops what it holds then. Other warnings pass as usual."""
+    held = _Warnings()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", CommbenchWarning)  # every call says them, not only the process's first
+        passed_on = warnings.showwarning
+
+        def hold(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, CommbenchWarning):
+                if str(message) not in held.pending + held.shown:  # e.g. once per resolve of the same options
+                    held.pending.append(str(message))
+            else:
+                passed_on(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = hold
+        _calls.append(held)
+        try:
+            yield held
+        finally:
+            _calls.remove(held)
+
+
+def show_warnings() -> list[str]:
+    """Print the held warnings on stderr (`commbench: warning: ...`, one line each) once the input is accepted;
+    returns every warning of this call so far, for a --json document. Inside a job only rank 0 prints."""
+    if not _calls:
+        return []
+    held = _calls[-1]
+    quiet_rank = "RANK" in os.environ and "WORLD_SIZE" in os.environ and os.environ["RANK"] != "0"
+    for message in held.pending:
+        if not quiet_rank:
+            click.echo(f"{WARNING_PREFIX} {message}", err=True)
+        held.shown.append(message)
+    held.pending.clear()
+    return list(held.shown)

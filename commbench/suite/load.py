@@ -7,13 +7,14 @@ its resolve(), so a suite means exactly what the same command line means.
 
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from commbench.bench_kind import Bench
 from commbench.benches import COMMANDS
 from commbench.benches.options import TARGET_KEYS, options_of, parse_options
-from commbench.errors import CommbenchError
+from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.shipped import shipped_suite, suite_names
 
 if sys.version_info >= (3, 11):
@@ -118,9 +119,14 @@ def _load_bench(path: Path, number: int, table: dict, target: dict, machine) -> 
                     if re.search(rf"--{re.escape(key.replace('_', '-'))}(?![\w-])", str(error))), None)
         raise CommbenchError(f"{path}: {where}" + (f": key {key!r}" if key else "") + f": {error}") from None
     try:
-        bench = kind.resolve(options, machine)
+        with warnings.catch_warnings(record=True) as raised:
+            warnings.simplefilter("always", CommbenchWarning)
+            bench = kind.resolve(options, machine)
     except CommbenchError as error:
         raise CommbenchError(f"{path}: {where}: {error} (a suite key is the option without --)") from None
+    for caught in raised:  # a warning names the bench, as an error does
+        is_ours = issubclass(caught.category, CommbenchWarning)
+        warnings.warn(f"{path}: {where}: {caught.message}" if is_ours else caught.message, caught.category)
     return SuiteBench(name=name, command=command, bench=bench)
 
 

@@ -1,0 +1,348 @@
+"""What the CLI prints for scripts and people: `--json` (one strict JSON document on stdout), `-q` (one line, the run
+folder), `commbench suites`, no hidden option guessed for a misspelt one, warnings for input that runs but measures
+something other than it seems, and parameter counts as --params writes them.
+
+Three real launches, side by side in one module fixture: a sweep with --json (two ranks pinned to one core, with an
+--op that all_gather does not take: both warnings), the same kind of sweep with -q (nothing to warn about), and a
+two-bench suite with --json."""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from commbench import store
+from commbench.benches.collective import KIND as COLLECTIVE
+from commbench.benches.options import parse_options
+from commbench.cli.fit import LOW_R2
+from commbench.errors import CommbenchError, CommbenchWarning
+from commbench.machine import Machine, resolve_target, usable_cpus
+from commbench.models.alpha_beta import fit_line
+from commbench.shipped import shipped_suite, suite_names
+from commbench.units import format_count, parse_count
+from tests.conftest import commbench_env
+from tests.refusals import assert_refused, invoke
+
+WARNING = "commbench: warning:"
+TINY = ("--backend", "gloo", "--device", "cpu", "--impl", "builtin", "--warmup", "1", "--iters", "6")
+SUITE = """
+description = "two tiny sweeps"
+backend = "gloo"
+device = "cpu"
+
+[[bench]]
+name = "mixed"
+kind = "sweep"
+collective = ["all_reduce", "all_gather"]
+op = "max"
+sizes = "1K"
+impl = "builtin"
+warmup = 1
+iters = 6
+
+[[bench]]
+name = "ar"
+kind = "sweep"
+collective = "all_reduce"
+sizes = "1K,4K"
+impl = "builtin"
+warmup = 1
+iters = 6
+"""
+
+
+def _strict_json(text: str):
+    """json.loads that refuses NaN and Infinity, which Python's json writes but JSON does not have."""
+    def refuse(token):
+        raise AssertionError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _one_core() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # the ranks inherit it: 2 ranks on 1 core
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    """The three runs (started together: each mostly waits for process starts and the rendezvous)."""
+    cwd = tmp_path_factory.mktemp("cli_output")
+    (cwd / "suite.toml").write_text(SUITE)
+    commands = {
+        "json": (["sweep", *TINY, "-c", "all_reduce,all_gather", "--op", "max", "--sizes", "1K,4K,16K", "--nproc",
+                  "2", "--oversubscribe", "--run-id", "json", "--json"], _one_core),
+        "quiet": (["sweep", *TINY, "-c", "all_reduce", "--sizes", "1K,4K", "--run-id", "quiet", "-q"], None),
+        "suite": (["run", "suite.toml", "--run-id", "suite", "--json"], None),
+    }
+    started = {name: subprocess.Popen([sys.executable, "-m", "commbench", *args, "--out", "results"], cwd=cwd,
+                                      env=commbench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      preexec_fn=pin)
+               for name, (args, pin) in commands.items()}
+    done = {}
+    for name, process in started.items():
+        stdout, stderr = process.communicate(timeout=300)
+        done[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    done["cwd"] = cwd
+    return done
+
+
+@pytest.mark.distributed
+def test_quiet_prints_the_run_folder_and_nothing_else(launched):
+    quiet = launched["quiet"]
+    assert quiet.returncode == 0, quiet.stderr[-2000:]
+    lines = quiet.stdout.splitlines()
+    assert len(lines) == 1 and quiet.stdout == lines[0] + "\n", quiet.stdout
+    run_dir = launched["cwd"] / lines[0]
+    assert run_dir.is_dir() and run_dir.name == "quiet"
+    assert store.read_meta(run_dir)["status"] == "complete"
+    if usable_cpus() >= 2:  # 2 ranks on 2 cores, every collective reduces: nothing to warn about
+        assert WARNING not in quiet.stderr, quiet.stderr
+
+
+@pytest.mark.distributed
+def test_sweep_json_is_one_document_with_the_rows_and_the_warnings_on_stderr(launched):
+    run = launched["json"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    document = _strict_json(run.stdout)
+    run_dir = launched["cwd"] / document["run_dir"]
+    assert document["command"][:2] == ["commbench", "sweep"] and "--json" in document["command"]
+    assert (document["status"], document["exit_code"], document["n_wrong"]) == ("complete", 0, 0)
+    rows = store.read_results(run_dir, COLLECTIVE)
+    assert len(document["results"]) == len(rows) == 2 * 3  # all_reduce and all_gather at 3 sizes
+    assert [row["size_bytes"] for row in document["results"]] == list(rows["size_bytes"])
+    assert any("in-place only" in note for note in document["notes"]) and document["teardown"] is None
+    # pinned to one core with --oversubscribe, and --op max given to all_gather too: both said once, on stderr
+    warned = [line for line in run.stderr.splitlines() if line.startswith(WARNING)]
+    assert len(warned) == 2, run.stderr
+    assert "2 ranks share this machine's 1 CPU core(s)" in warned[0] and "OS scheduler" in warned[0]
+    assert "--op max applies to all_reduce only; all_gather takes no op" in warned[1]
+    assert document["warnings"] == [line.removeprefix(WARNING + " ") for line in warned]
+    assert "# note:" in run.stderr  # notes went to stderr, not into the document's stream
+
+
+@pytest.mark.distributed
+def test_run_json_has_each_bench_with_its_rows_and_the_warning_names_the_bench(launched):
+    run = launched["suite"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    document = _strict_json(run.stdout)
+    assert (document["status"], document["exit_code"], document["description"]) == ("complete", 0, "two tiny sweeps")
+    assert [bench["name"] for bench in document["benches"]] == ["mixed", "ar"]
+    for bench, rows in zip(document["benches"], (2, 2)):
+        assert bench["status"] == "complete" and bench["exit_code"] == 0 and len(bench["results"]) == rows
+        assert (launched["cwd"] / bench["run_dir"] / "results.csv").exists()
+    assert document["warnings"] == ["suite.toml: bench 'mixed' (sweep): --op max applies to all_reduce only; "
+                                    "all_gather takes no op (its rows say op none)"]
+    assert f"{WARNING} {document['warnings'][0]}" in run.stderr.splitlines()
+
+
+@pytest.fixture
+def fitted_copy(launched, tmp_path):
+    """A copy of the JSON sweep's run folder whose times are set per collective (the fit's rules, tested on times
+    whose shape is known: a real sweep's R² depends on the machine's load)."""
+    source = launched["cwd"] / "results" / "json"
+
+    def copy(times_us) -> Path:
+        run_dir = tmp_path / f"copy{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(source, run_dir)
+        results = pd.read_csv(run_dir / "results.csv")
+        results["time_us_p50"] = [times_us[row.collective](row.size_bytes) for row in results.itertuples()]
+        results.to_csv(run_dir / "results.csv", index=False)
+        return run_dir
+
+    return copy
+
+
+def _linear(size: int) -> float:
+    return 50.0 + size / 1000  # α 50 µs, 1 GB/s
+
+
+@pytest.mark.distributed
+def test_fit_json_has_each_fit_with_residuals_and_the_files(launched, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(launched["cwd"] / "results" / "json", run_dir)
+    result = invoke(["fit", str(run_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    document = _strict_json(result.stdout)
+    assert [Path(path).name for path in document["written"]] == ["fit.csv", "fit_residuals.csv"]
+    assert all(Path(path).exists() for path in document["written"])
+    assert {fit["collective"] for fit in document["fits"]} == {"all_reduce", "all_gather"}
+    for fit in document["fits"]:
+        assert len(fit["residuals"]) == fit["n_points"] == 3
+        # the flag is the threshold on this machine's R², whatever it came out as (null: not a number)
+        assert fit["low_r2"] == (fit["r2"] is None or not fit["r2"] >= LOW_R2)
+
+
+@pytest.mark.distributed
+def test_fit_flags_a_low_r2_in_the_table_and_the_json(fitted_copy):
+    # all_reduce: latency-bound noise that does not grow with size; all_gather: on the α–β line
+    run_dir = fitted_copy({"all_reduce": lambda size: {1024: 90.0, 4096: 40.0, 16384: 80.0}[size],
+                           "all_gather": _linear})
+    table = invoke(["fit", str(run_dir)])
+    assert table.exit_code == 0, table.output
+    rows = {line.split()[0]: line for line in table.stdout.splitlines() if line.startswith("all_")}
+    assert " low " in rows["all_reduce"] and " low " not in rows["all_gather"]
+    assert table.stdout.count("# low: R² below 0.9, the α–β line does not describe these points") == 1
+    fits = {fit["collective"]: fit for fit in _strict_json(invoke(["fit", str(run_dir), "--json"]).stdout)["fits"]}
+    assert fits["all_reduce"]["low_r2"] is True and fits["all_gather"]["low_r2"] is False
+
+    clean = invoke(["fit", str(fitted_copy({"all_reduce": _linear, "all_gather": _linear}))]).stdout
+    assert " low " not in clean and "# low:" not in clean and "all_reduce" in clean
+
+
+def test_the_r2_threshold_separates_jitter_from_a_line_that_misses():
+    """LOW_R2's reasoning, drawn: an exact α–β curve over 8 sizes (1 KiB-16 MiB, x4) with random errors per point
+    stays above the threshold at 10 % errors, a protocol switch falls below it, and so do latency-bound sizes alone."""
+    rng = np.random.default_rng(17)
+    sizes = np.array([1024 * 4**k for k in range(8)], float)
+
+    def r2(times):
+        return fit_line(sizes, times).r2
+
+    jitter = [r2(_linear(sizes) * (1 + 0.10 * rng.standard_normal(len(sizes)))) for _ in range(400)]
+    assert np.mean(np.array(jitter) >= LOW_R2) >= 0.95
+    switch = np.where(sizes < 2**20, 50 + sizes / 1000, 5000 + sizes / 4000)  # a slower protocol from 1 MiB
+    assert r2(switch) < LOW_R2
+    small = sizes[:4]  # 1-64 KiB at α 500 µs: the bytes add under 15 %, 5 % noise is most of the spread
+    latency_bound = [fit_line(small, (500 + small / 1000) * (1 + 0.05 * rng.standard_normal(4))).r2
+                     for _ in range(400)]
+    assert np.mean(np.array(latency_bound) < LOW_R2) >= 0.5
+
+
+@pytest.mark.distributed
+def test_model_comm_from_a_run_at_other_ranks_says_it_extrapolates(fitted_copy):
+    run_dir = fitted_copy({"all_reduce": _linear, "all_gather": _linear})  # fitted at 2 ranks
+    at_8 = invoke(["model", "comm", "--params", "1B", "--ranks", "8", "--from", str(run_dir)])
+    assert at_8.exit_code == 0, at_8.output
+    assert "# note: α and bandwidth were fitted at 2 ranks, so the times at 8 extrapolate" in at_8.stdout
+    at_2 = invoke(["model", "comm", "--params", "1B", "--ranks", "2", "--from", str(run_dir)])
+    assert at_2.exit_code == 0 and "extrapolate" not in at_2.stdout
+    for ranks, extrapolated in (("8", True), ("2", False)):
+        document = _strict_json(invoke(["model", "comm", "--params", "1B", "--ranks", ranks, "--from", str(run_dir),
+                                        "--json"]).stdout)
+        assert (document["fit_world_size"], document["extrapolated"]) == (2, extrapolated)
+
+
+def test_model_json_is_strict_and_headers_print_counts_as_params_takes_them():
+    memory = invoke(["model", "memory", "--params", "70B", "--ranks", "8", "--json"])
+    assert _strict_json(memory.stdout)["params"] == 70e9 and memory.stderr == ""
+    comm = invoke(["model", "comm", "--params", "1.5B", "--ranks", "8", "--json"])
+    document = _strict_json(comm.stdout)
+    assert document["params"] == 1.5e9 and document["extrapolated"] is False and document["fit_world_size"] is None
+    assert "# model state per rank: 70B parameters, 8 ranks" in invoke(
+        ["model", "memory", "--params", "70B", "--ranks", "8"]).stdout
+    assert "ring collectives: 125M parameters x 2 B, 8 ranks" in invoke(
+        ["model", "comm", "--params", "125M", "--ranks", "8"]).stdout
+
+
+@pytest.mark.parametrize("count, text", [
+    (70e9, "70B"), (1.5e9, "1.5B"), (125e6, "125M"), (350e3, "350K"), (7e12, "7T"), (999, "999"), (1000, "1K"),
+    (1_234_567, "1.234567M"), (0.5, "0.5"), (2.5e3, "2.5K"), (100e6, "100M"), (1e15, "1000T"),
+    (parse_count("2.05M", option="--params"), "2.05M"),  # 2049999.9999999998 as a float
+    (parse_count("1.5e9", option="--params"), "1.5B"), (671_000_000_000, "671B"), (math.inf, "inf"),
+])
+def test_format_count(count, text):
+    assert format_count(count) == text
+    if math.isfinite(count):
+        assert parse_count(text, option="--params") == pytest.approx(count, rel=1e-15)  # it reads back
+
+
+def test_selftest_json_is_strict_json(monkeypatch, tmp_path):
+    """The CLI layer of `selftest --json` (the full selftest's document is parsed in tests/test_selftest.py): a NaN
+    and a path in the document come out as null and a string, not as Python's invalid NaN token."""
+    import commbench.selftest as selftest_package
+    from commbench.selftest import Selftest
+
+    def ran(plan, run_dir, *, argv, announce):
+        return Selftest(run_dir, [], 0.1, {"run_dir": run_dir, "wall_s": float("nan"), "ok": True})
+
+    monkeypatch.setattr(selftest_package, "run_selftest", ran)
+    result = invoke(["selftest", "--backend", "gloo", "--device", "cpu", "--nproc", "1", "--out", str(tmp_path),
+                     "--run-id", "st", "--json"])
+    assert result.exit_code == 0, result.output
+    assert _strict_json(result.stdout) == {"run_dir": str(tmp_path / "st"), "wall_s": None, "ok": True}
+
+
+def test_suites_lists_each_shipped_suite_with_its_description():
+    result = invoke(["suites"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == suite_names() and len(lines) >= 6
+    listed = {entry["name"]: entry for entry in _strict_json(invoke(["suites", "--json"]).stdout)["suites"]}
+    for line, name in zip(lines, suite_names()):
+        text = shipped_suite(name).read_text()
+        description = listed[name]["description"]
+        assert description and f'description = "{description}"' in text  # from the file, not written twice
+        assert line.split(None, 1)[1] == description
+
+
+def test_suites_show_prints_the_toml_and_refuses_an_unknown_name(tmp_path):
+    shown = invoke(["suites", "show", "cpu-ci"])
+    assert shown.exit_code == 0 and shown.stdout == shipped_suite("cpu-ci").read_text()
+    document = _strict_json(invoke(["suites", "show", "cpu-ci", "--json"]).stdout)
+    assert document["text"] == shown.stdout and document["name"] == "cpu-ci"
+    line = assert_refused(invoke(["suites", "show", "cpu-cl"]), fragment="no shipped suite 'cpu-cl'")
+    assert all(name in line for name in suite_names())
+
+
+def test_a_misspelt_option_is_never_guessed_as_a_hidden_one():
+    line = assert_refused(invoke(["run", "cpu-ci", "--int", "x"]), fragment="No such option '--int'")
+    assert "--into" not in line
+    assert "--into" not in invoke(["run", "--help"]).stdout
+    # visible options are still guessed
+    assert "--out" in assert_refused(invoke(["run", "cpu-ci", "--outt", "x"]))
+    # nor does shell completion offer it
+    completed = subprocess.run([sys.executable, "-m", "commbench"], capture_output=True, text=True, timeout=60,
+                               env=commbench_env(_COMMBENCH_COMPLETE="bash_complete",
+                                                 COMP_WORDS="commbench run cpu-ci --", COMP_CWORD="3"))
+    offered = [line.split(",", 1)[1] for line in completed.stdout.splitlines()]
+    assert "--out" in offered and "--into" not in offered
+
+
+def _warned(call) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [str(warning.message) for warning in caught if issubclass(warning.category, CommbenchWarning)]
+
+
+def test_ranks_beyond_the_cores_are_refused_or_warned_about():
+    two_cores = Machine(gpus=0, nccl_available=False, cpus=2)
+    with pytest.raises(CommbenchError, match="--nproc 3 exceeds this machine's 2 CPU core"):
+        resolve_target(two_cores, nproc=3)
+    warned = _warned(lambda: resolve_target(two_cores, nproc=3, oversubscribe=True))
+    assert len(warned) == 1 and "3 ranks share this machine's 2 CPU core(s)" in warned[0]
+    assert _warned(lambda: resolve_target(two_cores, nproc=2, oversubscribe=True)) == []
+    # the default 2 CPU ranks run on a 1-core machine, and say so
+    one_core = Machine(gpus=0, nccl_available=False, cpus=1)
+    assert "2 ranks share this machine's 1 CPU core(s)" in _warned(lambda: resolve_target(one_core))[0]
+
+
+def test_an_op_for_collectives_that_take_none_is_warned_about_or_refused(tmp_path):
+    machine = Machine(gpus=0, nccl_available=False, cpus=2)
+
+    def resolve(**raw):
+        return lambda: COLLECTIVE.resolve(parse_options(COLLECTIVE.options, {"backend": "gloo", **raw}), machine)
+
+    assert _warned(resolve(collectives=("all_reduce,reduce_scatter",), ops=("max",))) == []
+    assert _warned(resolve(collectives=("all_gather",))) == []  # no --op given
+    warned = _warned(resolve(collectives=("all_reduce,broadcast,all_to_all",), ops=("max",)))
+    assert warned == ["--op max applies to all_reduce only; broadcast, all_to_all take no op (their rows say op none)"]
+    assert_refused(invoke(["sweep", "-c", "all_gather", "--op", "max", "--out", str(tmp_path)]),
+                   fragment="--op max applies to reducing collectives only (all_reduce, reduce_scatter)",
+                   left_empty=[tmp_path])
+
+
+def test_a_refusal_after_a_warning_is_still_one_line(tmp_path):
+    suite = tmp_path / "suite.toml"
+    suite.write_text('backend = "gloo"\n[[bench]]\nkind = "sweep"\ncollective = ["all_reduce", "all_gather"]\n'
+                     'op = "max"\n[[bench]]\nname = "bad"\nkind = "sweep"\nsizes = "1K:oops:x2"\n')
+    assert_refused(invoke(["run", str(suite), "--out", str(tmp_path / "results")]), fragment="bad size 'oops'",
+                   left_empty=[tmp_path / "results"])
