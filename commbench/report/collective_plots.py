@@ -10,6 +10,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from commbench.models.alpha_beta import fit_results  # noqa: E402
+from commbench.report.figure_layout import CI_NOTE, ci_errors, legend_outside, ratio_axis, size_axis  # noqa: E402
+
+TIMES = ["time_us_p50", "time_us_ci_lo", "time_us_ci_hi"]
 
 
 def _rows(runs) -> pd.DataFrame:
@@ -19,17 +22,16 @@ def _rows(runs) -> pd.DataFrame:
 def _per_collective(rows: pd.DataFrame):
     """A figure with one panel per collective: (figure, [(axis, collective, its rows)])."""
     collectives = list(dict.fromkeys(rows["collective"]))
-    figure, axes = plt.subplots(len(collectives), 1, figsize=(8, 3.2 * len(collectives)), squeeze=False)
+    figure, axes = plt.subplots(len(collectives), 1, figsize=(10, 3.4 * len(collectives)), squeeze=False)
     return figure, [(axis, name, rows[rows["collective"] == name]) for axis, name in zip(axes[:, 0], collectives)]
 
 
-def _size_axis(axis, *, title: str, ylabel: str, fontsize: int = 8) -> None:
-    axis.set_xscale("log", base=2)
-    axis.set_title(title)
-    axis.set_xlabel("message size (bytes)")
+def _label_axis(axis, sizes, *, title: str, ylabel: str, fontsize: float = 8, handles: list | None = None) -> None:
+    size_axis(axis, sizes)
+    axis.set_title(title, fontsize=11)
     axis.set_ylabel(ylabel)
     axis.grid(True, alpha=0.3)
-    axis.legend(fontsize=fontsize)
+    legend_outside(axis, fontsize=fontsize, handles=handles)
 
 
 def busbw_vs_size(runs: list):
@@ -40,13 +42,11 @@ def busbw_vs_size(runs: list):
             line = line.sort_values("size_bytes")
             busbw = line["busbw_gbps"].to_numpy(float)
             # the CI of the median time maps to a busbw interval (slower time = lower bandwidth)
-            low = busbw * line["time_us_p50"].to_numpy(float) / line["time_us_ci_hi"].to_numpy(float)
-            high = busbw * line["time_us_p50"].to_numpy(float) / line["time_us_ci_lo"].to_numpy(float)
+            p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
             label = f"{run}: " if rows["run"].nunique() > 1 else ""
-            axis.errorbar(line["size_bytes"], busbw, yerr=[busbw - low, high - busbw], marker="o", capsize=3,
-                          label=f"{label}{impl} {backend} {dtype}")
-        _size_axis(axis, title=f"{collective}: bus bandwidth (error bars: 95 % CI of the median)",
-                   ylabel="busbw (GB/s)")
+            axis.errorbar(line["size_bytes"], busbw, yerr=ci_errors(busbw, busbw * p50 / ci_hi, busbw * p50 / ci_lo),
+                          marker="o", capsize=3, elinewidth=1, label=f"{label}{impl} {backend} {dtype}")
+        _label_axis(axis, mine["size_bytes"], title=f"{collective}: bus bandwidth ({CI_NOTE})", ylabel="busbw (GB/s)")
     figure.tight_layout()
     return figure, None
 
@@ -55,6 +55,7 @@ def latency_with_fit(runs: list):
     rows = _rows(runs)
     figure, panels = _per_collective(rows)
     for axis, collective, mine in panels:
+        handles = []  # each line's points, then its fit
         for run, group in mine.groupby("run", sort=False):
             single_size = group.groupby(["impl", "backend", "dtype", "op", "inplace"])["size_bytes"].nunique().max() < 2
             fits = {} if single_size else {(fit.impl, fit.backend, fit.dtype, fit.op, fit.inplace): fit
@@ -63,37 +64,53 @@ def latency_with_fit(runs: list):
                     ["impl", "backend", "dtype", "op", "inplace"], sort=False):
                 line = line.sort_values("size_bytes")
                 prefix = f"{run}: " if rows["run"].nunique() > 1 else ""
-                points = axis.plot(line["size_bytes"], line["time_us_p50"], "o",
-                                   label=f"{prefix}{impl} {backend} {dtype}")[0]
+                p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
+                points = axis.errorbar(line["size_bytes"], p50, yerr=ci_errors(p50, ci_lo, ci_hi), fmt="o",
+                                       capsize=3, elinewidth=1, label=f"{prefix}{impl} {backend} {dtype}")
+                handles.append(points)
                 fit = fits.get((impl, backend, dtype, op, inplace))
                 if fit is not None and fit.algbw_gbps > 0 and fit.alpha_us > 0:
                     sizes = np.geomspace(line["size_bytes"].min(), line["size_bytes"].max(), 50)
-                    axis.plot(sizes, fit.alpha_us + sizes / (fit.algbw_gbps * 1e3), "-", color=points.get_color(),
-                              label=f"  fit α={fit.alpha_us:.1f} µs, algbw={fit.algbw_gbps:.2f} GB/s")
+                    handles += axis.plot(sizes, fit.alpha_us + sizes / (fit.algbw_gbps * 1e3), "-",
+                                         color=points[0].get_color(),
+                                         label=f"  its fit: α={fit.alpha_us:.1f} µs, algbw={fit.algbw_gbps:.2f} GB/s")
         axis.set_yscale("log")
-        _size_axis(axis, title=f"{collective}: time p50 and the α–β fit t = α + S / algbw", ylabel="time (µs)",
-                   fontsize=7)
+        _label_axis(axis, mine["size_bytes"], title=f"{collective}: time p50 ({CI_NOTE}) and the α–β fit "
+                    "t = α + S / algbw", ylabel="time p50 (µs)", fontsize=7, handles=handles)
     figure.tight_layout()
     return figure, None
 
 
 def ring_vs_builtin(runs: list):
+    """busbw(ring) / busbw(builtin) = t_builtin / t_ring at the same size; its bars divide the two medians' CIs
+    crosswise, so they hold whenever both CIs do (at least 90 %: each misses with at most 5 %)."""
     rows = _rows(runs)
-    keys = ["run", "collective", "backend", "dtype", "op", "inplace", "size_bytes"]
-    ring = rows[rows["impl"] == "ring"].set_index(keys)["busbw_gbps"]
-    builtin = rows[rows["impl"] == "builtin"].set_index(keys)["busbw_gbps"]
-    ratio = (ring / builtin).dropna()
-    if ratio.empty:
+    keys = [key for key in ("run", "collective", "backend", "dtype", "op", "inplace", "timing", "size_bytes")
+            if key in rows]
+    ring = rows[rows["impl"] == "ring"].set_index(keys)[TIMES]
+    builtin = rows[rows["impl"] == "builtin"].set_index(keys)[TIMES]
+    frame = builtin.add_suffix("_builtin").join(ring.add_suffix("_ring"), how="inner").reset_index()
+    frame = frame[(frame["time_us_p50_ring"] > 0) & (frame["time_us_p50_builtin"] > 0)]
+    if frame.empty:
         return None, "no collective was measured with both the ring and the builtin implementation"
-    figure, axis = plt.subplots(figsize=(8, 3.5))
-    frame = ratio.rename("ratio").reset_index()
-    for (run, collective, dtype), line in frame.groupby(["run", "collective", "dtype"], sort=False):
+    figure, axis = plt.subplots(figsize=(10, 3.8))
+    ends = []  # every point and bar end, for the ratio axis' ticks
+    lines = [key for key in keys if key not in ("run", "size_bytes")]
+    varying = [key for key in lines if frame[key].astype(str).nunique() > 1 and key not in ("collective", "dtype")]
+    for values, line in frame.groupby(["run", *lines], sort=False):
         line = line.sort_values("size_bytes")
-        prefix = f"{run}: " if frame["run"].nunique() > 1 else ""
-        axis.plot(line["size_bytes"], line["ratio"], marker="o", label=f"{prefix}{collective} {dtype}")
+        named = dict(zip(["run", *lines], values))
+        prefix = f"{named['run']}: " if frame["run"].nunique() > 1 else ""
+        extra = "".join(f" {key}={named[key]}" for key in varying)
+        ratio = line["time_us_p50_builtin"].to_numpy(float) / line["time_us_p50_ring"].to_numpy(float)
+        low = line["time_us_ci_lo_builtin"].to_numpy(float) / line["time_us_ci_hi_ring"].to_numpy(float)
+        high = line["time_us_ci_hi_builtin"].to_numpy(float) / line["time_us_ci_lo_ring"].to_numpy(float)
+        axis.errorbar(line["size_bytes"], ratio, yerr=ci_errors(ratio, low, high), marker="o", capsize=3, elinewidth=1,
+                      label=f"{prefix}{named['collective']} {named['dtype']}{extra}")
+        ends += [ratio, low, high]
     axis.axhline(1.0, color="grey", linewidth=1)
-    _size_axis(axis, title="ring / builtin busbw (above 1: the hand-written ring is faster)", ylabel="ratio")
+    ratio_axis(axis, np.concatenate(ends))
+    _label_axis(axis, frame["size_bytes"], title="ring / builtin busbw (above 1: the hand-written ring is faster)",
+                ylabel="busbw ratio = t_builtin / t_ring\nbars: builtin CI ÷ ring CI (95 %)")
     figure.tight_layout()
     return figure, None
-
-

@@ -1,11 +1,11 @@
-"""Render runs into a report folder: each plot as PNG and SVG, report.html (one file, images embedded) and
-summary.md (GitHub Markdown for CI job summaries and PR comments)."""
+"""Render runs into a report folder: each plot as PNG and SVG, report.html (one file that still reads when moved or
+mailed: plots and SVG downloads embedded; only trace links, marked so, need the run folders) and summary.md (GitHub
+Markdown for CI job summaries and PR comments)."""
 
 import base64
 import html
 import importlib
 import io
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,9 @@ from commbench.runs import LoadedRun, bench_dirs, load_run
 META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
                "world_size", "device_type", "device_names", "torch_version", "cuda_version", "driver_version",
                "git_commit", "isolation"]
+SVG_EMBED_LIMIT = 1 << 20
+"""An SVG up to this size rides in report.html as a download (base64 adds a third); a larger one (a sweep with
+thousands of points) would make the page slow to open and mail, so the page names its file instead."""
 
 
 @dataclass
@@ -80,8 +83,8 @@ def render(run_dirs: list[Path], out: Path) -> Report:
         if figure is None:
             report.skipped.append((plot.caption, why))
             continue
-        for suffix in ("png", "svg"):
-            figure.savefig(out / f"{plot.stem}.{suffix}", dpi=110)
+        for suffix in ("png", "svg"):  # tight: the legends sit outside the axes and must not be cut off
+            figure.savefig(out / f"{plot.stem}.{suffix}", dpi=110, bbox_inches="tight")
         plt.close(figure)
         report.drawn.append((plot.stem, plot.caption, out / f"{plot.stem}.png"))
     (out / "report.html").write_text(_html(runs, report), encoding="utf-8")
@@ -101,11 +104,20 @@ def _text(value) -> str:
     return "" if value is None else str(value)
 
 
-def _traces(run: LoadedRun, out: Path) -> list[tuple[str, str]]:
-    folder = run.path / "traces"
-    if not folder.is_dir():
-        return []
-    return [(trace.name, os.path.relpath(trace, out)) for trace in sorted(folder.glob("*.json*"))]
+def _traces(run: LoadedRun) -> list[Path]:
+    folder = Path(run.path).resolve() / "traces"
+    return sorted(folder.glob("*.json*")) if folder.is_dir() else []
+
+
+def _svg_download(svg: Path) -> str:
+    """The plot's SVG as an embedded download, or, when over SVG_EMBED_LIMIT, its file named as text."""
+    size = svg.stat().st_size
+    if size <= SVG_EMBED_LIMIT:
+        encoded = base64.b64encode(svg.read_bytes()).decode("ascii")
+        return (f"<a download='{html.escape(svg.name)}' href='data:image/svg+xml;base64,{encoded}'>"
+                f"SVG ({size / 1024:.0f} KiB, embedded)</a>")
+    return (f"SVG not embedded ({size / 2**20:.1f} MiB, over {SVG_EMBED_LIMIT >> 20} MiB): "
+            f"<code>{html.escape(str(svg.resolve()))}</code>, beside the original report.html")
 
 
 # Loaded with the page: counts images that decoded to a non-zero size and records script errors, so a headless
@@ -132,13 +144,17 @@ table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
 th { background: #f0f0f0; }
 img { max-width: 100%; border: 1px solid #eee; }
+.needs-run-folder { color: #a04000; }
 </style>
 """
 
 
 def _html(runs: list[LoadedRun], report: Report) -> str:
     parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'><title>commbench report</title>", _STYLE,
-             _SELF_CHECK, "</head><body>", "<h1>commbench report</h1>", "<h2>Runs</h2>",
+             _SELF_CHECK, "</head><body>", "<h1>commbench report</h1>",
+             "<p>This page stands alone: every plot and SVG download is embedded, so it reads the same when moved or "
+             "mailed. Only the trace links below need their run folder on this machine; each says which.</p>",
+             "<h2>Runs</h2>",
              _meta_table(runs).to_html(escape=True)]
     for run in runs:
         parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind.name})</h2>")
@@ -147,17 +163,23 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
     for stem, caption, png in report.drawn:
         encoded = base64.b64encode(png.read_bytes()).decode("ascii")
         parts.append(f"<h3>{html.escape(caption)}</h3><img alt='{html.escape(caption)}' "
-                     f"src='data:image/png;base64,{encoded}'><p><a href='{stem}.svg'>SVG</a></p>")
+                     f"src='data:image/png;base64,{encoded}'><p>{_svg_download(png.with_name(f'{stem}.svg'))}</p>")
     if report.skipped:
         parts.append("<h2>Skipped plots</h2><ul>")
         parts += [f"<li>{html.escape(caption)}: {html.escape(why)}</li>" for caption, why in report.skipped]
         parts.append("</ul>")
     for run in runs:
-        traces = _traces(run, report.out)
+        traces = _traces(run)
         if traces:
+            # too large to embed (megabytes each on a GPU run): linked by absolute path, which survives moving the
+            # page on this machine, and marked, so a reader of a mailed copy knows what is missing
+            folder = html.escape(str(Path(run.path).resolve()))
             parts.append(f"<h2>Traces: {html.escape(run.name)}</h2><p>Open in Perfetto (ui.perfetto.dev) or "
-                         "chrome://tracing.</p><ul>")
-            parts += [f"<li><a href='{html.escape(link)}'>{html.escape(name)}</a></li>" for name, link in traces]
+                         f"chrome://tracing. Not embedded (traces are large): these links need the run folder "
+                         f"<code>{folder}</code>.</p><ul>")
+            parts += [f"<li data-needs-run-folder='{folder}'><a href='{html.escape(trace.as_uri())}'>"
+                      f"{html.escape(trace.name)}</a> <span class='needs-run-folder'>needs the run folder "
+                      f"{folder}</span></li>" for trace in traces]
             parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -1,0 +1,86 @@
+"""What every report figure shares: legends outside the axes (they used to cover points and bars), message-size
+axes labelled 1 KiB … 1 GiB, and error bars from the 95 % CI of a median."""
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
+
+from commbench.units import format_bytes  # noqa: E402
+
+CI_NOTE = "error bars: 95 % CI of the median"
+MAX_SIZE_TICKS = 11
+_TICK_STRIDES = (1, 2, 3, 5, 10, 20)  # in powers of two; 10 and 20 land on KiB, MiB, GiB
+
+
+def legend_outside(axis, *, fontsize: float = 8, handles: list | None = None) -> None:
+    """The legend right of the axes, where no data can be; tight_layout and savefig(bbox_inches='tight') make room.
+    `handles` (artists with their labels) fixes the order: matplotlib lists lines before error bars otherwise."""
+    handles = handles if handles is not None else axis.get_legend_handles_labels()[0]
+    if handles:
+        axis.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                    fontsize=fontsize)
+
+
+def _power_of_two_exponents(low: float, high: float) -> range:
+    """Exponents of powers of two from one at or below `low` to one at or above `high`, every 1st, 2nd, 3rd, …
+    so that at most MAX_SIZE_TICKS remain; multiples of the stride, so the ticks land on round units. The outer
+    ones may lie beyond the data, where the axis does not show them."""
+    first, last = math.floor(math.log2(low)), math.ceil(math.log2(high))
+    for stride in _TICK_STRIDES:
+        exponents = range(first // stride * stride, -(-last // stride) * stride + 1, stride)
+        if len(exponents) <= MAX_SIZE_TICKS:
+            break
+    return exponents
+
+
+def size_ticks(low: float, high: float) -> list[int]:
+    """Byte sizes to label on a size axis spanning [low, high] (1 KiB … 1 GiB: every 2nd power, 11 ticks)."""
+    return [2**power for power in _power_of_two_exponents(max(low, 1), max(high, 1))]
+
+
+def size_label(size: int) -> str:
+    """format_bytes (1 KiB, 16 MiB, 4 GiB), with TiB above, as --sizes also reads them: 1048576 GiB would not fit."""
+    tib = 1024**4
+    return f"{size // tib} TiB" if size >= tib and size % tib == 0 else format_bytes(size)
+
+
+def size_axis(axis, sizes) -> None:
+    """Log2 x axis of message sizes, ticks labelled as the CLI takes sizes (4 KiB, 16 MiB), the others unlabelled."""
+    sizes = np.asarray(sizes, dtype=float)
+    ticks = size_ticks(sizes.min(), sizes.max())
+    axis.set_xscale("log", base=2)
+    axis.xaxis.set_major_locator(FixedLocator(ticks))
+    axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: size_label(int(round(value)))))
+    every_power = [2**power for power in range(int(math.log2(ticks[0])), int(math.log2(ticks[-1])) + 1)]
+    axis.xaxis.set_minor_locator(FixedLocator(every_power))
+    axis.xaxis.set_minor_formatter(NullFormatter())
+    axis.tick_params(axis="x", which="major", labelsize=8)  # 11 labels of up to 7 characters beside a legend
+    axis.set_xlabel("message size")
+
+
+def ratio_axis(axis, values) -> None:
+    """Log2 y axis for a ratio: 1/2 and 2 lie equally far from 1, and 0.07 and 5 both stay readable."""
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values) & (values > 0)]
+    axis.set_yscale("log", base=2)
+    if values.size:
+        exponents = _power_of_two_exponents(min(values.min(), 1.0), max(values.max(), 1.0))
+        axis.yaxis.set_major_locator(FixedLocator([2.0**power for power in exponents]))
+        axis.yaxis.set_major_formatter(FuncFormatter(
+            lambda value, _: f"{value:g}" if value >= 1 else f"1/{1 / value:g}"))
+        axis.yaxis.set_minor_formatter(NullFormatter())
+
+
+def ci_errors(center, low, high) -> np.ndarray:
+    """yerr for errorbar: distances from the center down to `low` and up to `high`; NaN (no bar drawn, rather than a
+    bar of zero length that would claim certainty) where the interval is unknown: fewer than 6 samples have none."""
+    center, low, high = (pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce").to_numpy(float)
+                         for values in (center, low, high))
+    below, above = center - low, high - center
+    return np.clip(np.vstack([below, above]), 0, None)  # a rounding hair below 0 would be refused by matplotlib
