@@ -268,3 +268,15 @@ def test_a_real_sweep_prints_a_ci_for_every_row_and_the_legend(tiny_sweep):
     assert table.count("# ±CI = half-width of the median time's 95 % CI") == 2
     ratio_lines = _data_lines(table, "# ring vs builtin")
     assert len(ratio_lines) == 2 and all("–" in _cells(line)[7] for line in ratio_lines)
+
+
+def test_the_reports_key_numbers_count_the_noisy_points_of_every_size():
+    from commbench.benches.collective import KIND
+
+    rows = [_collective_row(size=size, p50=p50, lo=lo, hi=hi) for size, (p50, lo, hi) in CASES.items()]
+    rows += [_collective_row(impl="ring", size=size) for size in CASES]  # ±5 %: none noisy
+    numbers = KIND.key_numbers(pd.DataFrame(rows)).set_index("impl")
+    noisy = numbers[f"noisy points (95 % CI > ±{NOISY_CI_PCT:g} % or none)"]
+    # wider than ±10 %: 2, 4, 16 and 64 KiB; no CI: 32 KiB; tight: 1 and 8 KiB
+    assert noisy["builtin"] == 5 and noisy["ring"] == 0
+    assert (numbers["points"] == len(CASES)).all()

@@ -150,14 +150,21 @@ class CollectiveKind(BenchKind):
         return format_tables(results)
 
     def key_numbers(self, results):
-        from commbench.table import AVERAGE_FROM_BYTES
+        from commbench.stats import stored_half_width_pct
+        from commbench.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
 
+        keys = ["collective", "impl", "backend", "dtype"]
         large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES]
-        grouped = (large if not large.empty else results).groupby(["collective", "impl", "backend", "dtype"],
-                                                                  sort=False)
-        return grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"),
-                              "max busbw (GB/s)": ("busbw_gbps", "max"), "sizes": ("size_bytes", "count"),
-                              "#wrong": ("n_wrong", "sum")}).round(3).reset_index()
+        grouped = (large if not large.empty else results).groupby(keys, sort=False)
+        table = grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"),
+                               "max busbw (GB/s)": ("busbw_gbps", "max"), "sizes averaged": ("size_bytes", "count"),
+                               "#wrong": ("n_wrong", "sum")}).round(3)
+        # over every size, not only the large ones: a noisy small point is as untrustworthy as a large one
+        widths = results.apply(lambda row: stored_half_width_pct(row, "time_us"), axis=1)
+        by_group = (~(widths <= NOISY_CI_PCT)).groupby([results[key] for key in keys], sort=False)
+        table["points"] = by_group.size().reindex(table.index).astype(int)
+        table[f"noisy points (95 % CI > ±{NOISY_CI_PCT:g} % or none)"] = by_group.sum().reindex(table.index).astype(int)
+        return table.reset_index()
 
     def row_label(self, row) -> str:
         from commbench.units import format_bytes  # exact (1 MiB, 1000 B, never a rounded 1.0 MiB): labels stay unique

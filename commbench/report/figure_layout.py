@@ -18,13 +18,13 @@ MAX_SIZE_TICKS = 11
 _TICK_STRIDES = (1, 2, 3, 5, 10, 20)  # in powers of two; 10 and 20 land on KiB, MiB, GiB
 
 
-def legend_outside(axis, *, fontsize: float = 8, handles: list | None = None) -> None:
+def legend_outside(axis, *, fontsize: float = 8, handles: list | None = None, title: str | None = None) -> None:
     """The legend right of the axes, where no data can be; tight_layout and savefig(bbox_inches='tight') make room.
     `handles` (artists with their labels) fixes the order: matplotlib lists lines before error bars otherwise."""
     handles = handles if handles is not None else axis.get_legend_handles_labels()[0]
     if handles:
         axis.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-                    fontsize=fontsize)
+                    fontsize=fontsize, title=title, title_fontsize=fontsize)
 
 
 def _power_of_two_exponents(low: float, high: float) -> range:

@@ -145,6 +145,7 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
 th { background: #f0f0f0; }
 img { max-width: 100%; border: 1px solid #eee; }
 .needs-run-folder { color: #a04000; }
+table.key-numbers td { white-space: nowrap; }  /* a marker such as "◀ best" must not break over two lines */
 </style>
 """
 
@@ -158,7 +159,8 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
              _meta_table(runs).to_html(escape=True)]
     for run in runs:
         parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind.name})</h2>")
-        parts.append(run.kind.key_numbers(run.results).to_html(index=False, escape=True, na_rep="-"))
+        parts.append(run.kind.key_numbers(run.results).to_html(index=False, escape=True, na_rep="-",
+                                                               classes="key-numbers"))
     parts.append("<h2>Plots</h2>")
     for stem, caption, png in report.drawn:
         encoded = base64.b64encode(png.read_bytes()).decode("ascii")

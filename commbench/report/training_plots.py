@@ -22,7 +22,7 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
 
 
-def _stacked_step_bars(axis, frame: pd.DataFrame, labels: list[str], title: str) -> None:
+def _stacked_step_bars(axis, frame: pd.DataFrame, labels: list[str], title: str, *, legend: bool = True) -> None:
     step = _column(frame, "step_time_ms_p50")
     exposed = np.nan_to_num(_column(frame, "exposed_comm_ms"))
     positions = np.arange(len(frame))
@@ -35,7 +35,8 @@ def _stacked_step_bars(axis, frame: pd.DataFrame, labels: list[str], title: str)
     axis.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
     axis.set_ylabel(f"step time p50 (ms)\n{CI_NOTE}", fontsize=9)
     axis.set_title(title, fontsize=11)
-    legend_outside(axis)
+    if legend:
+        legend_outside(axis)
 
 
 def ddp_buckets(runs: list):
@@ -53,12 +54,14 @@ def strategy_steps_and_memory(runs: list):
     figure, axes = plt.subplots(len(sweeps), 2, figsize=(14, 4 * len(sweeps)), squeeze=False)
     for (left, right), (name, frame) in zip(axes, sweeps):
         labels = short_labels(frame)
-        _stacked_step_bars(left, frame, labels, f"{name}: step time")
+        _stacked_step_bars(left, frame, labels, f"{name}: step time", legend=False)
         positions = np.arange(len(frame))
         right.bar(positions, _column(frame, "peak_mem_bytes") / 2**20, color="tab:purple")
         right.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
         right.set_ylabel("peak memory (MiB)")
         right.set_title(f"{name}: peak memory per rank", fontsize=11)
+        # the step-time legend at the figure's right edge: between the panels it pushed them a legend apart
+        legend_outside(right, handles=left.get_legend_handles_labels()[0], title="step time (left)")
     figure.tight_layout()
     return figure, None
 
