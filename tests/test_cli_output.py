@@ -15,14 +15,17 @@ import sys
 import warnings
 from pathlib import Path
 
+import click
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.benches.options import parse_options
 from commbench.cli.fit import LOW_R2
+from commbench.cli.json_output import emit_json
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import Machine, resolve_target, usable_cpus
 from commbench.models.alpha_beta import fit_line
@@ -254,20 +257,16 @@ def test_format_count(count, text):
         assert parse_count(text, option="--params") == pytest.approx(count, rel=1e-15)  # it reads back
 
 
-def test_selftest_json_is_strict_json(monkeypatch, tmp_path):
-    """The CLI layer of `selftest --json` (the full selftest's document is parsed in tests/test_selftest.py): a NaN
-    and a path in the document come out as null and a string, not as Python's invalid NaN token."""
-    import commbench.selftest as selftest_package
-    from commbench.selftest import Selftest
-
-    def ran(plan, run_dir, *, argv, announce):
-        return Selftest(run_dir, [], 0.1, {"run_dir": run_dir, "wall_s": float("nan"), "ok": True})
-
-    monkeypatch.setattr(selftest_package, "run_selftest", ran)
-    result = invoke(["selftest", "--backend", "gloo", "--device", "cpu", "--nproc", "1", "--out", str(tmp_path),
-                     "--run-id", "st", "--json"])
-    assert result.exit_code == 0, result.output
-    assert _strict_json(result.stdout) == {"run_dir": str(tmp_path / "st"), "wall_s": None, "ok": True}
+def test_every_json_document_is_strict_json():
+    """What every --json goes through (selftest's real document is parsed in tests/test_selftest.py): NaN and
+    infinities become null, numpy scalars plain numbers, paths strings, a frame its rows; json.loads with a
+    parse_constant that refuses NaN/Infinity reads it back."""
+    document = {"wall_s": float("nan"), "n": np.int64(3), "busbw": np.float64("inf"), "run_dir": Path("/tmp/x"),
+                "rows": pd.DataFrame({"time_us_p50": [1.5, math.nan], "note": ["a", None]})}
+    printed = CliRunner().invoke(click.command()(lambda: emit_json(document)), [])
+    assert _strict_json(printed.stdout) == {"wall_s": None, "n": 3, "busbw": None, "run_dir": "/tmp/x",
+                                            "rows": [{"time_us_p50": 1.5, "note": "a"},
+                                                     {"time_us_p50": None, "note": None}]}
 
 
 def test_suites_lists_each_shipped_suite_with_its_description():
