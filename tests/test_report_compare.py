@@ -1,10 +1,8 @@
 """`commbench report` (plots, HTML checked in headless Chromium, Markdown) and `commbench compare` (the gate)."""
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,54 +12,15 @@ from commbench.compare import run_folders
 from commbench.runs import load_run
 from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
+from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, SIZES, needs_chromium, run_report_suite
 
-ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
 GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--iters", "10")
-
-
-# A collective sweep (builtin and ring), a DDP sweep and a strategy sweep, so that every plot has its data: one suite,
-# one launch.
-SUITE = """
-backend = "gloo"
-device = "cpu"
-
-[[bench]]
-name = "collective"
-kind = "sweep"
-collective = "all_reduce"
-sizes = "64K,1M"
-iters = 6
-
-[[bench]]
-name = "ddp"
-kind = "ddp"
-bucket-cap-mb = [1, 25]
-params = "1M"
-steps = 6
-profile-steps = 1
-isolation = "reset"
-
-[[bench]]
-name = "zero"
-kind = "zero"
-strategy = ["ddp", "zero3"]
-params = "1M"
-steps = 6
-profile-steps = 1
-isolation = "reset"
-"""
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The suite's run folder: runs / "collective", runs / "ddp" and runs / "zero" are its benches' run folders."""
-    out = tmp_path_factory.mktemp("runs")
-    (out / "suite.toml").write_text(SUITE)
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(out / "suite.toml"), "--out",
-                                str(out), "--run-id", "suite", "-q"], env=commbench_env(), capture_output=True,
-                               text=True, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    return out / "suite"
+    return run_report_suite(tmp_path_factory.mktemp("runs"))
 
 
 @pytest.mark.distributed
@@ -90,17 +49,13 @@ def test_report_names_the_plots_it_skips(runs, tmp_path, commbench_cli):
 
 
 @pytest.mark.distributed
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed (.ci/run installs "
-                    "the Debian package chromium)")
+@needs_chromium
 def test_report_html_loads_in_headless_chromium(runs, tmp_path, commbench_cli):
     commbench_cli("report", str(runs / "collective"), str(runs / "ddp"), str(runs / "zero"), "--out",
                str(tmp_path / "report"))
     page = (tmp_path / "report" / "report.html").as_uri()
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-first-run",
-             "--disable-extensions", "--enable-logging=stderr", "--v=0"]
-    dom = subprocess.run(["chromium", *flags, "--virtual-time-budget=5000", "--dump-dom", page], capture_output=True,
-                         text=True, timeout=120)
+    dom = subprocess.run(["chromium", *CHROMIUM_FLAGS, "--virtual-time-budget=5000", "--dump-dom", page],
+                         capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
     # the page's own check, run on load: every image decoded to a non-zero size, no script error or console.error
     assert 'data-images="6/6"' in dom.stdout, dom.stdout[:500]
@@ -108,7 +63,7 @@ def test_report_html_loads_in_headless_chromium(runs, tmp_path, commbench_cli):
     assert "Uncaught" not in dom.stderr and ":CONSOLE(" not in dom.stderr
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     screenshot = ARTIFACTS / "report-screenshot.png"
-    shot = subprocess.run(["chromium", *flags, f"--screenshot={screenshot}", "--window-size=1280,4000", page],
+    shot = subprocess.run(["chromium", *CHROMIUM_FLAGS, f"--screenshot={screenshot}", "--window-size=1280,4000", page],
                           capture_output=True, text=True, timeout=120)
     assert shot.returncode == 0 and screenshot.stat().st_size > 10_000
 
@@ -148,16 +103,16 @@ def test_compare_passes_a_run_against_itself_and_catches_a_doubled_time(run_swee
 
 @pytest.mark.distributed
 def test_compare_calls_out_rows_that_cannot_be_compared(runs, run_sweep, commbench_cli):
-    baseline = runs / "collective"  # all_reduce, builtin and ring, 64 KiB and 1 MiB: 4 rows
-    same_points = ("-c", "all_reduce", "--sizes", "64K,1M", "--iters", "6")
+    baseline = runs / "collective"  # all_reduce, builtin and ring, three sizes: 6 rows
+    same_points = ("-c", "all_reduce", "--sizes", SIZES, "--iters", "6")
     three_ranks = run_sweep(*same_points, "--nproc", "3", "--oversubscribe")
     other_dtype = run_sweep(*same_points, "--dtype", "bfloat16")
     gate = commbench_cli("compare", str(baseline), str(three_ranks.run_dir))
-    assert gate.returncode == 0 and gate.stdout.count("not comparable: world_size 2 vs 3") == 4, gate.stdout
+    assert gate.returncode == 0 and gate.stdout.count("not comparable: world_size 2 vs 3") == 6, gate.stdout
     gate = commbench_cli("compare", str(baseline), str(other_dtype.run_dir))
     assert gate.returncode == 1  # the baseline's rows are missing from the new run: the gate cannot pass them
-    assert gate.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 4
-    assert gate.stdout.count("new: not in the baseline") == 4
+    assert gate.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 6
+    assert gate.stdout.count("new: not in the baseline") == 6
 
 
 @pytest.mark.distributed
@@ -175,7 +130,7 @@ def test_compare_suite_runs_bench_by_bench(runs, tmp_path, commbench_cli):
     gate = commbench_cli("compare", str(runs), str(runs), "--fail", "busbw:5%,step_time:5%")
     assert gate.returncode == 0, gate.stdout + gate.stderr
     lines = gate.stdout.splitlines()
-    assert sum(line.startswith("[collective] all_reduce") and " busbw " in line for line in lines) == 4
+    assert sum(line.startswith("[collective] all_reduce") and " busbw " in line for line in lines) == 6
     assert sum(line.startswith("[zero] strategy:") and " step_time " in line for line in lines) == 2
     # a suite without one of the benches: that bench is missing, not an error
     partial = tmp_path / "partial"
@@ -226,7 +181,7 @@ def test_compare_refuses_bad_input_in_one_line(runs, tmp_path, commbench_cli):
     refused = commbench_cli("compare", str(empty), str(good))
     assert refused.returncode == 2 and "has no result rows" in refused.stderr, refused.stderr
     gate = commbench_cli("compare", str(good), str(empty))
-    assert gate.returncode == 1 and "the new side misses 4 baseline row(s)" in gate.stdout, gate.stdout
+    assert gate.returncode == 1 and "the new side misses 6 baseline row(s)" in gate.stdout, gate.stdout
     bad_threshold = commbench_cli("compare", str(good), str(good), "--fail", "latency:5")
     assert bad_threshold.returncode == 2 and "bad --fail 'latency:5'" in bad_threshold.stderr
     assert json.loads((good / "meta.json").read_text())["status"] == "complete"  # the source was not touched

@@ -3,10 +3,8 @@ from the 95 % CI of the median, and a report.html that still shows everything wh
 in headless Chromium, with a screenshot kept)."""
 
 import base64
-import os
 import shutil
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -23,48 +21,12 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from commbench.report import collective_plots, render, training_plots  # noqa: E402
 from commbench.report.figure_layout import MAX_SIZE_TICKS, size_axis, size_ticks  # noqa: E402
 from commbench.units import parse_size  # noqa: E402
-from tests.conftest import commbench_env  # noqa: E402
-
-ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--disable-default-apps", "--no-first-run",
-                  "--disable-extensions", "--enable-logging=stderr", "--v=0"]
-needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None, reason="headless Chromium is not installed "
-                                    "(.ci/run installs the Debian package chromium)")
-
-# Both implementations at three sizes (the ratio plot and the fit need two or more) and a DDP sweep with two bucket
-# sizes and a profiled step (traces to link): one suite, one launch, shared by the module.
-SUITE = """
-backend = "gloo"
-device = "cpu"
-
-[[bench]]
-name = "collective"
-kind = "sweep"
-collective = "all_reduce"
-sizes = "1K,32K,1M"
-iters = 6
-
-[[bench]]
-name = "ddp"
-kind = "ddp"
-bucket-cap-mb = [1, 25]
-params = "1M"
-steps = 6
-profile-steps = 1
-isolation = "reset"
-"""
+from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, run_report_suite  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runs")
-    (out / "suite.toml").write_text(SUITE)
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(out / "suite.toml"), "--out", str(out),
-                                "--run-id", "suite", "-q"], env=commbench_env(), capture_output=True, text=True,
-                               timeout=300)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    return out / "suite"
+    return run_report_suite(tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +213,7 @@ def test_report_html_copied_away_alone_shows_everything(suite_run, tmp_path, com
     shutil.copy(tmp_path / "report" / "report.html", moved)  # the page alone: no PNG, SVG or run folder beside it
     page = moved.read_text()
     images = page.count("<img")
-    assert images == 5  # busbw, latency, ratio, DDP buckets, model state (no strategy sweep among the runs)
+    assert images == 6  # busbw, latency, ratio, DDP buckets, model state, strategy steps and memory
 
     dom = _chromium("--virtual-time-budget=5000", "--dump-dom", moved.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
