@@ -1,5 +1,6 @@
 """The one real suite run that the report and compare tests share, and how they open pages in headless Chromium."""
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -60,3 +61,19 @@ def run_report_suite(out: Path) -> Path:
                                timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     return out / "suite"
+
+
+def shared_report_suite(tmp_path_factory) -> Path:
+    """SUITE run once per test session and shared by the files that read it (read only): under pytest-xdist each
+    file runs on its own worker, and the first to ask runs the suite while the other waits on the lock (the basetemp's
+    parent is this session's folder under xdist, which every worker shares; without xdist, basetemp itself)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "report-suite"
+    with open(shared / "report-suite.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (folder / "suite" / "meta.json").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # a run that failed part-way: run it again
+            folder.mkdir()
+            run_report_suite(folder)
+    return folder / "suite"

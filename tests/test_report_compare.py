@@ -12,7 +12,7 @@ from commbench.compare import run_folders
 from commbench.runs import load_run
 from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
-from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, SIZES, needs_chromium, run_report_suite
+from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, SIZES, needs_chromium, shared_report_suite
 
 GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--iters", "10")
 
@@ -20,7 +20,7 @@ GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The suite's run folder: runs / "collective", runs / "ddp" and runs / "zero" are its benches' run folders."""
-    return run_report_suite(tmp_path_factory.mktemp("runs"))
+    return shared_report_suite(tmp_path_factory)
 
 
 @pytest.mark.distributed

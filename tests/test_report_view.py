@@ -21,12 +21,12 @@ from matplotlib.container import ErrorbarContainer  # noqa: E402
 from commbench.report import collective_plots, render, training_plots  # noqa: E402
 from commbench.report.figure_layout import MAX_SIZE_TICKS, size_axis, size_ticks  # noqa: E402
 from commbench.units import parse_size  # noqa: E402
-from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, run_report_suite  # noqa: E402
+from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, shared_report_suite  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory) -> Path:
-    return run_report_suite(tmp_path_factory.mktemp("runs"))
+    return shared_report_suite(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
