@@ -255,3 +255,35 @@ def test_an_svg_over_the_limit_is_named_not_embedded(suite_run, tmp_path, monkey
     assert "data:image/svg+xml" not in page and page.count("data:image/png;base64,") == 3
     assert page.count("SVG not embedded") == 3 and str((tmp_path / "report" / "latency_fit.svg").resolve()) in page
     assert "href='busbw_vs_size.svg'" not in page
+
+
+def _row(size: int, timing: str, inplace: bool, p50: float) -> dict:
+    from commbench.benches.collective import RESULT_COLUMNS
+
+    row = dict.fromkeys(RESULT_COLUMNS)
+    row.update(bench="collective", collective="all_gather", impl="builtin", backend="gloo", device="cpu", world_size=2,
+               dtype="float32", op="none", inplace=inplace, timing=timing, size_bytes=size, time_us_p50=p50,
+               time_us_ci_lo=p50 * 0.9, time_us_ci_hi=p50 * 1.1, busbw_gbps=size / p50 / 1e3)
+    return row
+
+
+def test_lines_never_mix_timing_modes_or_placements():
+    """A run measured in both timing modes and placements: one line (and one fit) per combination, each labelled
+    with what tells it apart; one line through all four would zigzag between different measurements of a size."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    rows = [_row(size, timing, inplace, p50=(100 + size / 1e3) * (2 if timing == "batch" else 1))
+            for size in (4096, 65536, 1048576) for timing in ("per-iteration", "batch") for inplace in (False, True)]
+    runs = [SimpleNamespace(name="both", results=pd.DataFrame(rows))]
+    for draw in (collective_plots.busbw_vs_size, collective_plots.latency_with_fit):
+        figure, _ = draw(runs)
+        labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+        series = [label for label in labels if not label.strip().startswith("its fit")]
+        assert sorted(series) == sorted(f"builtin gloo float32 {placement} {timing}"
+                                        for placement in ("out-of-place", "in-place")
+                                        for timing in ("per-iteration", "batch")), labels
+        plt.close(figure)
+    fits = [label for label in labels if label.strip().startswith("its fit")]
+    assert len(fits) == 4  # one per line, fitted on that line alone

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from commbench.errors import CommbenchError  # noqa: E402
 from commbench.models.alpha_beta import fit_results  # noqa: E402
 from commbench.report.figure_layout import CI_NOTE, ci_errors, legend_outside, ratio_axis, size_axis  # noqa: E402
 
@@ -17,6 +18,20 @@ TIMES = ["time_us_p50", "time_us_ci_lo", "time_us_ci_hi"]
 
 def _rows(runs) -> pd.DataFrame:
     return pd.concat([run.results.assign(run=run.name) for run in runs], ignore_index=True)
+
+
+def _series(frame: pd.DataFrame, base: list[str]) -> tuple[list[str], list[str]]:
+    """The keys of one plotted line: base, plus the op, placement and timing mode where the rows hold more than one
+    (a line through both timings of a size would zigzag between two measurements); and which of those vary."""
+    varying = [key for key in ("op", "inplace", "timing") if key in frame and frame[key].astype(str).nunique() > 1]
+    return [*base, *(key for key in varying if key not in base)], varying
+
+
+def _variant_text(named: dict, varying: list[str]) -> str:
+    """' in-place batch' for the varying keys of one line, '' when nothing varies."""
+    texts = [("in-place" if str(named[key]) in ("True", "true", "1") else "out-of-place") if key == "inplace"
+             else str(named[key]) for key in varying]
+    return "".join(f" {text}" for text in texts)
 
 
 def _per_collective(rows: pd.DataFrame):
@@ -38,14 +53,18 @@ def busbw_vs_size(runs: list):
     rows = _rows(runs)
     figure, panels = _per_collective(rows)
     for axis, collective, mine in panels:
-        for (run, impl, backend, dtype), line in mine.groupby(["run", "impl", "backend", "dtype"], sort=False):
+        keys, varying = _series(mine, ["run", "impl", "backend", "dtype"])
+        for values, line in mine.groupby(keys, sort=False):
+            named = dict(zip(keys, values))
+            run, impl, backend, dtype = (named[key] for key in ("run", "impl", "backend", "dtype"))
             line = line.sort_values("size_bytes")
             busbw = line["busbw_gbps"].to_numpy(float)
             # the CI of the median time maps to a busbw interval (slower time = lower bandwidth)
             p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
             label = f"{run}: " if rows["run"].nunique() > 1 else ""
             axis.errorbar(line["size_bytes"], busbw, yerr=ci_errors(busbw, busbw * p50 / ci_hi, busbw * p50 / ci_lo),
-                          marker="o", capsize=3, elinewidth=1, label=f"{label}{impl} {backend} {dtype}")
+                          marker="o", capsize=3, elinewidth=1,
+                          label=f"{label}{impl} {backend} {dtype}{_variant_text(named, varying)}")
         _label_axis(axis, mine["size_bytes"], title=f"{collective}: bus bandwidth ({CI_NOTE})", ylabel="busbw (GB/s)")
     figure.tight_layout()
     return figure, None
@@ -57,18 +76,20 @@ def latency_with_fit(runs: list):
     for axis, collective, mine in panels:
         handles = []  # each line's points, then its fit
         for run, group in mine.groupby("run", sort=False):
-            single_size = group.groupby(["impl", "backend", "dtype", "op", "inplace"])["size_bytes"].nunique().max() < 2
-            fits = {} if single_size else {(fit.impl, fit.backend, fit.dtype, fit.op, fit.inplace): fit
-                                          for fit in fit_results(group)}  # a single size has no line to fit
-            for (impl, backend, dtype, op, inplace), line in group.groupby(
-                    ["impl", "backend", "dtype", "op", "inplace"], sort=False):
+            keys, varying = _series(group, ["impl", "backend", "dtype", "op", "inplace"])
+            for values, line in group.groupby(keys, sort=False):
+                named = dict(zip(keys, values))
+                impl, backend, dtype = named["impl"], named["backend"], named["dtype"]
                 line = line.sort_values("size_bytes")
+                # fitted per line, so that a fit never mixes timing modes; a single size has no line to fit
+                fits = _fits(line)
                 prefix = f"{run}: " if rows["run"].nunique() > 1 else ""
                 p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
                 points = axis.errorbar(line["size_bytes"], p50, yerr=ci_errors(p50, ci_lo, ci_hi), fmt="o",
-                                       capsize=3, elinewidth=1, label=f"{prefix}{impl} {backend} {dtype}")
+                                       capsize=3, elinewidth=1,
+                                       label=f"{prefix}{impl} {backend} {dtype}{_variant_text(named, varying)}")
                 handles.append(points)
-                fit = fits.get((impl, backend, dtype, op, inplace))
+                fit = fits[0] if len(fits) == 1 else None
                 if fit is not None and fit.algbw_gbps > 0 and fit.alpha_us > 0:
                     sizes = np.geomspace(line["size_bytes"].min(), line["size_bytes"].max(), 50)
                     handles += axis.plot(sizes, fit.alpha_us + sizes / (fit.algbw_gbps * 1e3), "-",
@@ -79,6 +100,15 @@ def latency_with_fit(runs: list):
                     "t = α + S / algbw", ylabel="time p50 (µs)", fontsize=7, handles=handles)
     figure.tight_layout()
     return figure, None
+
+
+def _fits(line: pd.DataFrame) -> list:
+    """The α–β fit of one plotted line, fitted on its own rows so that it never mixes timing modes; none for a
+    single size or no usable time (fit_results refuses those)."""
+    try:
+        return fit_results(line)
+    except CommbenchError:
+        return []
 
 
 def ring_vs_builtin(runs: list):
