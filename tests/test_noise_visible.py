@@ -3,8 +3,6 @@ ratio's range, and training configurations that the step time's noise cannot ran
 
 import math
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -15,7 +13,7 @@ from commbench.benches.training import RESULT_COLUMNS as TRAINING_COLUMNS
 from commbench.stats import summarize
 from commbench.table import NOISY_CI_PCT, ci_half_width_pct, format_tables
 from commbench.training.table import best_config, format_training_table, key_numbers, tied_configs
-from tests.conftest import commbench_env
+from tests.report_runs import shared_report_suite
 
 FLAG = "<-- "
 
@@ -237,25 +235,21 @@ def test_accumulation_compares_the_time_per_sample():
 
 
 @pytest.fixture(scope="module")
-def tiny_sweep(tmp_path_factory):
-    """One real 2-rank sweep, builtin and ring, two sizes, its tables printed."""
-    cwd = tmp_path_factory.mktemp("noise")
-    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K,64K",
-                                "--impl", "builtin,ring", "--warmup", "1", "--iters", "6", "--backend", "gloo",
-                                "--device", "cpu", "--out", "results", "--run-id", "tiny"],
-                               cwd=cwd, env=commbench_env(), capture_output=True, text=True, timeout=240)
-    assert completed.returncode == 0, completed.stderr[-2000:]
-    completed.results = pd.read_csv(cwd / "results" / "tiny" / "results.csv")
-    return completed
+def real_sweep(tmp_path_factory):
+    """A real 2-rank sweep, builtin and ring at three sizes (the report tests' shared suite), and its tables."""
+    from commbench.benches.collective import KIND
+    from commbench.store import read_results
+
+    results = read_results(shared_report_suite(tmp_path_factory) / "collective", KIND)
+    return KIND.table(results), results
 
 
 @pytest.mark.distributed
-def test_a_real_sweep_prints_a_ci_for_every_row_and_the_legend(tiny_sweep):
-    table = tiny_sweep.stdout
-    results = tiny_sweep.results
+def test_a_real_sweep_prints_a_ci_for_every_row_and_the_legend(real_sweep):
+    table, results = real_sweep
     for impl in ("builtin", "ring"):
         lines = _data_lines(table, f"# all_reduce ({impl}")
-        assert len(lines) == 2
+        assert len(lines) == 3
         for line in lines:
             cells = _cells(line)
             # all_reduce runs in place only: the in-place cell holds the figures
@@ -267,7 +261,7 @@ def test_a_real_sweep_prints_a_ci_for_every_row_and_the_legend(tiny_sweep):
             assert (FLAG in line) == (half_width > NOISY_CI_PCT)
     assert table.count("# ±CI = half-width of the median time's 95 % CI") == 2
     ratio_lines = _data_lines(table, "# ring vs builtin")
-    assert len(ratio_lines) == 2 and all("–" in _cells(line)[7] for line in ratio_lines)
+    assert len(ratio_lines) == 3 and all("–" in _cells(line)[7] for line in ratio_lines)
 
 
 def test_the_reports_key_numbers_count_the_noisy_points_of_every_size():
