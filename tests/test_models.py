@@ -169,10 +169,11 @@ def test_fit_of_a_real_sweep_writes_files(bare_sweep):
     result = CliRunner().invoke(main, ["fit", str(run_dir)])
     assert result.exit_code == 0, result.output
     fits = (run_dir / "fit.csv").read_text().splitlines()
-    assert fits[0].startswith("schema_version,collective,impl,backend,world_size,dtype,op,inplace,n_points,alpha_us")
+    assert fits[0].startswith("schema_version,collective,impl,backend,world_size,dtype,op,inplace,timing,n_points,"
+                              "alpha_us")
     first = fits[1].split(",")
     backend = json.loads((run_dir / "meta.json").read_text())["backend"]
-    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8] == "15"
+    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8:10] == ["per-iteration", "15"]
     # one fit per collective and impl, and one residual per measured point
     assert len(fits) == 1 + 6
     assert len((run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 90
@@ -187,6 +188,24 @@ def _rows(times_by_size: dict[int, float]):
     return pd.DataFrame([{"bench": "collective", "collective": "all_reduce", "impl": "builtin", "backend": "gloo",
                           "world_size": 2, "dtype": "float32", "op": "sum", "inplace": True, "size_bytes": size,
                           "time_us_p50": time} for size, time in times_by_size.items()])
+
+
+def test_each_timing_mode_gets_its_own_fit():
+    """Per-iteration and batch times of one sweep are two measurements of each size: one fit each, never one line
+    through both; rows of files written before the timing column fit as per-iteration."""
+    import pandas as pd
+
+    from commbench.models.alpha_beta import fit_results
+
+    sizes = [2**k for k in range(10, 20)]
+    per_iteration = _rows({size: 20 + size / 1000 for size in sizes}).assign(timing="per-iteration")
+    batch = _rows({size: 5 + size / 2000 for size in sizes}).assign(timing="batch")
+    fits = {fit.timing: fit for fit in fit_results(pd.concat([per_iteration, batch], ignore_index=True))}
+    assert sorted(fits) == ["batch", "per-iteration"] and all(fit.n_points == len(sizes) for fit in fits.values())
+    assert fits["per-iteration"].alpha_us == pytest.approx(20) and fits["batch"].alpha_us == pytest.approx(5)
+    assert fits["batch"].algbw_gbps == pytest.approx(2 * fits["per-iteration"].algbw_gbps)
+    [old_file] = fit_results(_rows({size: 20 + size / 1000 for size in sizes}))  # no timing column
+    assert old_file.timing == "per-iteration"
 
 
 def test_piecewise_note_needs_a_real_knee():

@@ -11,7 +11,7 @@ from commbench.errors import CommbenchError
 from commbench.store import SCHEMA_VERSION
 
 FIT_FILE, RESIDUALS_FILE = "fit.csv", "fit_residuals.csv"
-KEY = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace"]
+KEY = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing"]
 FIT_COLUMNS = ["schema_version", *KEY, "n_points", "alpha_us", "algbw_gbps", "busbw_gbps", "r2", "note"]
 RESIDUAL_COLUMNS = ["schema_version", *KEY, "size_bytes", "time_us_measured", "time_us_fit", "residual_pct"]
 
@@ -48,14 +48,15 @@ def fit(run_dir: Path, as_json: bool) -> None:
         return
     click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
     click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'dtype':>9} {'op':>5} {'placement':>9} "
-               f"{'points':>6} {'α (us)':>10} "
+               f"{'timing':>13} {'points':>6} {'α (us)':>10} "
                f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13} {'R²':>7} {'':3}  worst residual")
     for result in fits:
         worst = max(result.residuals, key=lambda r: abs(r["residual_pct"]))
         placement = "in" if result.inplace else "out"
         flag = "low" if _low(result) else ""
         click.echo(f"{result.collective:<15} {result.impl:<8} {result.backend:<7} {result.world_size:>5} "
-                   f"{result.dtype:>9} {result.op:>5} {placement:>9} {result.n_points:>6} {result.alpha_us:>10.1f} "
+                   f"{result.dtype:>9} {result.op:>5} {placement:>9} {result.timing:>13} {result.n_points:>6} "
+                   f"{result.alpha_us:>10.1f} "
                    f"{result.algbw_gbps:>13.3f} "
                    f"{result.busbw_gbps:>13.3f} {result.r2:>7.4f} {flag:3}  {worst['residual_pct']:+.1f} % at "
                    f"{worst['size_bytes']} B")

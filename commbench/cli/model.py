@@ -14,6 +14,7 @@ from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER
 from commbench.errors import CommbenchError
 from commbench.models import comm_volume, memory
 from commbench.models.strategies import STRATEGIES, display_name
+from commbench.names import PER_ITERATION
 from commbench.units import UNITS, format_count, parse_count, parse_memory
 
 
@@ -153,7 +154,8 @@ def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str, int]:
     if not fits:
         raise CommbenchError(f"{run_dir} has no builtin all_reduce measured at 2+ ranks and 2+ sizes to fit α–β "
                              "from; run commbench sweep -c all_reduce first")
-    fit = max(fits, key=lambda f: (f.world_size, f.n_points))
+    # the most ranks and sizes; per-iteration before batch: it times one call at a time, as a step issues them
+    fit = max(fits, key=lambda f: (f.world_size, f.n_points, f.timing == PER_ITERATION))
     alpha, bandwidth = hockney_from_all_reduce(fit)
     if not (alpha >= 0 and bandwidth > 0 and math.isfinite(bandwidth)):
         raise CommbenchError(f"the all_reduce fit of {run_dir} gives α {alpha:.3g} µs and {bandwidth:.3g} GB/s, "

@@ -12,8 +12,10 @@ import pandas as pd
 
 from commbench.collectives import COLLECTIVES
 from commbench.errors import CommbenchError
+from commbench.names import PER_ITERATION
 
-GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace"]
+GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing"]
+"""One fit per key: a fit across timing modes would mix two measurements of each size (per-iteration and batch)."""
 _MIN_SIZES = 2
 _MIN_SIZES_PER_SEGMENT = 3
 _PIECEWISE_GAIN = 4.0  # two segments fit this many times better: the curve has a knee (protocol switch)
@@ -37,6 +39,7 @@ class AlphaBetaFit:
     dtype: str
     op: str
     inplace: bool
+    timing: str
     n_points: int
     alpha_us: float
     algbw_gbps: float
@@ -100,13 +103,18 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
     residuals = [{"size_bytes": int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
                   "residual_pct": float((fit - time) / time * 100)} for size, time, fit in zip(sizes, times, predicted)]
     return AlphaBetaFit(first["collective"], first["impl"], first["backend"], int(first["world_size"]),
-                        str(first["dtype"]), str(first["op"]), bool(first["inplace"]), len(rows), line.alpha_us,
+                        str(first["dtype"]), str(first["op"]), bool(first["inplace"]), str(first["timing"]), len(rows),
+                        line.alpha_us,
                         algbw_gbps, algbw_gbps * factor, line.r2, note, residuals)
 
 
 def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
-    """One fit per (collective, impl, backend, world size) that has at least two message sizes."""
+    """One fit per GROUP_KEYS (collective, impl, backend, world size, dtype, op, placement, timing mode) that has at
+    least two message sizes. Files written before the timing column read as per-iteration, all they could be."""
     fits = []
+    if "timing" not in results.columns or results["timing"].isna().any():
+        filled = results["timing"] if "timing" in results.columns else pd.Series(None, index=results.index)
+        results = results.assign(timing=filled.fillna(PER_ITERATION))
     usable = results[(results["bench"] == "collective") & np.isfinite(results["time_us_p50"].astype(float))
                      & (results["time_us_p50"].astype(float) > 0)]
     for _, rows in usable.groupby(GROUP_KEYS, sort=False):
