@@ -17,13 +17,10 @@ complete (failed, or still running / killed), or a row (or bench) the baseline h
 listed; --allow-missing accepts them (a regression still fails). A baseline that is not complete is bad input: the
 gate would measure against a run that is itself in doubt, so it is refused with the advice to re-record it.
 
-Notes under the table say when the verdicts deserve less trust than they look: a side that is one launch rather than
-a run set (launch noise is then outside the test), and rows whose 95 % CI of the median is wider than ±10 % on a
-side (the table's `wide CI` column). They inform; they do not change a verdict or the gate.
+How the comparison is shown (table, Markdown, JSON, trust notes) is commbench/compare_output.py.
 """
 
 import math
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +32,7 @@ from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
 from commbench.runs import kind_of
-from commbench.stats import CONFIDENCE, stored_half_width_pct
+from commbench.stats import stored_half_width_pct
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
@@ -46,8 +43,6 @@ NO_FIGURE = "no figure"
 """A row with nothing to gate: a no-op (in place at world size 1), or a time at the timer's resolution on a side."""
 WIDE_CI_PCT = 10.0
 """A side whose 95 % CI of the median reaches further than this from the median (either way) is a noisy point."""
-RUN_SET_LAUNCHES = 3
-"""What the notes advise: launches per run set (the committed baseline has 5, .ci/run's gate 3)."""
 
 METRIC_NAMES = tuple(dict.fromkeys(metric.name for kind in KINDS.values() for metric in kind.metrics))
 """Every metric some bench kind gates on (busbw, time, step_time, peak_mem)."""
@@ -344,10 +339,6 @@ def metric_unit(column: str) -> str:
     return next((unit for suffix, unit in _UNITS if stem.endswith(suffix)), "")
 
 
-def _metric_text(entry: dict) -> str:
-    return f"{entry['metric']} ({entry['unit']})" if entry.get("unit") else entry.get("metric", "")
-
-
 def change_text(worse_pct: float) -> str:
     """The change in words, so that its direction cannot be misread: "12.3 % worse", "5.1 % better", "0.0 %"."""
     shown = f"{abs(worse_pct):.1f}"
@@ -396,123 +387,3 @@ def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
     if problems:
         return "gate: passed with --allow-missing, which accepted: " + ". ".join(problems)
     return "gate: passed"
-
-
-def launches(path: Path) -> int:
-    """How many launches a side holds: 1 for a run (or a suite run), N for a run set of N."""
-    return len(run_folders(path))
-
-
-def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict]) -> list[str]:
-    """What makes the verdicts less trustworthy than they look, and what to do about it (empty when nothing)."""
-    found = []
-    counts = {"baseline": launches(baseline_dir), "new": launches(new_dir)}
-    names = {"baseline": "the baseline", "new": "the new side"}
-    single = [side for side, count in counts.items() if count == 1]
-    if single:
-        if len(single) == 2:
-            what = "single launches: the baseline and the new side are one run folder each, not run sets"
-        else:
-            other = "new" if single == ["baseline"] else "baseline"
-            what = (f"single launch: {names[single[0]]} is one run folder, not a run set ({names[other]} is a run "
-                    f"set of {counts[other]})")
-        found.append(f"{what}, so launch-to-launch variation (on a shared machine larger than the variation within "
-                     "a launch) is outside the significance test and a verdict may be launch noise. Use run sets: "
-                     f"run the same sweep or suite {RUN_SET_LAUNCHES}+ times into one folder (--out DIR --run-id "
-                     "launchN) on both sides, and compare the two folders")
-    assessed = [entry for entry in entries if entry.get("wide_ci") is not None]
-    wide = [entry for entry in assessed if entry["wide_ci"]]
-    if wide:
-        found.append(f"{len(wide)} of {len(assessed)} rows {'has' if len(wide) == 1 else 'have'} a "
-                     f"{CONFIDENCE * 100:g} % CI (of the median) wider "
-                     f"than ±{WIDE_CI_PCT:g} % on a side (column wide CI): their verdicts rest on noisy points. "
-                     "Measure more iterations per point (sweep: a larger --iters, or --target-ci "
-                     f"{WIDE_CI_PCT:g} to sample until the CI is within ±{WIDE_CI_PCT:g} %; training: a larger "
-                     "--steps)")
-    return found
-
-
-def _wide_text(entry: dict, *, short: bool) -> str:
-    """The wide-CI column: which side's CI is wider than WIDE_CI_PCT, "no", or "-" for a metric without a CI."""
-    if entry.get("wide_ci") is None:
-        return "-"
-    sides = entry["wide_ci_sides"]
-    if not sides:
-        return "no"
-    if len(sides) == 2:
-        return "both"
-    return "base" if short and sides == ["baseline"] else sides[0]
-
-
-def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: list[str] = ()) -> str:
-    lines = [f"{'row':<52} {'metric (unit)':>17} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
-             f"{'wide CI':>8} verdict",
-             f"{'':<52} {'':>17} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(MWU)':>8} "
-             f"{f'(>±{WIDE_CI_PCT:g} %)':>8}"]
-    for entry in entries:
-        if "ratio" not in entry:
-            lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>17} {entry['verdict']}: {entry['why']}")
-            continue
-        p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
-        lines.append(f"{entry['row']:<52} {_metric_text(entry):>17} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
-                     f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_wide_text(entry, short=True):>8} "
-                     f"{entry['verdict']}")
-    for note in notes:  # wrapped: a note is a paragraph, the table's lines are what a reader scans
-        lines += textwrap.wrap(note, width=118, initial_indent="# note: ", subsequent_indent="#       ",
-                               break_on_hyphens=False)
-    lines.append(f"# {_summary(entries)}")
-    lines.append(f"# {gate_line(entries, allow_missing=allow_missing)}")  # last: selftest reads the last "# " line
-    return "\n".join(lines)
-
-
-def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_missing: bool = False,
-                    notes: list[str] = ()) -> str:
-    gate = gate_line(entries, allow_missing=allow_missing)
-    lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
-             f"**{gate}**" if gate_fails(entries, allow_missing=allow_missing) else gate, "",
-             "| row | metric (unit) | baseline | new | ratio (new/baseline) | change (% of baseline) | "
-             "p (Mann–Whitney) | "
-             f"wide CI ({CONFIDENCE * 100:g} % CI beyond ±{WIDE_CI_PCT:g} %) | verdict |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    for entry in entries:
-        if "ratio" not in entry:
-            metric = entry.get("metric", "")
-            lines.append(f"| {entry['row']} | {metric} | | | | | | | {entry['verdict']}: {entry['why']} |")
-            continue
-        p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
-        verdict = f"**{entry['verdict']}**" if entry["verdict"] == REGRESSION else entry["verdict"]
-        lines.append(f"| {entry['row']} | {_metric_text(entry)} | {entry['baseline']:.4g} | {entry['new']:.4g} | "
-                     f"{entry['ratio']:.3f} | {entry['change']} | {p} | {_wide_text(entry, short=False)} | "
-                     f"{verdict} |")
-    if notes:
-        lines += ["", "**Notes**", "", *(f"- {note}" for note in notes)]
-    return "\n".join(lines) + "\n"
-
-
-ENTRY_FIELDS = ("row", "metric", "baseline", "new", "ratio", "worse_pct", "change", "threshold_pct", "p_value",
-                "verdict", "why", "wide_ci", "wide_ci_sides", "ci_half_width_pct")
-"""Every field of a --json entry; an entry without a figure (missing, new, ...) has null for those it lacks."""
-
-
-def json_document(entries: list[dict], notes: list[str], *, baseline: Path, new: Path, thresholds: dict[str, float],
-                  allow_missing: bool) -> dict:
-    """What `compare --json` prints: the entries, the notes, the gate's verdict and what it was measured with."""
-    return {
-        "baseline": baseline, "new": new,
-        "launches": {"baseline": launches(baseline), "new": launches(new)},
-        "thresholds_pct": thresholds, "alpha": ALPHA, "wide_ci_pct": WIDE_CI_PCT,
-        "entries": [{field: entry.get(field) for field in ENTRY_FIELDS} for entry in entries],
-        "notes": notes,
-        "summary": _summary(entries),
-        "gate": {"passed": not gate_fails(entries, allow_missing=allow_missing),
-                 "line": gate_line(entries, allow_missing=allow_missing), "allow_missing": allow_missing},
-    }
-
-
-def _summary(entries: list[dict]) -> str:
-    counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
-              for verdict in (REGRESSION, WRONG, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE,
-                              NOT_COMPARABLE, NO_FIGURE)}
-    text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
-    return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
-           "Mann–Whitney U on per-iteration samples; ~ = beyond threshold, not significant)"

@@ -10,7 +10,8 @@ import pytest
 from commbench import faults, store
 from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.compare import NO_FIGURE, OK, compare, format_terminal
+from commbench.compare import NO_FIGURE, OK, compare
+from commbench.compare_output import format_terminal
 from commbench.faults import SKEW_S
 from commbench.table import format_tables
 from commbench.timing import BATCH_TARGET_S, MAX_AUTO_BATCH_CALLS, auto_batch_calls

@@ -10,16 +10,7 @@ from click.core import ParameterSource
 
 from commbench.bench_kind import BenchKind
 from commbench.benches.options import default_of, options_of, parse_options
-from commbench.cli.json_output import emit_json
-from commbench.cli.shared import (
-    bench_document,
-    run_options,
-    show_notes,
-    show_results,
-    show_teardown,
-    show_warnings,
-    verdict,
-)
+from commbench.cli.shared import bench_document, finish_run, run_options, show_bench, show_warnings, verdict
 from commbench.errors import ExitCode
 
 _METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT", bool: "BOOL"}
@@ -83,17 +74,7 @@ def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, 
     ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=argv, quiet=quiet)
     if outcome is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
         sys.exit(ExitCode.OK if ok else ExitCode.RUN_FAILED)
-    if as_json:
-        show_notes(bench, err=True)
-        show_teardown(outcome.teardown, err=True)
-        code = verdict(bench.kind, outcome)
-        emit_json({"command": argv, **bench_document(bench, outcome, code), "warnings": show_warnings()})
-        sys.exit(code)
-    if quiet:
-        show_teardown(outcome.teardown, err=True)
-        click.echo(outcome.run_dir)  # stdout is this one line: scripts read the run folder from it
-    else:
-        show_results(bench, outcome)
-        show_teardown(outcome.teardown)
-        click.echo(f"# Results: {outcome.run_dir}")
-    sys.exit(verdict(bench.kind, outcome))
+    show_bench(bench, outcome, quiet=quiet, as_json=as_json)
+    code = verdict(bench.kind, outcome)
+    finish_run(outcome.run_dir, code, {"command": argv, **bench_document(bench, outcome, code)}, quiet=quiet,
+               as_json=as_json)

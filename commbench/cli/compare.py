@@ -34,16 +34,8 @@ def compare_command(baseline, new, fails, markdown, allow_missing, as_json) -> N
     or benches the baseline has or a run of it did not complete (failed, or still running); 2 bad input (an
     unreadable run, or a baseline that is not complete).
     """
-    from commbench.compare import (
-        DEFAULT_THRESHOLDS,
-        compare,
-        format_markdown,
-        format_terminal,
-        gate_fails,
-        json_document,
-        parse_threshold,
-        trust_notes,
-    )
+    from commbench.compare import DEFAULT_THRESHOLDS, compare, gate_fails, parse_threshold
+    from commbench.compare_output import format_markdown, format_terminal, json_document, trust_notes
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds)

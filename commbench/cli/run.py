@@ -5,16 +5,7 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.json_output import emit_json
-from commbench.cli.shared import (
-    bench_document,
-    run_options,
-    show_notes,
-    show_results,
-    show_teardown,
-    show_warnings,
-    verdict,
-)
+from commbench.cli.shared import bench_document, finish_run, run_options, show_bench, show_warnings, verdict
 from commbench.cli.suites import complete_suite
 from commbench.errors import ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
@@ -57,26 +48,17 @@ def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Pa
     outcome = run_suite(suite, machine, out=out, run_id=run_id, into=into, argv=argv, quiet=quiet)
     if outcome.run_dir is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
         sys.exit(ExitCode.OK if outcome.ok else ExitCode.RUN_FAILED)
-    text = not (quiet or as_json)  # the tables; otherwise stdout is one line (-q) or one document (--json)
     codes, benches = [], []
     for bench, result in outcome.benches:
-        if text:
+        if not (quiet or as_json):  # the tables; otherwise stdout is one line (-q) or one document (--json)
             click.echo(f"\n## {bench.name} ({bench.command}): {result.status}")
-            show_results(bench.bench, result)
-        elif as_json:
-            show_notes(bench.bench, err=True)
-        show_teardown(result.teardown, err=not text)
+        show_bench(bench.bench, result, quiet=quiet, as_json=as_json)
         codes.append(verdict(bench.bench.kind, result, name=f"bench {bench.name}"))
         benches.append({"name": bench.name, "kind": bench.command,
                         **bench_document(bench.bench, result, codes[-1])})
     code = max(codes, key=_SEVERITY.__getitem__) if codes else ExitCode.RUN_FAILED
-    if as_json:
-        emit_json({"command": argv, "suite": suite.path, "description": suite.description,
-                   "run_dir": outcome.run_dir, "status": STATUS_COMPLETE if outcome.ok else STATUS_FAILED,
-                   "exit_code": int(code), "n_wrong": sum(bench["n_wrong"] for bench in benches),
-                   "warnings": show_warnings(), "benches": benches})
-    elif quiet:
-        click.echo(outcome.run_dir)  # stdout is this one line: scripts read the run folder from it
-    else:
-        click.echo(f"# Results: {outcome.run_dir}")
-    sys.exit(code)
+    finish_run(outcome.run_dir, code,
+               {"command": argv, "suite": suite.path, "description": suite.description, "run_dir": outcome.run_dir,
+                "status": STATUS_COMPLETE if outcome.ok else STATUS_FAILED, "exit_code": int(code),
+                "n_wrong": sum(bench["n_wrong"] for bench in benches), "benches": benches},
+               quiet=quiet, as_json=as_json)

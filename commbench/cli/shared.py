@@ -3,13 +3,14 @@ table, notes, and exit code; or its JSON document), and the warnings a command's
 
 import contextlib
 import os
+import sys
 import warnings
 from pathlib import Path
 
 import click
 
 from commbench.bench_kind import BenchKind
-from commbench.cli.json_output import json_option
+from commbench.cli.json_output import emit_json, json_option
 from commbench.errors import CommbenchWarning, ExitCode
 
 WARNING_PREFIX = "commbench: warning:"
@@ -51,6 +52,30 @@ def show_results(bench, outcome) -> None:
 def show_teardown(teardown: str | None, *, err: bool = False) -> None:
     if teardown:
         click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}", err=err)
+
+
+def show_bench(bench, outcome, *, quiet: bool, as_json: bool) -> None:
+    """A finished bench's notes, table and teardown note: all on stdout in the text mode; with --json the notes and
+    the teardown on stderr (stdout is the document); with -q only the teardown, on stderr (stdout is the path)."""
+    if not (quiet or as_json):
+        show_results(bench, outcome)
+        show_teardown(outcome.teardown)
+        return
+    if as_json:
+        show_notes(bench, err=True)
+    show_teardown(outcome.teardown, err=True)
+
+
+def finish_run(run_dir, code: ExitCode, document: dict, *, quiet: bool, as_json: bool) -> None:
+    """The last of a run's stdout, then its exit code: the --json document (with every warning), the run folder
+    alone for -q (scripts read it from there), or `# Results: …`."""
+    if as_json:
+        emit_json({**document, "warnings": show_warnings()})
+    elif quiet:
+        click.echo(run_dir)
+    else:
+        click.echo(f"# Results: {run_dir}")
+    sys.exit(code)
 
 
 def bench_document(bench, outcome, code: ExitCode) -> dict:
