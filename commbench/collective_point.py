@@ -70,7 +70,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "bench": "collective",
         "collective": point.collective, "impl": point.impl, "backend": ctx.backend, "device": ctx.device.type,
         "world_size": ctx.world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
-        "size_bytes": layout.size_bytes, "timing": point.timing, "count": layout.count, "iters": summary.n,
+        "size_bytes": layout.size_bytes, "timing": measurement.timing, "count": layout.count, "iters": summary.n,
         "warmup": spec.warmup,
         "stop_reason": measurement.stop_reason,
         "time_us_p50": summary.p50, "time_us_p95": summary.p95, "time_us_min": summary.min,

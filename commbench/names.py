@@ -22,6 +22,12 @@ PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
 """--placement: which of out-of-place (False) and in-place (True) buffers to measure."""
 PER_ITERATION, BATCH = "per-iteration", "batch"
 TIMINGS = (PER_ITERATION, BATCH)
-"""--timing: a barrier before every timed call (per-call distribution), or nccl-tests' back-to-back batches."""
+"""The timing modes of a row (its `timing` column): a barrier before every timed call (per-call distribution), or
+nccl-tests' back-to-back batches."""
+TIMING_CHOICES = (*TIMINGS, AUTO)
+"""What --timing takes: a mode, or auto (per point, from the warm-up: commbench/timing.py choose_timing)."""
+STOP_ITERS = "iters"  # stop_reason: the fixed number of iterations ran
+STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
+STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first
 IMPLEMENTATIONS = ("builtin", "ring")
 """builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""

@@ -32,8 +32,12 @@ class SweepProgress:
     def __init__(self, points: list, *, enabled: bool):
         """points: what each row is (each has .label()), in run order."""
         self._points = points
+        # Redrawn when show() is called (the launcher's watchdog poll, every 0.5 s), not by rich's own refresh
+        # thread at 10 Hz: on a machine whose cores all run ranks, every wake-up of this process is time a rank
+        # waits for its core, inside some timed call.
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled)
+                                  TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled,
+                                  auto_refresh=False)
         self._task = None
 
     def __enter__(self) -> "SweepProgress":
@@ -45,7 +49,7 @@ class SweepProgress:
         self._progress.stop()
 
     def show(self, done: int) -> None:
-        self._progress.update(self._task, completed=done, description=self._describe(done))
+        self._progress.update(self._task, completed=done, description=self._describe(done), refresh=True)
 
     def _describe(self, done: int) -> str:
         if done >= len(self._points):

@@ -8,7 +8,7 @@ from commbench.backends import DTYPES, REDUCE_OPS, unsupported_reason
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
-from commbench.names import NO_OP, PER_ITERATION, PLACEMENTS, TIMINGS
+from commbench.names import AUTO, NO_OP, PER_ITERATION, PLACEMENTS, TIMING_CHOICES
 from commbench.stats import MIN_SAMPLES_FOR_CI
 from commbench.units import format_bytes
 
@@ -94,7 +94,10 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
     _check_choices("--dtype", spec.dtypes, DTYPES)
     _check_choices("--op", spec.ops, REDUCE_OPS)
     _check_choices("--placement", (spec.placement,), PLACEMENTS)
-    _check_choices("--timing", spec.timings, TIMINGS)
+    _check_choices("--timing", spec.timings, TIMING_CHOICES)
+    if AUTO in spec.timings and len(spec.timings) > 1:
+        raise CommbenchError(f"--timing auto picks one mode per point, so it does not combine with "
+                             f"{', '.join(t for t in spec.timings if t != AUTO)}: give auto alone, or the modes")
     if spec.batch_calls is not None and spec.batch_calls < 1:
         raise CommbenchError(f"--batch-calls {spec.batch_calls} must be 1 or more calls per batch, or auto")
     if spec.iters < MIN_SAMPLES_FOR_CI:

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 
 from commbench.collectives import COLLECTIVES
-from commbench.names import BATCH, PER_ITERATION
+from commbench.names import BATCH, PER_ITERATION, STOP_MAX_TIME
 from commbench.stats import as_number, stored_half_width_pct
 from commbench.units import format_bytes
 
@@ -162,6 +162,8 @@ def _row_flags(cells: list) -> tuple[list[str], str | None]:
     """The end-of-line flags of one table row (its placements' cells) and its noise verdict: noisy, unknown or
     None."""
     flags = ["WRONG RESULT"] if any(_is_wrong(cell["n_wrong"]) for cell in cells) else []
+    if any(cell.get("stop_reason") == STOP_MAX_TIME for cell in cells):
+        flags.append("--max-time spent before --target-ci was reached")
     widths = [ci_half_width_pct(cell) for cell in cells]
     known = [width for width in widths if not math.isnan(width)]
     if known and max(known) > NOISY_CI_PCT:

@@ -21,6 +21,8 @@ NEEDS_NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the 
     (["sweep", "--iters", "2"], "--iters 2 is too few"),
     (["sweep", "-c", "reduce_scatter", "--sizes", "4"], "below one float32 element per rank"),
     (["sweep", "--max-time", "5"], "--max-time applies to the adaptive mode"),
+    (["sweep", "--timing", "auto,batch"], "--timing auto picks one mode per point, so it does not combine with batch"),
+    (["sweep", "--timing", "sometimes"], "unknown --timing 'sometimes'; choose from per-iteration, batch, auto"),
     (["sweep", "--iters", "many"], "--iters 'many' is not a whole number"),
     (["sweep", "--placement", "sideways"], "unknown --placement 'sideways'; choose from out, in, both"),
     (["sweep", "--dtype", "float8"], "unknown --dtype 'float8'"),

@@ -1,5 +1,6 @@
 """End-to-end sweeps with real torchrun and gloo ranks on CPU: files, schema, checks, crashes, hangs, concurrency."""
 
+import json
 import subprocess
 import sys
 import time
@@ -8,9 +9,11 @@ import pandas as pd
 import pytest
 
 from commbench import store
+from commbench.benches.collective import DEFAULT_MAX_TIME_S
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.collectives import COLLECTIVES
 from tests.conftest import commbench_env
+from tests.test_stopping_rule import counts_tested_at
 
 pytestmark = pytest.mark.distributed
 
@@ -164,17 +167,31 @@ def test_inside_torchrun_it_runs_in_place(tmp_path):
     assert completed.stdout.count("# Results:") == 1
 
 
-@pytest.mark.parametrize("target, reason", [("100", "ci"), ("0.0001", "max_time")])
-def test_adaptive_sampling_records_why_it_stopped(run_sweep, target, reason):
+@pytest.mark.parametrize("target, budget, reason", [("100", (), "ci"), ("0.0001", ("--max-time", "1"), "max_time")])
+def test_adaptive_sampling_records_why_it_stopped(run_sweep, target, budget, reason):
     run = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "1K", "--warmup", "1", "--iters", "6",
-                    "--target-ci", target,
-                    "--max-time", "1")
+                    "--target-ci", target, *budget)
     assert run.returncode == 0, run.stderr
     row = run.results.iloc[0]
     assert row["stop_reason"] == reason
-    assert row["iters"] % 6 == 0
     if reason == "max_time":
         assert row["iters"] > 6
+        assert "--max-time spent before --target-ci was reached" in run.stdout
+    else:  # --target-ci alone: the default budget per point, far from spent; the stop came at a test count
+        assert row["iters"] in counts_tested_at(6, 100_000)
+        spec = json.loads((run.run_dir / store.SPEC_FILE).read_text())
+        assert spec["max_time_s"] == DEFAULT_MAX_TIME_S
+    _assert_consistent(run.results, run.samples)
+
+
+def test_auto_timing_picks_a_mode_per_point_and_says_why(run_sweep):
+    run = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "1K,4M", "--timing", "auto", *FAST)
+    assert run.returncode == 0, run.stderr
+    assert len(run.results) == 2
+    for _, row in run.results.iterrows():
+        assert row["timing"] in ("per-iteration", "batch")
+        assert f"auto: {row['timing']}, since a per-iteration sample spent" in row["timing_method"]
+        assert row["timing_method"].startswith(row["timing"])
     _assert_consistent(run.results, run.samples)
 
 

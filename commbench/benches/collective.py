@@ -7,10 +7,23 @@ from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankR
 from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
-from commbench.names import AUTO, CUDA, DTYPES, GLOO, IMPLEMENTATIONS, PER_ITERATION, PLACEMENTS, REDUCE_OPS, TIMINGS
+from commbench.names import (
+    AUTO,
+    CUDA,
+    DTYPES,
+    GLOO,
+    IMPLEMENTATIONS,
+    PER_ITERATION,
+    PLACEMENTS,
+    REDUCE_OPS,
+    TIMING_CHOICES,
+)
 from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
 
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+DEFAULT_MAX_TIME_S = 5.0
+"""--target-ci without --max-time: each point's budget. A point whose samples are bimodal (scheduler stalls on a
+shared CPU) may never reach a tight CI; the budget bounds it and its row says so (stop_reason max_time)."""
 KEY_COLUMNS = ("bench", "collective", "impl", "backend", "device", "world_size", "dtype", "op", "inplace",
                "size_bytes", "timing")
 """One row per collective × impl × dtype × op × placement × size × timing mode (and where it ran)."""
@@ -50,18 +63,21 @@ class CollectiveOptions(TargetOptions):
     warmup: int = option("--warmup", type=int, lowest=0, default=5, show_default=True,
                          help="Untimed iterations before timing.")
     iters: int = option("--iters", type=int, default=20, show_default=True,
-                        help="Timed iterations per point (per batch in adaptive mode); at least 6.")
+                        help="Timed samples per point; in adaptive mode the samples before the stopping rule is "
+                             "first tested. At least 6.")
     timings: tuple[str, ...] = option(
-        "--timing", many=True, choices=TIMINGS,
+        "--timing", many=True, choices=TIMING_CHOICES,
         help="per-iteration (a barrier before each timed call; the slowest rank's time) and/or batch (nccl-tests': "
-             "back-to-back calls per sample, time per call averaged over ranks); repeat for both "
+             "back-to-back calls per sample, time per call averaged over ranks), repeat for both; or auto: batch "
+             "where the barrier takes over a fifth of a per-iteration sample, per-iteration elsewhere "
              "[default: per-iteration].")
     batch_calls: str = option("--batch-calls", default=AUTO, show_default=True,
                               help="Calls per sample with --timing batch; auto = enough for about 5 ms.")
     target_ci: float | None = option("--target-ci", type=float, above_zero=True, unit="percent",
                                      help="Adaptive: sample until the 95% CI of the median is within ±P percent.")
     max_time: float | None = option("--max-time", type=float, above_zero=True, unit="seconds",
-                                  help="Adaptive: time budget per point in seconds.")
+                                    help="Adaptive: time budget per point in seconds, warm-up included "
+                                         f"[default with --target-ci: {DEFAULT_MAX_TIME_S:g}].")
     placement: str = option("--placement", choices=tuple(PLACEMENTS), default="out", show_default=True,
                             help="Out-of-place and/or in-place buffers.")
     check: bool = option("--check", switch=True, negatable=True, default=True, show_default=True,
@@ -121,7 +137,7 @@ class CollectiveKind(BenchKind):
             placement=options.placement, backend=target.backend, device=target.device, nproc=target.nproc,
             warmup=options.warmup, iters=options.iters, timings=options.timings or (PER_ITERATION,),
             batch_calls=_batch_calls(options.batch_calls), target_ci_pct=options.target_ci,
-            max_time_s=options.max_time, check=options.check, timeout_s=options.timeout,
+            max_time_s=_max_time(options), check=options.check, timeout_s=options.timeout,
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version)
@@ -194,6 +210,12 @@ def _check_ops_apply(ops: tuple[str, ...], collectives: tuple[str, ...]) -> None
     rows = "its rows say" if len(ignoring) == 1 else "their rows say"
     warnings.warn(f"--op {asked} applies to {reduced} only; {takes_none} ({rows} op none)",
                   CommbenchWarning, stacklevel=2)
+
+
+def _max_time(options: CollectiveOptions) -> float | None:
+    if options.max_time is None and options.target_ci is not None:
+        return DEFAULT_MAX_TIME_S
+    return options.max_time
 
 
 def _batch_calls(text: str) -> int | None:
