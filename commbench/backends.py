@@ -1,18 +1,35 @@
-"""What each backend can run, and the torch objects behind the dtype and reduction names (commbench/names.py)."""
+"""What each backend can run, and the torch objects behind the dtype and reduction names (commbench/names.py).
 
-import torch
-import torch.distributed as dist
+Planning a sweep (sizes, layouts, what a backend refuses) needs only the names and element sizes, so this module
+imports torch only when a torch object is asked for (DTYPES, REDUCE_OPS): the launching process never loads torch.
+"""
+
+import functools
 
 from commbench import names
 from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES, NCCL
 
-DTYPES = {name: getattr(torch, name) for name in names.DTYPES}
-REDUCE_OPS = {
-    "sum": dist.ReduceOp.SUM,
-    "max": dist.ReduceOp.MAX,
-    "min": dist.ReduceOp.MIN,
-    "avg": dist.ReduceOp.AVG,
-}
+DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4}
+"""Bytes per element of each dtype name (torch's itemsize; tests/test_backends.py checks them against torch)."""
+FLOATING_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
+assert set(DTYPE_BYTES) == set(names.DTYPES) >= FLOATING_DTYPES
+
+
+def __getattr__(name: str):
+    """DTYPES (name → torch.dtype) and REDUCE_OPS (name → dist.ReduceOp), built on first use (PEP 562)."""
+    if name in ("DTYPES", "REDUCE_OPS"):
+        return _torch_objects()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _torch_objects() -> dict:
+    import torch
+    import torch.distributed as dist
+
+    return {"DTYPES": {dtype: getattr(torch, dtype) for dtype in names.DTYPES},
+            "REDUCE_OPS": {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
+                           "avg": dist.ReduceOp.AVG}}
 _NCCL_AVG_AND_BF16 = (2, 10)  # ncclAvg and ncclBfloat16 appeared in NCCL 2.10
 
 
@@ -24,7 +41,7 @@ def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str
     if backend == GLOO and device == CUDA and collective not in GLOO_CUDA_COLLECTIVES:
         return (f"gloo cannot run {collective} on CUDA tensors (only {', '.join(GLOO_CUDA_COLLECTIVES)}); "
                 "use --backend nccl or --device cpu")
-    if backend == GLOO and op == "avg" and not DTYPES[dtype].is_floating_point:
+    if backend == GLOO and op == "avg" and dtype not in FLOATING_DTYPES:
         return f"gloo cannot average {dtype} (it refuses AVG on integers); use --op sum or a floating dtype"
     if backend == NCCL and nccl_version is not None and nccl_version < _NCCL_AVG_AND_BF16:
         if op == "avg" or dtype == "bfloat16":

@@ -24,11 +24,11 @@ class ForkedTorchrun:
     def __init__(self, torchrun_args: list[str], *, log, env: dict[str, str] | None):
         sys.stdout.flush()
         sys.stderr.flush()
-        with warnings.catch_warnings():  # Python 3.12+ warns about fork in a process with threads; see _child
+        with warnings.catch_warnings():  # Python 3.12+ warns about fork in a process with threads; see run_as_child
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:
-            _child(torchrun_args, log_fd=log.fileno(), env=env)  # never returns
+            run_as_child(torchrun_args, log_fd=log.fileno(), env=env)  # never returns
         self.pid = pid
         self.args = torchrun_args
         self.returncode: int | None = None
@@ -49,7 +49,8 @@ class ForkedTorchrun:
         return self.returncode
 
 
-def _child(torchrun_args: list[str], *, log_fd: int, env: dict[str, str] | None) -> None:
+def run_as_child(torchrun_args: list[str], *, log_fd: int, env: dict[str, str] | None) -> None:
+    """In a freshly forked process: become torchrun, in a session of its own, its output in log_fd; never returns."""
     code = 1
     try:
         stopping.reset_in_child()  # the launcher's handlers only note a stop; torchrun must act on one

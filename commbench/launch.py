@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from commbench import forked_torchrun, stopping
+from commbench import forked_torchrun, stopping, torch_host
 
 _POLL_S = 0.5
 FORK_PLATFORM = sys.platform == "linux"
@@ -95,6 +95,10 @@ def _wait_at_most(process, seconds: float) -> None:
     """Sleep until the process exits or `seconds` pass, so the run's end is seen at once rather than up to a whole
     watchdog period later. On Linux a pidfd wakes this process only then (no polling while ranks are timed);
     elsewhere the wait polls every few ms."""
+    own_wait = getattr(process, "wait_at_most", None)
+    if own_wait is not None:  # torchrun forked by the torch host: its end is reported through the host's pipe
+        own_wait(seconds)
+        return
     pidfd = _pidfd(process.pid)
     if pidfd is None:
         try:
@@ -117,11 +121,16 @@ def _pidfd(pid: int) -> int | None:
 
 def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None):
     """Start the command in a new session (so that _stop_group reaches torchrun and every rank) with its output in
-    log. torchrun itself is run as a fork of this process when torch is already imported here: the same torchrun
-    code and arguments, without a second interpreter importing torch again (~3 s of CPU per launch)."""
+    log. torchrun itself is forked, the same torchrun code and arguments without a second interpreter importing torch
+    again (~3 s of CPU per launch): by the command's torch host (torch_host.py) when it has one, else by this
+    process when torch is imported here."""
     torchrun_prefix = torchrun_command(nproc=1, program=[])[:3]
-    if command[:3] == torchrun_prefix and "torch" in sys.modules and FORK_PLATFORM:
-        return forked_torchrun.ForkedTorchrun(command[3:], log=log, env=env)
+    if command[:3] == torchrun_prefix and FORK_PLATFORM:
+        host = torch_host.hosted()
+        if host is not None:  # torch is loaded there, not here
+            return host.launch(command[3:], log_path=log.name, env=env)
+        if "torch" in sys.modules:
+            return forked_torchrun.ForkedTorchrun(command[3:], log=log, env=env)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=env)
 

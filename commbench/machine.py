@@ -45,19 +45,31 @@ class Machine:
 
     @classmethod
     def here(cls, environ: dict[str, str] | None = None) -> "Machine":
-        """This machine and this process (reads torch, so call it only where torch is needed anyway)."""
+        """This machine and this process (reads torch, so call it only where torch is needed anyway; a launching
+        process asks torch_host.machine())."""
+        return cls.here_from(cls.facts_here(), environ)
+
+    @staticmethod
+    def facts_here() -> dict:
+        """What torch says of this machine, as JSON values: GPUs it sees, NCCL and its version."""
         import torch
         import torch.distributed as dist
 
-        environ = os.environ if environ is None else environ
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         nccl = bool(dist.is_available() and dist.is_nccl_available())
         version = None
         if gpus and nccl:
             found = torch.cuda.nccl.version()
-            version = tuple(found) if isinstance(found, tuple) else None
+            version = list(found) if isinstance(found, tuple) else None
+        return {"gpus": gpus, "nccl_available": nccl, "nccl_version": version}
+
+    @classmethod
+    def here_from(cls, facts: dict, environ: dict[str, str] | None = None) -> "Machine":
+        """This machine from facts_here() (read in this process or another) and this process's environment."""
+        environ = os.environ if environ is None else environ
+        version = tuple(facts["nccl_version"]) if facts["nccl_version"] else None
         in_job = "RANK" in environ and "WORLD_SIZE" in environ
-        return cls(gpus=gpus, nccl_available=nccl, nccl_version=version,
+        return cls(gpus=facts["gpus"], nccl_available=facts["nccl_available"], nccl_version=version,
                    rank=int(environ["RANK"]) if in_job else None,
                    world_size=int(environ["WORLD_SIZE"]) if in_job else None,
                    local_rank=int(environ.get("LOCAL_RANK") or environ.get("SLURM_LOCALID") or 0),

@@ -1,5 +1,11 @@
-"""What a run records about itself and its machines: versions, commit, devices, hosts and relevant env vars."""
+"""What a run records about itself and its machines: versions, commit, devices, hosts and relevant env vars.
 
+launch_meta runs in the launching process, which does not import torch (the ranks do): torch is imported only by the
+functions that ranks and `commbench env` call."""
+
+from __future__ import annotations
+
+import importlib.metadata
 import os
 import platform
 import shlex
@@ -7,14 +13,15 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-
-import torch
-import torch.distributed as dist
+from typing import TYPE_CHECKING
 
 import commbench
 from commbench import nvml
 from commbench.names import BACKENDS, NCCL
 from commbench.store import SCHEMA_VERSION, STATUS_RUNNING
+
+if TYPE_CHECKING:
+    import torch
 
 _ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_NCCL_")
 _ENV_NAMES = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
@@ -40,6 +47,8 @@ def git_commit() -> str | None:
 
 
 def backend_version(backend: str) -> str:
+    import torch
+
     if backend == NCCL and torch.cuda.is_available():
         version = torch.cuda.nccl.version()
         return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
@@ -73,7 +82,7 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
         "end_time": None,
         "commbench_version": commbench.__version__,
         "git_commit": git_commit(),
-        "torch_version": torch.__version__,
+        "torch_version": installed_torch_version(),  # the ranks' torch.__version__ replaces it (job_meta)
         "python_version": platform.python_version(),
         "launcher_host": platform.node(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),  # set when the run is (part of) a Slurm job
@@ -85,10 +94,24 @@ def rank_facts(device_platform) -> dict:
     return {"host": platform.node(), "device": device_platform.device_name()}
 
 
+def installed_torch_version() -> str | None:
+    """torch's version without importing torch (the launcher's view): the loaded module's when there is one, else
+    the installed distribution's."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict]) -> dict:
     """What rank 0 records once the process group is up."""
+    import torch
+
     inventory = nvml.gpu_inventory()
     return {
+        "torch_version": torch.__version__,
         "backend": backend,
         "backend_version": backend_version(backend),
         "cuda_version": torch.version.cuda,
@@ -103,6 +126,9 @@ def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict
 
 def environment_report() -> dict:
     """What a sweep on this machine would use (`commbench env`)."""
+    import torch
+    import torch.distributed as dist
+
     from commbench.machine import Machine, resolve_target
 
     machine = Machine.here()

@@ -4,7 +4,8 @@ import itertools
 import json
 from dataclasses import asdict, dataclass, field
 
-from commbench.backends import DTYPES, REDUCE_OPS, unsupported_reason
+from commbench import names
+from commbench.backends import DTYPE_BYTES, unsupported_reason
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
@@ -91,8 +92,8 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
     for name in spec.collectives:
         get_collective(name)
     _check_choices("--impl", spec.impls, IMPLEMENTATIONS)
-    _check_choices("--dtype", spec.dtypes, DTYPES)
-    _check_choices("--op", spec.ops, REDUCE_OPS)
+    _check_choices("--dtype", spec.dtypes, names.DTYPES)
+    _check_choices("--op", spec.ops, names.REDUCE_OPS)
     _check_choices("--placement", (spec.placement,), PLACEMENTS)
     _check_choices("--timing", spec.timings, TIMING_CHOICES)
     if AUTO in spec.timings and len(spec.timings) > 1:
@@ -182,7 +183,7 @@ def plan(spec: SweepSpec, world: int) -> list[Point]:
         collective = get_collective(name)
         for impl in impls_for(spec, name):
             for dtype in spec.dtypes:
-                elt_bytes = DTYPES[dtype].itemsize
+                elt_bytes = DTYPE_BYTES[dtype]
                 layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)
                 for op in ops_for(spec, name):
                     for layout in layouts:
@@ -216,8 +217,8 @@ def size_notes(spec: SweepSpec, world: int) -> list[str]:
     for name in spec.collectives:
         collective = get_collective(name)
         for dtype in spec.dtypes:
-            smallest = _smallest_size(collective, DTYPES[dtype].itemsize, world)
-            skipped = [size for size in spec.sizes if collective.layout(size, DTYPES[dtype].itemsize, world).count < 1]
+            smallest = _smallest_size(collective, DTYPE_BYTES[dtype], world)
+            skipped = [size for size in spec.sizes if collective.layout(size, DTYPE_BYTES[dtype], world).count < 1]
             if skipped:
                 notes.append(f"{name} {dtype}: {len(skipped)} size(s) below {format_bytes(smallest)} skipped (each "
                              f"rank's share rounds to 0 elements with {world} ranks, as in nccl-tests)")

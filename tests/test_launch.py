@@ -1,11 +1,16 @@
+import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
 from commbench.forked_torchrun import ForkedTorchrun
 from commbench.launch import failed_rank_summary, rank_program, start_in_own_session, torchrun_command
+from commbench.machine import Machine
+from commbench.torch_host import TorchHost
+from tests.conftest import commbench_env
 
 TORCHRUN_REPORT = """
 commbench.rank FAILED
@@ -76,3 +81,43 @@ def test_a_forked_torchrun_can_be_waited_for_with_a_timeout(tmp_path):
         assert process.poll() is None
         os.killpg(process.pid, signal.SIGKILL)  # its own session: torchrun and the rank go together
         assert process.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_the_torch_host_reports_the_machine_and_runs_one_torchrun_per_launch(tmp_path):
+    host = TorchHost()
+    try:
+        assert host.facts() == Machine.facts_here()
+        log_path = tmp_path / "launch.log"
+        bad = host.launch(torchrun_command(nproc=1, program=["--no-such-flag", "x.py"])[3:], log_path=str(log_path),
+                          env=None)
+        assert bad.wait(timeout=60) == 2 and "usage" in log_path.read_text()  # torchrun's own refusal, in the log
+        sleeping = host.launch(["--standalone", "--nproc-per-node=1", "--no-python", "sleep", "30"],
+                               log_path=str(log_path), env=None)
+        with pytest.raises(subprocess.TimeoutExpired):
+            sleeping.wait(timeout=0.2)
+        assert sleeping.poll() is None
+        assert os.getpgid(sleeping.pid) == sleeping.pid  # its own session: the watchdog stops it as a group
+        os.killpg(sleeping.pid, signal.SIGKILL)
+        assert sleeping.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        host.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(host.pid, os.WNOHANG)  # ended and reaped
+
+
+def test_a_sweep_launches_without_importing_torch_in_the_launching_process(tmp_path):
+    """torch is imported by the command's torch host (and inherited by torchrun and the CPU ranks it forks), never
+    by the process that parses, plans and prints; its meta.json still records the ranks' torch version."""
+    script = ("import sys, atexit\n"
+              "atexit.register(lambda: print('torch imported:', 'torch' in sys.modules, file=sys.stderr))\n"
+              "from commbench.cli import main\n"
+              "main()\n")
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "sweep", "-c", "all_reduce", "--impl", "builtin", "--sizes", "1K",
+         "--warmup", "1", "--iters", "6", "--out", str(tmp_path), "--run-id", "r", "-q"],
+        capture_output=True, text=True, timeout=180, env=commbench_env())
+    assert completed.returncode == 0, completed.stderr
+    assert "torch imported: False" in completed.stderr
+    import torch
+
+    assert json.loads((tmp_path / "r" / "meta.json").read_text())["torch_version"] == torch.__version__

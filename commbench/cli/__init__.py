@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from commbench import __version__
+from commbench import __version__, torch_host
 from commbench.benches import KINDS
 from commbench.cli.bench import bench_command
 from commbench.cli.compare import compare_command
@@ -53,6 +53,7 @@ class _OneLineErrors(click.Group):
             except (KeyboardInterrupt, click.Abort):
                 _fail(f"stopped by {describe(signal.SIGINT)}", ExitCode.INTERRUPTED, prefix="commbench:")
             finally:
+                torch_host.close()  # the command's torch host, if it started one: its launches have ended
                 show_warnings()  # those that no command showed before its output (e.g. a Slurm submit's suite)
 
 

@@ -50,14 +50,17 @@ def bench_command(kind: BenchKind) -> click.Command:
     --json document, or with -q the run folder alone), exit with its verdict."""
     @click.pass_context
     def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, **raw) -> None:
-        from commbench.machine import Machine
+        from commbench import torch_host
 
         if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
             from commbench.cli.run import run_suite_command
 
             run_suite_command(kind.bare_suite, overrides={}, into=None, out=out, run_id=run_id, quiet=quiet,
                               as_json=as_json)
-        machine = Machine.here()
+        torch_host.start()
+        import pandas  # noqa: F401 - the tables' import, here on one core while the host imports torch on another
+
+        machine = torch_host.machine()
         bench = kind.resolve(parse_options(kind.options, raw), machine)
         run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json)
 

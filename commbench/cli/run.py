@@ -36,12 +36,15 @@ def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet, 
 
 def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Path, run_id: str | None,
                       quiet: bool, as_json: bool = False) -> None:
-    from commbench.machine import Machine
+    from commbench import torch_host
     from commbench.store import STATUS_COMPLETE, STATUS_FAILED
     from commbench.suite.load import load_suite
     from commbench.suite.run import run_suite
 
-    machine = Machine.here()
+    torch_host.start()
+    import pandas  # noqa: F401 - the tables' import, here on one core while the host imports torch on another
+
+    machine = torch_host.machine()
     suite = load_suite(suite_name, machine, overrides=overrides)
     show_warnings()  # every bench is accepted: say what they will not measure as it seems, before the run
     argv = ["commbench", *sys.argv[1:]]

@@ -50,12 +50,12 @@ def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run
 
     Exit codes: 0 every path that applies here passed, 1 a path failed, 2 bad input (nothing run).
     """
-    from commbench.machine import Machine
+    from commbench import torch_host
     from commbench.selftest import format_table, run_selftest
     from commbench.selftest.plan import plan_selftest
     from commbench.store import create_run_dir
 
-    plan = plan_selftest(Machine.here(), backend=backend, device=device, nproc=nproc, only=tuple(only),
+    plan = plan_selftest(torch_host.machine(), backend=backend, device=device, nproc=nproc, only=tuple(only),
                          timeout_s=step_timeout, oversubscribe=oversubscribe)
     show_warnings()  # e.g. --oversubscribe past the cores: the input is accepted, say it before the steps run
     run_dir = create_run_dir(out, run_id, prefix="selftest-")

@@ -2,7 +2,6 @@
 
 from functools import partial
 
-from commbench.collectives import check_data, ring, torch_api
 from commbench.collectives.base import Buffers, Layout, PerRankCollective, whole_and_chunk
 
 
@@ -19,13 +18,19 @@ class AllGather(PerRankCollective):
         return Buffers(send=chunk, recv=whole)
 
     def builtin(self, buffers, setup):
+        from commbench.collectives import torch_api
+
         return partial(torch_api.all_gather_single, buffers.recv, buffers.send)
 
     def ring(self, buffers, setup):
+        from commbench.collectives import ring
+
         return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
                                batched=setup.p2p_batched, ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world):
+        from commbench.collectives import check_data
+
         return [check_data.Segment(layout.count, source=source) for source in range(world)]
 
 

@@ -2,9 +2,6 @@
 
 from functools import partial
 
-import torch.distributed as dist
-
-from commbench.collectives import check_data, ring
 from commbench.collectives.base import WholeMessageCollective
 
 
@@ -17,13 +14,19 @@ class AllReduce(WholeMessageCollective):
         return 2 * (world - 1) / world
 
     def builtin(self, buffers, setup):
+        import torch.distributed as dist
+
         return partial(dist.all_reduce, buffers.recv, op=setup.reduce_op)
 
     def ring(self, buffers, setup):
+        from commbench.collectives import ring
+
         return ring.all_reduce(buffers.recv, rank=setup.rank, world=setup.world, batched=setup.p2p_batched, op=setup.op,
                                ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world):
+        from commbench.collectives import check_data
+
         return [check_data.Segment(layout.count)]  # the reduction of every rank's whole input
 
 

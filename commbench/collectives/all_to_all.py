@@ -2,10 +2,6 @@
 
 from functools import partial
 
-import torch
-import torch.distributed as dist
-
-from commbench.collectives import check_data
 from commbench.collectives.base import Buffers, Layout, PerRankCollective
 
 
@@ -17,13 +13,19 @@ class AllToAll(PerRankCollective):
         return Layout(send_count=per_rank * world, recv_count=per_rank * world, count=per_rank, elt_bytes=elt_bytes)
 
     def make_buffers(self, layout, *, inplace, dtype, device, rank, world):
+        import torch
+
         return Buffers(send=torch.empty(layout.send_count, dtype=dtype, device=device),
                        recv=torch.empty(layout.recv_count, dtype=dtype, device=device))
 
     def builtin(self, buffers, setup):
+        import torch.distributed as dist
+
         return partial(dist.all_to_all_single, buffers.recv, buffers.send)
 
     def expected(self, layout, *, rank, world):
+        from commbench.collectives import check_data
+
         # chunk p of the output is chunk `rank` of rank p's input
         return [check_data.Segment(layout.count, start=rank * layout.count, source=source) for source in range(world)]
 

@@ -1,12 +1,17 @@
-"""What a collective declares (nccl-tests' `testColl` pattern): layout, buffers, runner, bytes, busbw factor, check."""
+"""What a collective declares (nccl-tests' `testColl` pattern): layout, buffers, runner, bytes, busbw factor, check.
+
+Layouts and byte counts are plain arithmetic, which the launching process needs to plan a sweep; torch and the check
+patterns are imported inside the methods that the ranks run, so planning never loads torch."""
+
+from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from commbench.backends import REDUCE_OPS
-from commbench.collectives import check_data
+    from commbench.collectives import check_data
 
 # nccl-tests keeps every rank's chunk 16-byte aligned: per-rank counts are rounded down to a multiple of 16/elt.
 _ALIGN_BYTES = 16
@@ -50,6 +55,8 @@ class RunSetup:
 
     @property
     def reduce_op(self):
+        from commbench.backends import REDUCE_OPS
+
         return REDUCE_OPS.get(self.op)
 
 
@@ -92,6 +99,8 @@ class Collective:
         The poison comes first because in place the input is part of the output; it makes a collective that writes
         nothing fail the check instead of passing on what the timed runs left behind.
         """
+        from commbench.collectives import check_data
+
         buffers.recv.fill_(check_data.POISON)
         check_data.write_input(buffers.send, rank=rank, world=world)
 
@@ -103,6 +112,8 @@ class Collective:
         saves writing the input once more (one buffer's worth at 8 GiB). An implementation that wrote into its
         input would compute the check from changed data and, most likely, fail it.
         """
+        from commbench.collectives import check_data
+
         if buffers.shared:
             self.fill_inputs(buffers, rank=rank, world=world)
         else:
@@ -141,6 +152,8 @@ class WholeMessageCollective(Collective):
         return layout.count * layout.elt_bytes
 
     def make_buffers(self, layout, *, inplace, dtype, device, rank, world):
+        import torch
+
         buffer = torch.empty(layout.count, dtype=dtype, device=device)
         return Buffers(send=buffer, recv=buffer)
 
@@ -171,6 +184,8 @@ def whole_and_chunk(*, chunk_count: int, world: int, rank: int, inplace: bool, d
                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The world-sized buffer and this rank's chunk of it: a view in place (nccl-tests' in-place offset), else a
     separate tensor. Reduce-scatter reads the whole and writes the chunk; all-gather the other way round."""
+    import torch
+
     whole = torch.empty(chunk_count * world, dtype=dtype, device=device)
     chunk = (whole[rank * chunk_count:(rank + 1) * chunk_count] if inplace
              else torch.empty(chunk_count, dtype=dtype, device=device))

@@ -2,7 +2,6 @@
 
 from functools import partial
 
-from commbench.collectives import check_data, ring, torch_api
 from commbench.collectives.base import Buffers, Layout, PerRankCollective, whole_and_chunk
 
 
@@ -20,13 +19,19 @@ class ReduceScatter(PerRankCollective):
         return Buffers(send=whole, recv=chunk)
 
     def builtin(self, buffers, setup):
+        from commbench.collectives import torch_api
+
         return partial(torch_api.reduce_scatter_single, buffers.recv, buffers.send, op=setup.reduce_op)
 
     def ring(self, buffers, setup):
+        from commbench.collectives import ring
+
         return ring.reduce_scatter(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
                                    batched=setup.p2p_batched, op=setup.op, ring_chunks=setup.ring_chunks)
 
     def expected(self, layout, *, rank, world):
+        from commbench.collectives import check_data
+
         return [check_data.Segment(layout.count, start=rank * layout.count)]  # chunk `rank` of the reduction
 
 

@@ -1,0 +1,213 @@
+"""The launcher's torch, in a process of its own: the process that runs a bench command never imports torch.
+
+Every launch needs torch imported once (torchrun's agent runs in it, and CPU ranks are forked from that agent), and
+that import (~2 s of one core) used to happen in the launching process, in series with everything else it does:
+parsing options, planning the sweep, importing pandas for the tables. Now a bench command forks this host first
+thing; the host imports torch and torchrun's entry point and reports the machine's facts (GPUs, NCCL), while the
+launcher goes on with the rest on another core. Each launch then asks the host to fork its torchrun: the same code
+and arguments as `python -m torch.distributed.run` (forked_torchrun.py), with torch already loaded.
+
+Not used inside a torchrun or srun job (the rank runs in place and imports torch anyway), nor where torch is loaded
+already when the command starts (the CLI called from a program that imported it, as tests do): there the launcher
+forks torchrun itself, as before.
+
+Protocol, one JSON object per line: the host first sends {"facts": …} (or {"error": …}); to {"launch": {"args",
+"log", "env"}} it answers {"pid": …} once torchrun runs and {"exit": code} when it has ended. Closing the command
+pipe ends the host.
+"""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+from commbench import stopping
+
+_current = None
+
+
+def start() -> None:
+    """Fork the host now, where it helps: not in a job (the rank imports torch itself), not where torch is loaded
+    already, not where launches cannot fork (macOS, Windows)."""
+    global _current
+    if _current is None and "torch" not in sys.modules and not _in_job() and _fork_platform():
+        _current = TorchHost()
+
+
+def machine():
+    """This machine, as Machine.here() reads it: from the host's facts when this command has a host (started here
+    if it helps), else with torch in this process."""
+    from commbench.machine import Machine
+
+    start()
+    if _current is None:
+        return Machine.here()
+    return Machine.here_from(_current.facts())
+
+
+def _in_job() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def hosted() -> "TorchHost | None":
+    """The host of this command, when it started one (launches go through it)."""
+    return _current
+
+
+def close() -> None:
+    """End the host of this command (at the command's end: its launches have ended by then)."""
+    global _current
+    host, _current = _current, None
+    if host is not None:
+        host.close()
+
+
+def _fork_platform() -> bool:
+    from commbench.launch import FORK_PLATFORM
+
+    return FORK_PLATFORM
+
+
+class TorchHost:
+    def __init__(self):
+        commands_read, commands_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(commands_write)
+            os.close(replies_read)
+            _serve(commands_read, replies_write)  # never returns
+        os.close(commands_read)
+        os.close(replies_write)
+        self.pid = pid
+        self._commands = os.fdopen(commands_write, "w", buffering=1, encoding="utf-8")
+        self._replies_fd = replies_read
+        self._pending = b""
+        self._facts: dict | None = None
+
+    def facts(self) -> dict:
+        if self._facts is None:
+            reply = self._read(None)
+            if reply is None or "error" in reply:
+                raise RuntimeError("commbench's torch host failed to start: "
+                                   + (reply or {}).get("error", "it exited without a word"))
+            self._facts = reply["facts"]
+        return self._facts
+
+    def launch(self, torchrun_args: list[str], *, log_path: str, env: dict[str, str] | None) -> "HostedTorchrun":
+        self.facts()
+        self._commands.write(json.dumps({"launch": {"args": torchrun_args, "log": log_path, "env": env}}) + "\n")
+        reply = self._read(None)
+        if reply is None or "pid" not in reply:
+            raise RuntimeError(f"commbench's torch host could not start torchrun: {reply}")
+        return HostedTorchrun(self, reply["pid"], torchrun_args)
+
+    def _read(self, timeout: float | None) -> dict | None:
+        """The next reply, None when the host is gone; raises TimeoutError when none came within timeout. Reads
+        the pipe unbuffered, so that select() never misses a reply already read into a buffer."""
+        while b"\n" not in self._pending:
+            if timeout is not None and not select.select([self._replies_fd], [], [], timeout)[0]:
+                raise TimeoutError
+            chunk = os.read(self._replies_fd, 65536)
+            if not chunk:
+                return None
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return json.loads(line)
+
+    def close(self) -> None:
+        for close in (self._commands.close, lambda: os.close(self._replies_fd)):
+            try:
+                close()
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)  # its launches have ended; it may still be importing torch
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+class HostedTorchrun:
+    """torchrun forked by the host: the subset of subprocess.Popen that launch.py uses (pid, poll, wait)."""
+
+    def __init__(self, host: TorchHost, pid: int, args: list[str]):
+        self._host = host
+        self.pid = pid
+        self.args = args
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._take_exit(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not self._take_exit(left) and deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def wait_at_most(self, seconds: float) -> None:
+        try:
+            self.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _take_exit(self, timeout: float | None) -> bool:
+        try:
+            reply = self._host._read(timeout)
+        except TimeoutError:
+            return False
+        self.returncode = reply["exit"] if reply and "exit" in reply else -signal.SIGKILL  # the host died
+        return True
+
+
+def _serve(commands_fd: int, replies_fd: int) -> None:
+    """The host's life: import torch, report the facts, fork a torchrun per launch and report how it ended."""
+    code = 0
+    try:
+        stopping.reset_in_child()
+        os.setsid()  # a terminal's Ctrl-C is the launcher's to handle, not this helper's
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # hold none of the launcher's pipes: a caller reading its output must see it end
+            os.dup2(null, fd)
+        replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
+        commands = os.fdopen(commands_fd, "r", encoding="utf-8")
+        try:
+            import torch.distributed.run  # noqa: F401 - loaded once, here, for every torchrun forked below
+
+            from commbench.machine import Machine
+
+            replies.write(json.dumps({"facts": Machine.facts_here()}) + "\n")
+        except BaseException:  # noqa: BLE001 - the launcher reports it
+            replies.write(json.dumps({"error": traceback.format_exc(limit=3)}) + "\n")
+            raise
+        for line in commands:
+            request = json.loads(line)["launch"]
+            pid = _fork_torchrun(request)
+            replies.write(json.dumps({"pid": pid}) + "\n")
+            _, status = os.waitpid(pid, 0)
+            replies.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
+    except BaseException:  # noqa: BLE001 - nothing to print to: the launcher sees the pipe end
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _fork_torchrun(request: dict) -> int:
+    from commbench import forked_torchrun
+
+    pid = os.fork()
+    if pid == 0:
+        log_fd = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        forked_torchrun.run_as_child(request["args"], log_fd=log_fd, env=request["env"])  # never returns
+    return pid
