@@ -34,6 +34,12 @@ class RunOutputError(CommbenchError):
     exit_code = ExitCode.RUN_FAILED
 
 
+class HostFailedError(CommbenchError):
+    """The launcher's torch host (torch_host.py) could not import torch or start torchrun: nothing ran, exit 3."""
+
+    exit_code = ExitCode.RUN_FAILED
+
+
 class CommbenchWarning(UserWarning):
     """Input that runs but measures something other than it seems to (ranks sharing cores, an option that does not
     apply): raised with warnings.warn by the code that sees it; the CLI prints `commbench: warning: ...` on stderr

@@ -16,6 +16,8 @@ import warnings
 from commbench import stopping
 
 _WAIT_POLL_S = 0.05
+FORK_PLATFORM = sys.platform == "linux"
+"""Where launches fork (torchrun's agent, CPU ranks): Linux only; macOS forbids fork after its frameworks started."""
 
 
 class ForkedTorchrun:

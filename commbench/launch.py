@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Callable
 
 from commbench import forked_torchrun, stopping, torch_host
+from commbench.forked_torchrun import FORK_PLATFORM
 
 _POLL_S = 0.5
-FORK_PLATFORM = sys.platform == "linux"
-"""Where launches fork (torchrun's agent, CPU ranks): Linux only; macOS forbids fork after its frameworks started."""
 _TERM_GRACE_S = 5.0
 _STOP_POLL_S = 0.1
 

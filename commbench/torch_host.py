@@ -26,6 +26,8 @@ import time
 import traceback
 
 from commbench import stopping
+from commbench.errors import HostFailedError
+from commbench.forked_torchrun import FORK_PLATFORM, run_as_child
 
 _current = None
 
@@ -34,7 +36,7 @@ def start() -> None:
     """Fork the host now, where it helps: not in a job (the rank imports torch itself), not where torch is loaded
     already, not where launches cannot fork (macOS, Windows)."""
     global _current
-    if _current is None and "torch" not in sys.modules and not _in_job() and _fork_platform():
+    if _current is None and "torch" not in sys.modules and not _in_job() and FORK_PLATFORM:
         _current = TorchHost()
 
 
@@ -66,12 +68,6 @@ def close() -> None:
         host.close()
 
 
-def _fork_platform() -> bool:
-    from commbench.launch import FORK_PLATFORM
-
-    return FORK_PLATFORM
-
-
 class TorchHost:
     def __init__(self):
         commands_read, commands_write = os.pipe()
@@ -95,8 +91,9 @@ class TorchHost:
         if self._facts is None:
             reply = self._read(None)
             if reply is None or "error" in reply:
-                raise RuntimeError("commbench's torch host failed to start: "
-                                   + (reply or {}).get("error", "it exited without a word"))
+                why = (reply or {}).get("error", "").strip().splitlines() or ["it exited without a word"]
+                raise HostFailedError(f"the process that imports torch for this command failed: {why[-1]}; "
+                                      "check that `python -c 'import torch'` works in this environment")
             self._facts = reply["facts"]
         return self._facts
 
@@ -105,7 +102,7 @@ class TorchHost:
         self._commands.write(json.dumps({"launch": {"args": torchrun_args, "log": log_path, "env": env}}) + "\n")
         reply = self._read(None)
         if reply is None or "pid" not in reply:
-            raise RuntimeError(f"commbench's torch host could not start torchrun: {reply}")
+            raise HostFailedError("the process that imports torch for this command ended before torchrun started")
         return HostedTorchrun(self, reply["pid"], torchrun_args)
 
     def _read(self, timeout: float | None) -> dict | None:
@@ -204,10 +201,8 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
 
 
 def _fork_torchrun(request: dict) -> int:
-    from commbench import forked_torchrun
-
     pid = os.fork()
     if pid == 0:
         log_fd = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        forked_torchrun.run_as_child(request["args"], log_fd=log_fd, env=request["env"])  # never returns
+        run_as_child(request["args"], log_fd=log_fd, env=request["env"])  # never returns
     return pid

@@ -1,5 +1,8 @@
 """Resolving auto choices and refusing impossible targets against a stated Machine (GPU count, NCCL, the job)."""
 
+import subprocess
+import sys
+
 import pytest
 
 from commbench.backends import unsupported_reason
@@ -65,3 +68,27 @@ def test_machine_here_reads_the_job_from_the_given_environment():
     assert not alone.in_job and alone.rank is None
     rank = Machine.here({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
     assert (rank.rank, rank.world_size, rank.local_rank, rank.local_world_size) == (3, 4, 1, 2)
+
+
+def test_the_planning_tables_agree_with_torch():
+    """The launcher plans with element sizes and float-ness by name (it does not import torch); the ranks use torch's
+    dtypes. They must agree, or a sweep would be planned with other layouts than it measures."""
+    import torch
+
+    from commbench.backends import DTYPE_BYTES, DTYPES, FLOATING_DTYPES
+
+    for name, dtype in DTYPES.items():
+        assert DTYPE_BYTES[name] == dtype.itemsize
+        assert (name in FLOATING_DTYPES) == dtype.is_floating_point
+    assert DTYPES["bfloat16"] is torch.bfloat16
+
+
+def test_planning_a_sweep_imports_no_torch():
+    script = ("import sys\n"
+              "from commbench.benches.collective import KIND\n"
+              "from commbench.spec import plan, validate\n"
+              "from commbench.table import format_tables\n"
+              "from commbench import session, runinfo\n"
+              "print('torch' in sys.modules)\n")
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert completed.stdout.strip() == "False", completed.stderr

@@ -121,3 +121,19 @@ def test_a_sweep_launches_without_importing_torch_in_the_launching_process(tmp_p
     import torch
 
     assert json.loads((tmp_path / "r" / "meta.json").read_text())["torch_version"] == torch.__version__
+
+
+def test_a_torch_that_cannot_be_imported_fails_the_command_in_one_line(tmp_path):
+    broken = tmp_path / "shadow" / "torch"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('libtorch_cpu.so: cannot open shared object file')\n")
+    env = commbench_env(PYTHONPATH=os.pathsep.join([str(broken.parent), os.environ.get("PYTHONPATH", "")]))
+    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1K",
+                                "--out", str(tmp_path / "results")], capture_output=True, text=True, timeout=120,
+                               env=env)
+    assert completed.returncode == 3, completed.stderr
+    lines = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in completed.stderr
+    assert "the process that imports torch for this command failed" in lines[0]
+    assert "cannot open shared object file" in lines[0]
+    assert not (tmp_path / "results").exists()  # nothing was prepared
