@@ -22,6 +22,7 @@ import argparse
 import csv
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -58,6 +59,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--nproc", type=int, default=2)
     parser.add_argument("--before", type=Path, help="another commbench checkout to run the fixed sweep from too")
     parser.add_argument("--no-one-point", action="store_true", help="skip the one-point (fixed cost) runs")
+    parser.add_argument("--extra", default="", help="more options for this checkout's commbench runs, e.g. "
+                                                    "--extra=--bind-cores")
     return parser.parse_args()
 
 
@@ -176,8 +179,9 @@ def main() -> None:
                 else:
                     end = args.begin if name == ONE_COMMBENCH else args.end
                     iters = args.adaptive_iters if name == ADAPTIVE else args.iters
-                    wall, rows = run_commbench(args, runs, run_id, end=end, iters=iters,
-                                               extra=adaptive if name == ADAPTIVE else (),
+                    extra = (*(adaptive if name == ADAPTIVE else ()),
+                             *(() if name == BEFORE else shlex.split(args.extra)))
+                    wall, rows = run_commbench(args, runs, run_id, end=end, iters=iters, extra=extra,
                                                checkout=args.before if name == BEFORE else None)
                     if name in rows_of:
                         rows_of[name].append(rows)
@@ -193,7 +197,8 @@ def report(args, walls, busbw, rows_of) -> None:
     param_wall = statistics.median(walls[PARAM])
     print(f"\n# wall time, median of {args.rounds} rounds ({args.collective}, gloo, {args.nproc} ranks, "
           f"{args.begin}–{args.end} x{args.factor}, {args.warmup} warm-up; fixed: {args.iters} timed; adaptive: "
-          f"--target-ci {args.target_ci:g} --max-time {args.max_time:g} --iters {args.adaptive_iters})")
+          f"--target-ci {args.target_ci:g} --max-time {args.max_time:g} --iters {args.adaptive_iters})"
+          + (f"; this checkout's runs with {args.extra}" if args.extra else ""))
     for name, values in walls.items():
         median = statistics.median(values)
         reference = statistics.median(walls[ONE_PARAM]) if name.endswith("1 point") else param_wall

@@ -50,6 +50,8 @@ class Bench:
     """Printed with the results: what was measured differently from what was asked, and why."""
     process_per_point: bool = False
     """Launch the ranks once per point (--only INDEX) instead of once for the whole bench."""
+    cores: tuple[int, ...] | None = None
+    """--bind-cores: the core each local rank is pinned to (rank.py), by local rank; None leaves them unpinned."""
 
 
 @dataclass

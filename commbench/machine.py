@@ -102,10 +102,12 @@ class Target:
     backend: str
     device: str
     nproc: int
+    cores: tuple[int, ...] | None = None
+    """With --bind-cores: the core each local rank is pinned to, by local rank."""
 
 
 def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO, nproc: int | None = None,
-                   oversubscribe: bool = False) -> Target:
+                   oversubscribe: bool = False, bind_cores: bool = False) -> Target:
     """Turn `auto` choices into concrete ones for this machine and refuse impossible combinations before anything
     launches. Inside a job the rank count is the job's, and the ranks on one machine share its GPUs. Ranks that
     commbench launches here must fit its cores (more with oversubscribe, up to MAX_RANKS_PER_CORE each, and a
@@ -142,7 +144,23 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
     if backend == NCCL and ranks_here is not None and ranks_here > gpus:
         raise CommbenchError(f"{ranks_here} ranks on this machine exceed its {gpus} visible GPU(s): NCCL needs one GPU "
                              f"per rank; use --nproc {gpus} or fewer (or fewer ranks per node), or --backend gloo")
-    return Target(backend=backend, device=device, nproc=nproc)
+    cores = _cores_to_bind(machine, device=device, nproc=nproc) if bind_cores else None
+    return Target(backend=backend, device=device, nproc=nproc, cores=cores)
+
+
+def _cores_to_bind(machine: Machine, *, device: str, nproc: int) -> tuple[int, ...]:
+    """A core of its own for each rank commbench launches on this machine, from the cores this process may use."""
+    if machine.in_job:
+        raise CommbenchError("--bind-cores pins ranks that commbench launches; inside torchrun or srun, bind with "
+                             "your launcher (srun --cpu-bind=cores, numactl) and drop --bind-cores")
+    if device != CPU:
+        raise CommbenchError("--bind-cores pins CPU ranks; GPU ranks are bound to their GPU's cores by the launcher "
+                             "(srun --cpu-bind, numactl): drop --bind-cores or use --device cpu")
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if nproc > len(usable):
+        raise CommbenchError(f"--bind-cores needs a core per rank: {nproc} ranks, {len(usable) or 'no'} usable "
+                             f"core(s) here; use --nproc {len(usable)} or fewer, or drop --bind-cores")
+    return tuple(usable[:nproc])
 
 
 def _check_cores(nproc: int, cpus: int, *, oversubscribe: bool) -> None:

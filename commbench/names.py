@@ -31,3 +31,6 @@ STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
 STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first
 IMPLEMENTATIONS = ("builtin", "ring")
 """builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""
+BIND_CORES_ENV = "COMMBENCH_BIND_CORES"
+"""--bind-cores: the cores of a launch's local ranks, comma-separated, by local rank (set by the launcher, read by
+rank.py)."""

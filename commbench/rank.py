@@ -12,6 +12,7 @@ import torch
 from commbench import driver, faults, store
 from commbench.benches import get_kind
 from commbench.machine import Machine
+from commbench.names import BIND_CORES_ENV
 
 FAILED_RANK_LINGER_S = 1.0
 """A rank whose run raised (typically: a peer died and gloo/NCCL reported the broken connection) waits this long
@@ -37,12 +38,22 @@ def main(argv: list[str] | None = None) -> None:
     timeout_s = max(spec.timeout_s for _, spec, _ in benches) + WATCHED_TIMEOUT_GRACE_S
     try:
         with driver.joined(machine, [spec for _, spec, _ in benches], timeout_s=timeout_s) as (ctx, _):
+            _bind_to_core(machine.local_rank)
             for kind, spec, run_dir in benches:
                 driver.run_bench(kind, spec, ctx, run_dir=run_dir, only=args.only)
     except Exception:
         time.sleep(FAILED_RANK_LINGER_S)
         raise
     faults.on_exit(faults.from_env(), rank=machine.rank, point=args.only)
+
+
+def _bind_to_core(local_rank: int) -> None:
+    """--bind-cores: this rank's main thread (which issues and times the calls) on a core of its own. Only this
+    thread: the process group's threads, started already, stay free to run on any core. Pinned with them, the
+    main thread and gloo's I/O thread took turns on one core and a 1 KiB all_reduce read ~3.5 ms instead of ~0.5."""
+    cores = os.environ.get(BIND_CORES_ENV)
+    if cores:
+        os.sched_setaffinity(0, {int(cores.split(",")[local_rank])})
 
 
 def _threads_as_torchrun_set() -> None:

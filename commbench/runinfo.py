@@ -91,7 +91,8 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
 
 def rank_facts(device_platform) -> dict:
     """What one rank knows of itself; rank 0 gathers these from every rank."""
-    return {"host": platform.node(), "device": device_platform.device_name()}
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"host": platform.node(), "device": device_platform.device_name(), "cores": cores}
 
 
 def installed_torch_version() -> str | None:
@@ -119,6 +120,7 @@ def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict
         "world_size": world,
         "hosts": sorted({fact["host"] for fact in facts}),
         "device_names": [fact["device"] for fact in facts],
+        "rank_cores": [fact.get("cores") for fact in facts],  # each rank's CPU affinity (--bind-cores: one core)
         "driver_version": inventory.get("driver_version"),
         "env": relevant_env(),
     }

@@ -14,7 +14,7 @@ from typing import Callable
 from commbench import launch, runinfo, stopping, store
 from commbench.bench_kind import Bench
 from commbench.errors import CommbenchError, RunOutputError
-from commbench.names import CPU
+from commbench.names import BIND_CORES_ENV, CPU
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
 
@@ -76,9 +76,12 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
         commands = [launch.torchrun_command(nproc=nproc, program=program)]
     timeout_s = max(bench.spec.timeout_s for bench in benches)
     log_path = run_dirs[0] / store.LAUNCH_LOG
+    env = None
+    if benches[0].cores is not None:  # a launch's benches share their target (a suite sets it once)
+        env = {**os.environ, BIND_CORES_ENV: ",".join(map(str, benches[0].cores))}
     outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
                                count_rows=lambda: sum(count() for count in counters), log_path=log_path,
-                               timeout_s=timeout_s, quiet=quiet, stored=stored)
+                               timeout_s=timeout_s, quiet=quiet, stored=stored, env=env)
     for run_dir in run_dirs:
         if store.read_meta(run_dir).get("status") != store.STATUS_COMPLETE:
             record_outcome(run_dir, outcomes, timeout_s, log_path=log_path)  # the bench that was running
@@ -89,8 +92,8 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
 
 
 def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
-                    timeout_s: float, quiet: bool,
-                    stored: Callable[[int], bool] | None = None) -> list[launch.LaunchOutcome]:
+                    timeout_s: float, quiet: bool, stored: Callable[[int], bool] | None = None,
+                    env: dict[str, str] | None = None) -> list[launch.LaunchOutcome]:
     """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
     launch that adds no row for timeout_s is stopped. A launch that failed after its work was stored (stored(index):
     its row is on disk) does not stop the next: its ranks broke on the way out, after every check."""
@@ -104,7 +107,7 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
             return done
 
         for index, command in enumerate(commands):
-            outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress)
+            outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress, env=env)
             outcomes.append(outcome)
             if not outcome.ok and (outcome.stopped_by or stored is None or not stored(index)):
                 break

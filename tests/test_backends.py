@@ -1,5 +1,6 @@
 """Resolving auto choices and refusing impossible targets against a stated Machine (GPU count, NCCL, the job)."""
 
+import os
 import subprocess
 import sys
 
@@ -92,3 +93,20 @@ def test_planning_a_sweep_imports_no_torch():
               "print('torch' in sys.modules)\n")
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert completed.stdout.strip() == "False", completed.stderr
+
+
+def test_bind_cores_gives_each_launched_cpu_rank_a_core_of_its_own():
+    usable = sorted(os.sched_getaffinity(0))
+    target = resolve(nproc=1, bind_cores=True)
+    assert target.cores == (usable[0],)
+    assert resolve(nproc=1).cores is None  # unpinned unless asked
+
+
+@pytest.mark.parametrize("options, fragment", [
+    (dict(nproc=len(os.sched_getaffinity(0)) + 1, oversubscribe=True, bind_cores=True), "needs a core per rank"),
+    (dict(gpus=1, nccl_available=True, bind_cores=True), "pins CPU ranks"),
+    (dict(world_size_in_job=2, bind_cores=True), "inside torchrun or srun, bind with your launcher"),
+])
+def test_bind_cores_refuses_what_it_cannot_pin(options, fragment):
+    with pytest.raises(CommbenchError, match=fragment):
+        resolve(**options)

@@ -207,3 +207,17 @@ def test_world_size_one_without_check(run_sweep):
     assert run.results["n_wrong"].isna().all()
     assert "busbw is 0 at world size 1" in run.stdout
     assert "N/A" in run.stdout
+
+
+def test_bind_cores_pins_each_ranks_calling_thread_to_its_own_core(run_sweep):
+    import os
+
+    run = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "1K", "--nproc", "2", "--bind-cores", *FAST)
+    if len(os.sched_getaffinity(0)) < 2:
+        assert run.returncode == 2 and "needs a core per rank" in run.stderr
+        return
+    assert run.returncode == 0, run.stderr
+    usable = sorted(os.sched_getaffinity(0))
+    assert run.meta["rank_cores"] == [[usable[0]], [usable[1]]]
+    free = run_sweep("-c", "all_reduce", "--impl", "builtin", "--sizes", "1K", "--nproc", "2", *FAST)
+    assert free.meta["rank_cores"] == [usable, usable]

@@ -129,7 +129,7 @@ class CollectiveKind(BenchKind):
         from commbench.units import parse_size_spec
 
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
-                                oversubscribe=options.oversubscribe)
+                                oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
         spec = SweepSpec(
             collectives=options.collectives or DEFAULT_COLLECTIVES,
             impls=options.impls or default_impls(target.backend, target.device), ring_chunks=options.ring_chunks,
@@ -143,7 +143,7 @@ class CollectiveKind(BenchKind):
         validate(spec, nccl_version=machine.nccl_version)
         _check_ops_apply(options.ops, spec.collectives)
         return Bench(self, spec, plan(spec, spec.nproc),
-                     notes=tuple(placement_notes(spec) + size_notes(spec, spec.nproc)))
+                     notes=tuple(placement_notes(spec) + size_notes(spec, spec.nproc)), cores=target.cores)
 
     def spec_from_json(self, text):
         from commbench.spec import SweepSpec

@@ -100,7 +100,7 @@ class TrainingKind(BenchKind):
         from commbench.units import parse_count, parse_memory
 
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
-                                oversubscribe=options.oversubscribe)
+                                oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
         defaults = DEFAULTS[target.device]
         seq_len = options.seq_len or defaults["seq_len"]
         layers = options.layers or defaults["layers"]
@@ -124,7 +124,7 @@ class TrainingKind(BenchKind):
                          lr=options.lr, backend=target.backend, device=target.device, nproc=target.nproc,
                          isolation=isolation, memory_budget_bytes=budget, timeout_s=options.timeout)
         validate(spec)
-        return Bench(self, spec, spec.points, process_per_point=spec.isolation == "process")
+        return Bench(self, spec, spec.points, process_per_point=spec.isolation == "process", cores=target.cores)
 
     def spec_from_json(self, text):
         from commbench.training.spec import TrainSpec
