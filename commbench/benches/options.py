@@ -179,8 +179,8 @@ class TargetOptions:
                                  help="Allow more CPU ranks than this machine's cores (they time-share the cores, so "
                                       "times are slower; at most 8 ranks per core).")
     bind_cores: bool = option("--bind-cores", switch=True, default=False,
-                              help="Pin each CPU rank to a core of its own (as mpirun --bind-to core): no rank waits "
-                                   "for a core another rank's threads hold.")
+                              help="Pin each launched CPU rank's calling thread to a core of its own (its process "
+                                   "group's threads stay free): steadier small-message times on a shared machine.")
 
 
 TARGET_KEYS = tuple(described.key for _, described in options_of(TargetOptions))
