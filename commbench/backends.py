@@ -12,7 +12,6 @@ from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES, NCCL
 DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4}
 """Bytes per element of each dtype name (torch's itemsize; tests/test_backends.py checks them against torch)."""
 FLOATING_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
-assert set(DTYPE_BYTES) == set(names.DTYPES) >= FLOATING_DTYPES
 
 
 def __getattr__(name: str):

@@ -8,6 +8,7 @@ by torchrun, so nothing of this process (a CUDA context, threads) reaches them.
 """
 
 import os
+import select
 import subprocess
 import sys
 import time
@@ -43,12 +44,27 @@ class ForkedTorchrun:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        """Its exit code, once it exits; TimeoutExpired after timeout seconds. On Linux a pidfd wakes this process
+        only when torchrun exits (nothing polls while ranks are timed); elsewhere it polls every _WAIT_POLL_S."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.poll() is None:
-            if deadline is not None and time.monotonic() >= deadline:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.args, timeout)
-            time.sleep(_WAIT_POLL_S)
+            _sleep_until_exit(self.pid, left)
         return self.returncode
+
+
+def _sleep_until_exit(pid: int, seconds: float | None) -> None:
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd_open (not Linux ≥ 5.3), or the process is gone already
+        time.sleep(_WAIT_POLL_S if seconds is None else min(seconds, _WAIT_POLL_S))
+        return
+    try:
+        select.select([pidfd], [], [], seconds)
+    finally:
+        os.close(pidfd)
 
 
 def run_as_child(torchrun_args: list[str], *, log_fd: int, env: dict[str, str] | None) -> None:

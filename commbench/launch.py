@@ -3,7 +3,6 @@
 import importlib.util
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -92,30 +91,12 @@ def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progres
 
 def _wait_at_most(process, seconds: float) -> None:
     """Sleep until the process exits or `seconds` pass, so the run's end is seen at once rather than up to a whole
-    watchdog period later. On Linux a pidfd wakes this process only then (no polling while ranks are timed);
-    elsewhere the wait polls every few ms."""
-    own_wait = getattr(process, "wait_at_most", None)
-    if own_wait is not None:  # torchrun forked by the torch host: its end is reported through the host's pipe
-        own_wait(seconds)
-        return
-    pidfd = _pidfd(process.pid)
-    if pidfd is None:
-        try:
-            process.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            pass
-        return
+    watchdog period later. A forked torchrun (ours or the torch host's) wakes this process only then; a subprocess
+    (outside Linux) polls every few ms."""
     try:
-        select.select([pidfd], [], [], seconds)
-    finally:
-        os.close(pidfd)
-
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # no pidfd_open (not Linux ≥ 5.3, Python < 3.9), or the process is gone
-        return None
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None):

@@ -25,7 +25,7 @@ TIMINGS = (PER_ITERATION, BATCH)
 """The timing modes of a row (its `timing` column): a barrier before every timed call (per-call distribution), or
 nccl-tests' back-to-back batches."""
 TIMING_CHOICES = (*TIMINGS, AUTO)
-"""What --timing takes: a mode, or auto (per point, from the warm-up: commbench/timing.py choose_timing)."""
+"""What --timing takes: a mode, or auto (per point, from 5 calls after the warm-up: commbench/timing.py)."""
 STOP_ITERS = "iters"  # stop_reason: the fixed number of iterations ran
 STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
 STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first

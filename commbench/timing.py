@@ -30,21 +30,15 @@ class CpuTimer:
 
     def __init__(self, barrier: Callable[[], None]):
         self._barrier = barrier
-        self.iteration_wall_s: list[float] = []
-        """The host wall time of each iteration of the last time_iterations, barrier included (--timing auto)."""
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         samples = [0.0] * iterations
-        tops = [0.0] * (iterations + 1)
         barrier, clock = self._barrier, time.perf_counter
         for index in range(iterations):
-            tops[index] = clock()
             barrier()
             start = clock()
             run()
             samples[index] = clock() - start
-        tops[iterations] = clock()
-        self.iteration_wall_s = _differences(tops)
         return samples
 
     def time_batches(self, run: Callable[[], object], batches: int, calls: int) -> list[float]:
@@ -81,9 +75,6 @@ class CudaTimer:
         self._barrier = barrier
         self._spin_s = _MIN_SPIN_S
         self._issue_s: list[float] = []
-        self.iteration_wall_s: list[float] = []
-        """The host wall time of each iteration of the last time_iterations: barrier, stream sync (the previous
-        call's end), spin and issue (--timing auto)."""
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
@@ -91,9 +82,7 @@ class CudaTimer:
         stream = torch.cuda.current_stream()
         barrier, clock, spin_cycles = self._barrier, time.perf_counter, _cycles_for(self._spin_s)
         issue_s = [0.0] * iterations
-        tops = [0.0] * (iterations + 1)
         for index in range(iterations):
-            tops[index] = clock()
             barrier()
             stream.synchronize()
             _spin(spin_cycles)
@@ -103,8 +92,6 @@ class CudaTimer:
             issue_s[index] = clock() - issued
             ends[index].record(stream)
         torch.cuda.synchronize()
-        tops[iterations] = clock()
-        self.iteration_wall_s = _differences(tops)
         self._issue_s = issue_s
         return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
 
@@ -136,10 +123,6 @@ class CudaTimer:
             return f"; a {spin_ms:.2g} ms spin covered host issue (max {issue_ms:.2g} ms)"
         return (f"; host issue (max {issue_ms:.2g} ms) outlasted the {spin_ms:.2g} ms spin: launch latency is in "
                 "the time")
-
-
-def _differences(times: list[float]) -> list[float]:
-    return [later - earlier for earlier, later in zip(times, times[1:])]
 
 
 _MIN_SPIN_S = 1e-4  # ≈ issuing one builtin collective from Python
@@ -197,15 +180,12 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
     barrier (default ctx.barrier) is what releases the ranks before a timed call or batch."""
     timer = ctx.platform.timer(barrier or ctx.barrier)
     started = time.monotonic()
-    # auto modes decide from timed warm-up calls: auto batch size from at least one, auto timing from a few
-    warm_calls = warmup
-    if timing == AUTO:
-        warm_calls = max(warmup, AUTO_TIMING_MIN_WARMUP)
-    elif timing == BATCH and not batch_calls:
-        warm_calls = max(warmup, 1)
+    # auto batch size needs at least one timed call to size the batch from
+    warm_calls = max(warmup, 1) if timing == BATCH and not batch_calls else warmup
     warm = ctx.max_over_ranks(timer.time_iterations(run, warm_calls)) if warm_calls else []
-    chosen, why = (choose_timing(warm, ctx.max_over_ranks(timer.iteration_wall_s)) if timing == AUTO
-                   else (timing, ""))
+    chosen, why = timing, ""
+    if timing == AUTO:
+        warm, chosen, why = _auto_timing(run, timer, ctx)
     timer.size_spin()
     if on_timed_start:
         on_timed_start()
@@ -247,29 +227,34 @@ def next_look(taken: int) -> int:
 
 LOOK_GROWTH = 1.25
 LOOK_STEP_MIN = 5
-AUTO_TIMING_MIN_WARMUP = 5
-"""--timing auto times at least this many warm-up calls to decide from (their medians)."""
+AUTO_TIMING_CALLS = 5
+"""--timing auto decides from this many more calls after the warm-up, timed per iteration."""
 AUTO_BATCH_OVERHEAD = 0.2
-"""--timing auto: batch where more than this share of a per-iteration sample's wall time is not the timed call
-(the barrier before it, on GPUs the stream sync and spin too): there per-call overhead dominates, and back-to-back
-calls give more samples per second of the same collective."""
+"""--timing auto: batch where more than this share of per-iteration timing's wall time is not the timed calls (the
+barrier before each, on GPUs the stream sync and spin too): there per-call overhead dominates, and back-to-back calls
+give more samples per second of the same collective."""
 
 
-def choose_timing(call_s: list[float], iteration_wall_s: list[float]) -> tuple[str, str]:
-    """(mode, why) for --timing auto, from warm-up calls timed per iteration (the slowest rank's) and the wall time
-    of each of those iterations, barrier included (the slowest rank's): identical on every rank."""
-    call, wall = _median(call_s), _median(iteration_wall_s)
-    if not (call > 0 and wall > 0):
-        return PER_ITERATION, "; auto: per-iteration (no warm-up time to decide from)"
-    overhead = max(0.0, 1 - call / wall)
+def _auto_timing(run, timer, ctx) -> tuple[list[float], str, str]:
+    """--timing auto after the warm-up: AUTO_TIMING_CALLS calls timed per iteration, and the host wall time of the
+    whole block around them (the timer's loop is not touched). Returns those calls' times (the slowest rank's, which
+    also size an auto batch), the mode and why; the same on every rank."""
+    begun = time.perf_counter()
+    calls = timer.time_iterations(run, AUTO_TIMING_CALLS)  # ends with the device synchronised
+    combined = ctx.max_over_ranks([*calls, time.perf_counter() - begun])
+    calls_s, wall_s = combined[:-1], combined[-1]
+    mode, why = choose_timing(calls_s, wall_s)
+    return calls_s, mode, why
+
+
+def choose_timing(call_s: list[float], wall_s: float) -> tuple[str, str]:
+    """(mode, why) for --timing auto, from calls timed per iteration and the wall time of the loop that timed them."""
+    if not (sum(call_s) > 0 and wall_s > 0):
+        return PER_ITERATION, "; auto: per-iteration (no time to decide from)"
+    overhead = max(0.0, 1 - sum(call_s) / wall_s)
     mode = BATCH if overhead > AUTO_BATCH_OVERHEAD else PER_ITERATION
-    return mode, (f"; auto: {mode}, since a per-iteration sample spent {overhead:.0%} of its time outside the call "
+    return mode, (f"; auto: {mode}, since per-iteration timing spent {overhead:.0%} of its time outside the calls "
                   f"(batch above {AUTO_BATCH_OVERHEAD:.0%})")
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else math.nan
 
 
 def _stop_reason(samples, started, sampling_started, ctx, target_ci_pct,

@@ -22,7 +22,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 import traceback
 
 from commbench import stopping
@@ -69,6 +68,8 @@ def close() -> None:
 
 
 class TorchHost:
+    """The launcher's side of the host: forks it, reads its facts, asks it for launches, ends it."""
+
     def __init__(self):
         commands_read, commands_write = os.pipe()
         replies_read, replies_write = os.pipe()
@@ -146,18 +147,10 @@ class HostedTorchrun:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.returncode is None:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self._take_exit(left) and deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(self.args, timeout)
+        """Its exit code, reported by the host when torchrun ends (this process sleeps until then)."""
+        if self.returncode is None and not self._take_exit(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
         return self.returncode
-
-    def wait_at_most(self, seconds: float) -> None:
-        try:
-            self.wait(seconds)
-        except subprocess.TimeoutExpired:
-            pass
 
     def _take_exit(self, timeout: float | None) -> bool:
         try:

@@ -78,6 +78,7 @@ def test_the_planning_tables_agree_with_torch():
 
     from commbench.backends import DTYPE_BYTES, DTYPES, FLOATING_DTYPES
 
+    assert set(DTYPE_BYTES) == set(DTYPES) >= FLOATING_DTYPES
     for name, dtype in DTYPES.items():
         assert DTYPE_BYTES[name] == dtype.itemsize
         assert (name in FLOATING_DTYPES) == dtype.is_floating_point

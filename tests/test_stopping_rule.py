@@ -26,12 +26,9 @@ class _Draws:
 
     def __init__(self, draw):
         self._draw = draw
-        self.iteration_wall_s: list[float] = []
 
     def time_iterations(self, run, iterations):
-        samples = [float(value) for value in self._draw(iterations)]
-        self.iteration_wall_s = samples
-        return samples
+        return [float(value) for value in self._draw(iterations)]
 
     def size_spin(self):
         pass
@@ -154,13 +151,13 @@ def test_a_spread_that_never_narrows_stops_at_the_budget():
 
 
 def test_auto_timing_batches_where_the_barrier_dominates():
-    # per-iteration samples of 1 ms calls that took 2 ms each with the barrier: half the time is overhead
-    assert choose_timing([0.001] * 5, [0.002] * 5)[0] == BATCH
-    # 10 ms calls in 10.5 ms iterations: 5 % overhead
-    assert choose_timing([0.010] * 5, [0.0105] * 5)[0] == PER_ITERATION
+    # five 1 ms calls in a 10 ms loop: half the time is overhead (the barriers)
+    assert choose_timing([0.001] * 5, 0.010)[0] == BATCH
+    # five 10 ms calls in 52.5 ms: 5 % overhead
+    assert choose_timing([0.010] * 5, 0.0525)[0] == PER_ITERATION
     edge = 1 / (1 - AUTO_BATCH_OVERHEAD)
-    assert choose_timing([1.0] * 3, [edge * 0.999] * 3)[0] == PER_ITERATION
-    assert choose_timing([1.0] * 3, [edge * 1.001] * 3)[0] == BATCH
-    mode, why = choose_timing([], [])
-    assert mode == PER_ITERATION and "no warm-up time" in why
+    assert choose_timing([1.0] * 3, 3 * edge * 0.999)[0] == PER_ITERATION
+    assert choose_timing([1.0] * 3, 3 * edge * 1.001)[0] == BATCH
+    mode, why = choose_timing([], 0.0)
+    assert mode == PER_ITERATION and "no time to decide from" in why
 

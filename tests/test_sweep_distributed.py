@@ -190,7 +190,7 @@ def test_auto_timing_picks_a_mode_per_point_and_says_why(run_sweep):
     assert len(run.results) == 2
     for _, row in run.results.iterrows():
         assert row["timing"] in ("per-iteration", "batch")
-        assert f"auto: {row['timing']}, since a per-iteration sample spent" in row["timing_method"]
+        assert f"auto: {row['timing']}, since per-iteration timing spent" in row["timing_method"]
         assert row["timing_method"].startswith(row["timing"])
     _assert_consistent(run.results, run.samples)
 

@@ -69,7 +69,8 @@ class CollectiveOptions(TargetOptions):
         "--timing", many=True, choices=TIMING_CHOICES,
         help="per-iteration (a barrier before each timed call; the slowest rank's time) and/or batch (nccl-tests': "
              "back-to-back calls per sample, time per call averaged over ranks), repeat for both; or auto: batch "
-             "where the barrier takes over a fifth of a per-iteration sample, per-iteration elsewhere "
+             "where the barriers take over a fifth of per-iteration timing (5 calls after the warm-up), per-iteration "
+             "elsewhere "
              "[default: per-iteration].")
     batch_calls: str = option("--batch-calls", default=AUTO, show_default=True,
                               help="Calls per sample with --timing batch; auto = enough for about 5 ms.")
