@@ -79,7 +79,13 @@ def reference_runs(tmp_path_factory) -> dict[int, Path]:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                    str(job), str(folder), json.dumps(configs)]
         completed = subprocess.run(command, env=commbench_env(), capture_output=True, text=True, timeout=400)
-        assert completed.returncode == 0, completed.stderr[-3000:]
+        written = all((folder / f"rank{rank}-{index}.json").exists()
+                      for rank in range(nproc) for index in range(len(configs)))
+        # gloo's teardown now and then aborts a rank after the job is done ("terminate called without an active
+        # exception", seen once in CI here): commbench records that as a teardown note and keeps the run; so does
+        # this job, provided every rank wrote every configuration first
+        torn_down = written and "terminate called without an active exception" in completed.stderr
+        assert completed.returncode == 0 or torn_down, completed.stderr[-3000:]
         folders[nproc] = folder
     return folders
 
