@@ -67,6 +67,8 @@ class RankRun:
     """Where this rank writes its profiler traces, when the bench records them."""
     fault: Any = None
     """A test-only fault (commbench/faults.py)."""
+    run_dir: Path | None = None
+    """The run folder (rank 0 writes into it; a kind may write files of its own there, e.g. hunt.json)."""
     state: Any = None
     """What the kind's prepare() returned for this launch."""
 
@@ -79,6 +81,9 @@ class Measured:
     """Per-iteration sample rows, without the stamp (rank 0)."""
     gpu_samples: list[dict] = field(default_factory=list)
     """This rank's GPU samples during the point (rank 0 writes its own)."""
+    rows: list[dict] = field(default_factory=list)
+    """More result rows after `row`, for a point that measures several things (a hunt's phase); their samples
+    carry their own key columns."""
 
 
 class BenchKind:
@@ -108,8 +113,8 @@ class BenchKind:
     """Columns that must agree for two rows to be compared at all."""
     metrics: tuple[Metric, ...] = ()
     plots: tuple[Plot, ...] = ()
-    wrong_message: str = "{n} wrong result(s) in the check"
-    """What exit code 1 says, with {n} the count of wrong results."""
+    wrong_message: str = "{n} wrong result(s) in the check; results are not valid"
+    """What exit code 1 says, with {n} the count n_wrong() returns."""
 
     def help(self) -> str:
         """The command's help text (its first line is the summary `commbench --help` lists)."""
@@ -157,6 +162,7 @@ class BenchKind:
         return mask
 
     def n_wrong(self, results) -> int:
+        """What makes the exit code 1 (wrong results; a hunt's suspects)."""
         if results is None or results.empty:
             return 0
         return int(results["n_wrong"].fillna(0).sum())

@@ -31,7 +31,7 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | N
             first = only in (None, 0)
             facts = ctx.gather_objects(runinfo.rank_facts(ctx.platform)) if first else None
             run = RankRun(ctx, run_id=store.run_id_of(run_dir) if writes else "", sampler=sampler,
-                          trace_dir=trace_dir, fault=fault, state=kind.prepare(spec, ctx))
+                          trace_dir=trace_dir, fault=fault, state=kind.prepare(spec, ctx), run_dir=run_dir)
             if writes:
                 if first:
                     store.update_meta(run_dir, gpu_sampling=sampling, traces_dir=str(trace_dir) if trace_dir else None,
@@ -65,14 +65,17 @@ class _Writers:
             if gpu_samples and kind.gpu_sample_columns else None
 
     def write(self, measured) -> None:
-        row = measured.row
+        rows = [row for row in (measured.row, *measured.rows) if row is not None]
+        if not rows:  # a point that had nothing to measure here (a hunt without suspects to measure again)
+            return
+        row = rows[0]
         stamp = {"schema_version": store.SCHEMA_VERSION, "run_id": row["run_id"],
                  **{column: row[column] for column in self._kind.sample_keys}}
-        # samples first: a row in results.csv promises its samples are on disk
+        # samples first: a row in results.csv promises its samples are on disk (a sample's own keys win the stamp's)
         self._samples.write([{**stamp, **sample} for sample in measured.samples])
         if self._gpu_samples:
             self._gpu_samples.write([{**stamp, **sample} for sample in measured.gpu_samples])
-        self._results.write([row])
+        self._results.write(rows)
 
 
 @contextlib.contextmanager

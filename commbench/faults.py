@@ -16,6 +16,10 @@ index; `*`: every point). KIND is
          stored everything: a rank dying in teardown must not fail a complete run.
 COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval),
 so the regression gate can be shown to catch a slowdown.
+COMMBENCH_SLOW_NODE="NODE:P" makes every send of the ranks on node NODE (their node name, commbench/cluster/nodes.py)
+P percent slower, and COMMBENCH_SLOW_LINK="NODE_A,NODE_B:P" every send between those two nodes (either way): a sleep
+of that share of the transfer's own time inside the timed interval, in `commbench hunt` and `commbench p2p`. A sleep,
+not a busy wait: on a machine whose cores all run ranks, a spinning rank would slow the other pairs of its round too.
 """
 
 import os
@@ -27,6 +31,8 @@ import torch
 
 ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
+SLOW_NODE_ENV_VAR = "COMMBENCH_SLOW_NODE"
+SLOW_LINK_ENV_VAR = "COMMBENCH_SLOW_LINK"
 _KINDS = ("wrong", "kill", "hang", "leak", "abort", "zero", "skew")
 EVERY_POINT = -1
 SKEW_S = 0.02
@@ -109,6 +115,51 @@ def slowed(run):
         until = time.perf_counter() + (time.perf_counter() - start) * percent / 100
         while time.perf_counter() < until:
             pass
+        return result
+
+    return slow_run
+
+
+def send_slowdown(my_node: str, peer_node: str | None) -> float:
+    """The share (1.0 = 100 %) by which this rank's sends to a rank on peer_node (None: a collective within this
+    rank's own node) are slowed by COMMBENCH_SLOW_NODE / COMMBENCH_SLOW_LINK; 0.0 without them."""
+    share = 0.0
+    node = os.environ.get(SLOW_NODE_ENV_VAR)
+    if node:
+        name, percent = _named_percent(SLOW_NODE_ENV_VAR, node)
+        if name == my_node:
+            share += percent / 100
+    link = os.environ.get(SLOW_LINK_ENV_VAR)
+    if link and peer_node is not None:
+        names, percent = _named_percent(SLOW_LINK_ENV_VAR, link)
+        ends = names.split(",")
+        if len(ends) != 2:
+            raise ValueError(f"{SLOW_LINK_ENV_VAR}={link!r}: give NODE_A,NODE_B:PERCENT")
+        if {my_node, peer_node} == set(ends) and my_node != peer_node:
+            share += percent / 100
+    return share
+
+
+def _named_percent(variable: str, text: str) -> tuple[str, float]:
+    name, _, percent = text.rpartition(":")
+    try:
+        value = float(percent)
+    except ValueError:
+        value = -1.0
+    if not name or value <= 0:
+        raise ValueError(f"{variable}={text!r}: give NAME:PERCENT with a percentage above 0")
+    return name, value
+
+
+def slowed_by(run, share: float):
+    """run itself, or run followed by a sleep of `share` of its own duration (the slow-node and slow-link faults)."""
+    if share <= 0:
+        return run
+
+    def slow_run():
+        start = time.perf_counter()
+        result = run()
+        time.sleep((time.perf_counter() - start) * share)
         return result
 
     return slow_run

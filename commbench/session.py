@@ -8,6 +8,7 @@ job's one process group.
 import contextlib
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -44,8 +45,22 @@ def launch_groups(benches: list[Bench]) -> list[list[int]]:
     return groups
 
 
-def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> bool:
-    """Run the benches into their prepared folders (None on ranks other than 0 in place); True when every one
+@dataclass(frozen=True)
+class Ran:
+    """How running the benches ended: truthy when every one completed."""
+
+    ok: bool
+    problems: bool = False
+    """In place: rank 0 found wrong results (or a hunt's suspects) in a completed bench. Every rank of the job then
+    exits 1 alike: a torchrun agent whose rank failed alone leaves the other nodes' agents waiting out their exit
+    barrier (300 s) before they end."""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> Ran:
+    """Run the benches into their prepared folders (None on ranks other than 0 in place); truthy when every one
     completed. A bench that fails stops the ones after it."""
     if machine.in_job:
         return _run_in_place(benches, run_dirs, machine, quiet=quiet)
@@ -54,8 +69,8 @@ def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, q
         fork_ranks = machine.gpus == 0 and all(benches[i].spec.device == CPU for i in group)
         if not _launch_group([benches[i] for i in group], [run_dirs[i] for i in group], quiet=quiet,
                              fork_ranks=fork_ranks):
-            return False
-    return True
+            return Ran(False)
+    return Ran(True)
 
 
 def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fork_ranks: bool) -> bool:
@@ -159,7 +174,7 @@ def _failure_cause(outcome: launch.LaunchOutcome, timeout_s: float, log_path: Pa
     return launch.failed_rank_summary(log_text) or f"torchrun exited with code {outcome.returncode}"
 
 
-def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> bool:
+def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> Ran:
     """As one rank of the job commbench was started in (torchrun or srun): every bench in the job's process group;
     rank 0 writes and shows progress."""
     from commbench import driver
@@ -182,11 +197,16 @@ def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *,
                         driver.run_bench(bench.kind, bench.spec, ctx, run_dir=run_dir, on_point=on_point)
                     except Exception:  # rank 0's meta.json says why; the other ranks only stop
                         group.clean = False
-                        return False
+                        return Ran(False)
             completed = True
+            problems = ctx.broadcast_object(_found_problems(benches, run_dirs) if rank == 0 else None)
     except Exception as error:  # joining or leaving the job's process group failed
-        return _record_group_failure(run_dirs, error, after_every_bench=completed)
-    return True
+        return Ran(_record_group_failure(run_dirs, error, after_every_bench=completed))
+    return Ran(True, problems=bool(problems))
+
+
+def _found_problems(benches: list[Bench], run_dirs: list[Path | None]) -> bool:
+    return any(read_outcome(bench.kind, run_dir).n_wrong for bench, run_dir in zip(benches, run_dirs) if run_dir)
 
 
 def _record_group_failure(run_dirs: list[Path | None], error: Exception, *, after_every_bench: bool) -> bool:
@@ -208,7 +228,7 @@ def _record_group_failure(run_dirs: list[Path | None], error: Exception, *, afte
 
 
 def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: list[str],
-              quiet: bool) -> tuple[bool, Outcome | None]:
+              quiet: bool) -> tuple[Ran, Outcome | None]:
     """A bench into a new run folder, results/<run-id>/ (made by rank 0 in place); (completed, its outcome), the
     outcome None on ranks other than 0 in place."""
     writes = not machine.in_job or machine.rank == 0

@@ -1,15 +1,37 @@
 """Shared helpers: run the real `commbench` CLI in a subprocess (real torchrun, real gloo ranks)."""
 
+import fcntl
 import functools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
+
+MACHINE_LOCK = Path(tempfile.gettempdir()) / f"commbench-tests-{os.getuid()}.lock"
+"""Shared by the pytest workers (-n 2): a distributed test holds it shared, an exclusive one alone."""
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request):
+    """An `exclusive` test (commbench hunt and p2p naming a slowed node by its timings) has the machine's cores to
+    itself: with the other worker's ranks on the same 2 cores, a healthy pair read as slow as the injected fault.
+    Other distributed tests share it with one another, as before."""
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    if not exclusive and request.node.get_closest_marker("distributed") is None:
+        yield
+        return
+    with open(MACHINE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 class SweepRun:
@@ -35,7 +57,8 @@ class SweepRun:
 def commbench_env(**extra: str) -> dict:
     env = {key: value for key, value in os.environ.items()
            if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COMMBENCH_FAULT",
-                          "COMMBENCH_SLOWDOWN_PCT")}
+                          "COMMBENCH_SLOWDOWN_PCT", "COMMBENCH_SLOW_NODE", "COMMBENCH_SLOW_LINK",
+                          "COMMBENCH_NODE_NAME", "SLURMD_NODENAME")}
     env.update(extra)
     return env
 

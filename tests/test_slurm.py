@@ -193,7 +193,7 @@ def test_two_node_job_meets_through_c10d_rendezvous_and_its_wrong_result_exits_1
     assert bench["status"] == "complete" and bench["world_size"] == 2
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "complete"  # the run finished; rows decide
     assert pd.read_csv(run_dir / "gate" / "results.csv")["n_wrong"].tolist() == [1, 0]
-    assert "1 wrong result(s) in the check" in completed.stderr
+    assert "bench gate: 1 wrong element(s) in the check" in completed.stderr
     assert f"# Report: {run_dir / 'report' / 'report.html'}" in completed.stdout
 
 

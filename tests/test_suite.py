@@ -16,7 +16,7 @@ from tests.conftest import commbench_env
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False)
 
-SHIPPED = ("default", "nccl-tests", "ddp-buckets", "fsdp-prefetch", "zero-stages", "cpu-ci")
+SHIPPED = ("default", "nccl-tests", "ddp-buckets", "fsdp-prefetch", "zero-stages", "cpu-ci", "hunt")
 
 # Three benches that share one launch (a sweep, a DDP bench in one process with memory reset, a sweep), then one
 # with a process per configuration (training on CPU, isolation auto).

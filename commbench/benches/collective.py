@@ -123,7 +123,7 @@ class CollectiveKind(BenchKind):
                   "commbench.report.collective_plots:latency_with_fit"),
              Plot("ring_vs_builtin", "Ring / builtin busbw ratio",
                   "commbench.report.collective_plots:ring_vs_builtin"))
-    wrong_message = "{n} wrong element(s) in the check (see #wrong)"
+    wrong_message = "{n} wrong element(s) in the check (see #wrong); results are not valid"
 
     def resolve(self, options: CollectiveOptions, machine) -> Bench:
         from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate

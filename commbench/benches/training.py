@@ -81,7 +81,7 @@ class TrainingKind(BenchKind):
     metrics = (Metric("step_time", "step_time_ms_p50", False, "step_time_ms", 3.0),
                Metric("peak_mem", "peak_mem_bytes", False, None, 2.0))
     wrong_message = ("{n} configuration(s) failed the check on some rank (replicas disagree or a loss is not finite; "
-                     "#wrong counts the ranks)")
+                     "#wrong counts the ranks); results are not valid")
 
     def n_wrong(self, results) -> int:
         """Configurations that failed: a row's n_wrong counts its failed ranks, and a sum over rows would count

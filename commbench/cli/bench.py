@@ -10,8 +10,15 @@ from click.core import ParameterSource
 
 from commbench.bench_kind import BenchKind
 from commbench.benches.options import default_of, options_of, parse_options
-from commbench.cli.shared import bench_document, finish_run, run_options, show_bench, show_warnings, verdict
-from commbench.errors import ExitCode
+from commbench.cli.shared import (
+    bench_document,
+    finish_run,
+    other_rank_exit,
+    run_options,
+    show_bench,
+    show_warnings,
+    verdict,
+)
 
 _METAVARS = {int: "INTEGER", float: "NUMBER", str: "TEXT", bool: "BOOL"}
 
@@ -75,9 +82,9 @@ def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, 
     show_warnings()  # the input is accepted: say what it will not measure as it seems, before the run
     argv = ["commbench", *sys.argv[1:]]
     ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=argv, quiet=quiet)
-    if outcome is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
-        sys.exit(ExitCode.OK if ok else ExitCode.RUN_FAILED)
+    if outcome is None:
+        other_rank_exit(ok)
     show_bench(bench, outcome, quiet=quiet, as_json=as_json)
-    code = verdict(bench.kind, outcome)
+    code = verdict(bench.kind, outcome, name=bench.kind.command)
     finish_run(outcome.run_dir, code, {"command": argv, **bench_document(bench, outcome, code)}, quiet=quiet,
                as_json=as_json)

@@ -5,7 +5,15 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.shared import bench_document, finish_run, run_options, show_bench, show_warnings, verdict
+from commbench.cli.shared import (
+    bench_document,
+    finish_run,
+    other_rank_exit,
+    run_options,
+    show_bench,
+    show_warnings,
+    verdict,
+)
 from commbench.cli.suites import complete_suite
 from commbench.errors import ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
@@ -49,8 +57,8 @@ def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Pa
     show_warnings()  # every bench is accepted: say what they will not measure as it seems, before the run
     argv = ["commbench", *sys.argv[1:]]
     outcome = run_suite(suite, machine, out=out, run_id=run_id, into=into, argv=argv, quiet=quiet)
-    if outcome.run_dir is None:  # a rank other than 0 inside a job: rank 0 reports for everyone
-        sys.exit(ExitCode.OK if outcome.ok else ExitCode.RUN_FAILED)
+    if outcome.run_dir is None:
+        other_rank_exit(outcome.ok)
     codes, benches = [], []
     for bench, result in outcome.benches:
         if not (quiet or as_json):  # the tables; otherwise stdout is one line (-q) or one document (--json)

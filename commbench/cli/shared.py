@@ -85,6 +85,12 @@ def bench_document(bench, outcome, code: ExitCode) -> dict:
             "results": outcome.results if outcome.results is not None else []}
 
 
+def other_rank_exit(ran) -> None:
+    """A rank other than 0 inside a job: rank 0 reports for everyone; this rank exits as the job ended (the same
+    code on every rank, see session.Ran)."""
+    sys.exit(ExitCode.RUN_FAILED if not ran else ExitCode.WRONG_RESULTS if ran.problems else ExitCode.OK)
+
+
 def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
     """The exit code of a finished bench, saying on stderr what went wrong."""
     from commbench.store import STATUS_COMPLETE
@@ -93,8 +99,7 @@ def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
         click.echo(f"commbench: {name} failed: {outcome.reason}", err=True)
         return ExitCode.RUN_FAILED
     if outcome.n_wrong:
-        click.echo(f"commbench: {name}: {kind.wrong_message.format(n=outcome.n_wrong)}; results are not valid",
-                   err=True)
+        click.echo(f"commbench: {name}: {kind.wrong_message.format(n=outcome.n_wrong)}", err=True)
         return ExitCode.WRONG_RESULTS
     return ExitCode.OK
 

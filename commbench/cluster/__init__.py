@@ -1,2 +1,3 @@
-"""Cluster acceptance (issue 19, `commbench hunt` and `p2p`): how nodes are paired and how suspects are named for
-Slurm. These are its first building blocks; the commands that use them come with the issue."""
+"""Cluster acceptance (`commbench hunt`, `commbench p2p`): which node each rank is on, how nodes and ranks are paired
+round by round, the timed transfers inside each pair's process group, and the diagnosis that names a slow node or a
+bad link. Only exchange.py and gpu_health.py touch torch or NVML; the rest is plain Python, testable alone."""

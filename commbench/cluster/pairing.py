@@ -40,3 +40,17 @@ def random_rounds(nodes: list[str], rounds: int, *, seed: int) -> list[list[tupl
 def _check_distinct(nodes: list[str]) -> None:
     if len(set(nodes)) != len(nodes):
         raise ValueError(f"node names repeat: {sorted(name for name in set(nodes) if nodes.count(name) > 1)}")
+
+
+def disjoint_rounds(pairs: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The given pairs in as few rounds as a first fit finds, no node twice in a round (a second pass's re-pairs:
+    a known-good node may be asked to partner several suspects, one round each)."""
+    rounds: list[list[tuple[str, str]]] = []
+    for pair in pairs:
+        for round_ in rounds:
+            if not {node for placed in round_ for node in placed} & set(pair):
+                round_.append(pair)
+                break
+        else:
+            rounds.append([pair])
+    return rounds

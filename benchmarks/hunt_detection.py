@@ -1,0 +1,104 @@
+"""Detection and false-alarm rates of `commbench hunt` on this machine: 4 "nodes" (4 torchrun launches with
+--nnodes 4 and one rank each, distinct COMMBENCH_NODE_NAME) run clean, with one slow node (COMMBENCH_SLOW_NODE) and
+with one slow link (COMMBENCH_SLOW_LINK), each --runs times, alternated.
+
+    python benchmarks/hunt_detection.py --runs 10 --fault-pct 300 -- --threshold 50
+
+A run counts as right when hunt.json names exactly the injected fault (the node as a node, the link as a link, nothing
+on a clean run) and the exit code agrees (0 clean, 1 with suspects)."""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+NODES = ("n1", "n2", "n3", "n4")
+SLOW_NODE, SLOW_LINK = "n2", ("n1", "n3")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_hunt(out: Path, run_id: str, fault_env: dict, extra: list[str]) -> tuple[int, dict, float]:
+    """4 torchrun launches, one per node; (rank 0's exit code, hunt.json, seconds)."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("COMMBENCH_", "SLURM"))}
+    env.update(fault_env)
+    started = time.perf_counter()
+    launches, logs = [], []
+    for node in NODES:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "4", "--nproc-per-node", "1",
+                   "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+                   "-m", "commbench", "hunt", "--backend", "gloo", "--device", "cpu", "--out", str(out),
+                   "--run-id", run_id, "--quiet", *extra]
+        logs.append(tempfile.TemporaryFile(mode="w+"))  # not a pipe: an unread pipe that fills blocks its writer
+        launches.append(subprocess.Popen(command, env={**env, "COMMBENCH_NODE_NAME": node}, stdout=logs[-1],
+                                         stderr=subprocess.STDOUT, text=True))
+    for launch in launches:
+        launch.wait(timeout=600)
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read())
+    seconds = time.perf_counter() - started
+    hunt = out / run_id / "hunt.json"
+    if not hunt.exists():
+        sys.exit(f"{run_id}: no hunt.json\n" + "\n".join(outputs)[-3000:])
+    codes = [launch.returncode for launch in launches]
+    return max(codes), json.loads(hunt.read_text()), seconds
+
+
+def named(doc: dict) -> tuple[list[str], list[tuple[str, ...]]]:
+    return ([entry["node"] for entry in doc["suspect_nodes"]],
+            [tuple(sorted(entry["nodes"])) for entry in doc["suspect_links"]])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--fault-pct", type=float, default=300.0)
+    parser.add_argument("--keep-wrong", type=Path, help="copy the run folders of wrong runs here")
+    parser.add_argument("extra", nargs="*", help="options for commbench hunt (after --)")
+    args = parser.parse_args()
+    scenarios = {"clean": ({}, ([], [])),
+                 "slow node": ({"COMMBENCH_SLOW_NODE": f"{SLOW_NODE}:{args.fault_pct:g}"}, ([SLOW_NODE], [])),
+                 "slow link": ({"COMMBENCH_SLOW_LINK": f"{','.join(SLOW_LINK)}:{args.fault_pct:g}"},
+                               ([], [SLOW_LINK]))}
+    tally = {name: {"right": 0, "false_suspects": 0, "missed": 0, "seconds": []} for name in scenarios}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(args.runs):
+            for name, (fault_env, expected) in scenarios.items():
+                code, doc, seconds = run_hunt(Path(tmp), f"{name.replace(' ', '-')}-{index}", fault_env, args.extra)
+                nodes, links = named(doc)
+                right = (nodes, links) == expected and code == (1 if expected != ([], []) else 0)
+                found = set(nodes) | set(links)
+                wanted = set(expected[0]) | set(expected[1])
+                counts = tally[name]
+                counts["right"] += right
+                counts["false_suspects"] += bool(found - wanted)
+                counts["missed"] += bool(wanted - found)
+                counts["seconds"].append(seconds)
+                if not right and args.keep_wrong:
+                    shutil.copytree(Path(tmp) / f"{name.replace(' ', '-')}-{index}",
+                                    args.keep_wrong / f"{name.replace(' ', '-')}-{index}")
+                print(f"{name:9s} run {index + 1}: exit {code}, nodes {nodes}, links {links}, cleared "
+                      f"{len(doc['cleared'])}, {seconds:.1f} s{'' if right else '  <-- WRONG'}", flush=True)
+    print(f"\nfault {args.fault_pct:g} %, options {' '.join(args.extra) or '(defaults)'}, {args.runs} runs each")
+    print(f"{'scenario':10s} {'right':>6s} {'false suspect':>14s} {'missed':>7s} {'median s':>9s}")
+    for name, counts in tally.items():
+        seconds = sorted(counts["seconds"])
+        print(f"{name:10s} {counts['right']:>3d}/{args.runs:<2d} {counts['false_suspects']:>14d} "
+              f"{counts['missed']:>7d} {seconds[len(seconds) // 2]:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""Bench kind `hunt` (`commbench hunt`): name the slow node or the bad link of an allocation."""
+
+from dataclasses import dataclass
+
+from commbench.bench_kind import Bench, Metric, Plot
+from commbench.benches.cluster_kind import ClusterKind, JsonSpec
+from commbench.benches.options import TargetOptions, option
+from commbench.cluster.hunt_rows import HUNT_FILE, KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.errors import CommbenchError
+from commbench.machine import resolve_target
+from commbench.names import CPU, CUDA, GLOO
+
+STATISTICS = ("median", "p10")
+DEFAULTS = {CPU: {"intra_sizes": "1M,4M", "pair_size": "4M"}, CUDA: {"intra_sizes": "64M,256M", "pair_size": "256M"}}
+"""Sized for seconds per round: on CPU (loopback) 4 MiB takes a few ms, on GPU 256 MiB fills a NIC for ~10 ms."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HuntOptions(TargetOptions):
+    pairs: str = option("--pairs", default="all", show_default=True,
+                        help="all: every node pair once (circle method, n−1 rounds of disjoint pairs at once); "
+                             "random:K: K rounds of random disjoint pairs, for large allocations.")
+    pairs_at_once: int = option("--pairs-at-once", type=int, lowest=0, default=0, show_default=True,
+                                help="At most this many node pairs measured at once (a round in parts); 0 = every "
+                                     "pair of a round at once. 1 on a shared host whose cores cannot run every "
+                                     "pair's ranks at once.")
+    intra_sizes: str | None = option("--intra-sizes",
+                                     help="Intra-node all_reduce sizes, a comma list [default: 1M,4M on CPU, "
+                                          "64M,256M on GPU].")
+    pair_size: str | None = option("--pair-size", help="Bytes each rank of a pair sends per bandwidth exchange "
+                                                       "[default: 4M on CPU, 256M on GPU].")
+    latency_size: str = option("--latency-size", default="8", show_default=True,
+                               help="Bytes each rank of a pair sends per latency exchange.")
+    warmup: int = option("--warmup", type=int, lowest=0, default=3, show_default=True,
+                         help="Untimed exchanges before each measurement.")
+    iters: int = option("--iters", type=int, lowest=6, default=20, show_default=True,
+                        help="Timed bandwidth exchanges per pair and all_reduces per size (the median is used).")
+    latency_iters: int = option("--latency-iters", type=int, lowest=6, default=50, show_default=True,
+                                help="Timed latency exchanges per pair (cheap, and small messages are the noisier).")
+    statistic: str = option("--statistic", choices=STATISTICS, default="median", show_default=True,
+                            help="The figure of each measurement: median, or p10 (the 10th percentile of its "
+                                 "samples: a fault of the pair moves every sample, interference from outside moves "
+                                 "some; for noisy shared hosts).")
+    threshold: float = option("--threshold", type=float, above_zero=True, unit="percent", default=10.0,
+                              show_default=True,
+                              help="Percent slower (in time) than the reference that counts as slow.")
+    min_z: float = option("--min-z", type=float, lowest=0, default=3.0, show_default=True,
+                          help="Robust z-score (median absolute deviation) a slow figure must also reach.")
+    baseline: str | None = option("--baseline",
+                                  help="A previous hunt's run folder or hunt.json (or a JSON of expected "
+                                       "bandwidth/latency/intra_all_reduce): its reference replaces the "
+                                       "allocation's median.")
+    confirm_partners: int = option("--confirm-partners", type=int, lowest=1, default=2, show_default=True,
+                                   help="Known-good nodes each suspect node is re-paired with in the second pass.")
+    seed: int = option("--seed", type=int, lowest=0, default=0, show_default=True, help="Seed of --pairs random.")
+    timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0,
+                            show_default=True, help="Seconds without a finished phase before the hunt is ended as "
+                                                    "failed.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HuntSpec(JsonSpec):
+    backend: str
+    device: str
+    nproc: int
+    intra_sizes: tuple[int, ...]
+    pair_size: int
+    latency_size: int
+    warmup: int
+    iters: int
+    latency_iters: int
+    statistic: str
+    threshold_pct: float
+    min_z: float
+    baseline: dict | None
+    confirm_partners: int
+    random_rounds: int
+    pairs_at_once: int
+    seed: int
+    timeout_s: float
+    gpu_sample_interval_s: float = 0.05
+    records_traces: bool = False
+
+
+@dataclass(frozen=True)
+class HuntPoint:
+    index: int
+    phase: str
+
+    def label(self) -> str:
+        return {"intra": "intra-node all_reduce", "pairs": "node pairs",
+                "second_pass": "second pass and diagnosis"}[self.phase]
+
+
+PHASES = ("intra", "pairs", "second_pass")
+
+
+class HuntKind(ClusterKind):
+    """Name the slow node or the bad link of an allocation: intra-node all_reduce per node, then every node pair
+    (bandwidth and latency, both ways), a diagnosis against the allocation's median or a --baseline, and a second
+    pass that re-pairs each suspect with known-good nodes before naming it.
+
+    Run it across nodes: as one rank of a multi-node torchrun or srun job (each node named by SLURMD_NODENAME, else
+    COMMBENCH_NODE_NAME, else its host name), or through `commbench slurm submit` with a suite bench kind = "hunt".
+    Writes hunt.json (suspect_nodes, suspect_links with their evidence; exclude: the suspects as a Slurm hostlist)
+    and the node matrices as CSV. Exit codes: 0 healthy, 1 suspects found (or a transfer delivered wrong bytes),
+    2 bad input, 3 the run failed.
+    """
+
+    name = command = "hunt"
+    title = "hunt (commbench hunt)"
+    spec_class = HuntSpec
+    rank_module, table_module = "commbench.cluster.hunt_rank", "commbench.cluster.hunt_table"
+    options = HuntOptions
+    result_columns = required_columns = RESULT_COLUMNS
+    sample_columns = SAMPLE_COLUMNS
+    sample_keys = KEY_COLUMNS
+    identity = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
+    comparability = ("schema_version", "backend", "device", "world_size")
+    metrics = (Metric("time", "time_us_p50", False, "time_us"),)
+    plots = (Plot("hunt_node_matrix", "hunt: node × node pair bandwidth and latency, suspects marked",
+                  "commbench.report.cluster_plots:hunt_node_matrix"),)
+    wrong_message = ("{n} suspect(s) named or transfer(s) that delivered wrong bytes: see the table and "
+                     + HUNT_FILE)
+
+    def resolve(self, options: HuntOptions, machine) -> Bench:
+        from commbench.cluster.baseline import read_baseline
+
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
+                                oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
+        if (target.backend, target.device) == (GLOO, CUDA):
+            raise CommbenchError("hunt sends between ranks, which gloo cannot do with CUDA tensors; use --backend "
+                                 "nccl, or --device cpu")
+        defaults = DEFAULTS[target.device]
+        spec = HuntSpec(
+            backend=target.backend, device=target.device, nproc=target.nproc,
+            intra_sizes=tuple(_sizes(options.intra_sizes or defaults["intra_sizes"], "--intra-sizes")),
+            pair_size=_one_size(options.pair_size or defaults["pair_size"], "--pair-size"),
+            latency_size=_one_size(options.latency_size, "--latency-size"), warmup=options.warmup,
+            iters=options.iters, latency_iters=options.latency_iters, statistic=options.statistic,
+            threshold_pct=options.threshold,
+            min_z=options.min_z,
+            baseline=read_baseline(options.baseline) if options.baseline else None,
+            confirm_partners=options.confirm_partners, random_rounds=_random_rounds(options.pairs),
+            pairs_at_once=options.pairs_at_once, seed=options.seed,
+            timeout_s=options.timeout)
+        notes = () if machine.in_job else (
+            "one node: commbench launched the ranks here, so there are no node pairs to test; run `commbench hunt` "
+            "inside a multi-node torchrun/srun job or through `commbench slurm submit` with kind = \"hunt\"",)
+        return Bench(self, spec, self.points(spec, target.nproc), notes=notes, cores=target.cores)
+
+    def points(self, spec, world):
+        return [HuntPoint(index, phase) for index, phase in enumerate(PHASES)]
+
+    def row_label(self, row) -> str:
+        other = row.get("node_b")
+        pair = f"{row['node_a']}–{other}" if isinstance(other, str) and other else row["node_a"]
+        return f"hunt {row['phase']} {row['test']} {pair}"
+
+    def n_wrong(self, results) -> int:
+        """Exit code 1: every suspect named, and every transfer that delivered wrong bytes."""
+        if results is None or results.empty:
+            return 0
+        suspects = int((results["verdict"].astype(str) == "suspect").sum())
+        return suspects + int((results["n_wrong"].fillna(0) > 0).sum())
+
+
+def _sizes(text: str, flag: str) -> list[int]:
+    from commbench.units import parse_size_spec
+
+    try:
+        return parse_size_spec(text)
+    except CommbenchError as error:
+        raise CommbenchError(f"{flag}: {error}") from None
+
+
+def _one_size(text: str, flag: str) -> int:
+    sizes = _sizes(text, flag)
+    if len(sizes) != 1:
+        raise CommbenchError(f"{flag} {text!r} names {len(sizes)} sizes; give one, e.g. {flag} 4M")
+    return sizes[0]
+
+
+def _random_rounds(text: str) -> int:
+    """--pairs: all → 0; random:K → K."""
+    text = text.strip().lower()
+    if text == "all":
+        return 0
+    kind, _, count = text.partition(":")
+    if kind == "random" and count.isdigit() and int(count) >= 1:
+        return int(count)
+    raise CommbenchError(f"--pairs {text!r} is not all or random:K; e.g. --pairs all, or --pairs random:8 for 8 "
+                         "rounds of random disjoint pairs")
+
+
+KIND = HuntKind()

@@ -1,0 +1,344 @@
+"""Naming the slow node or the bad link from pair measurements (`commbench hunt`): plain Python, no torch.
+
+Every figure is turned into "percent slower" than a reference, in time: a bandwidth b against reference B is
+B/b − 1, a latency l against L is l/L − 1. A node slowed by 100 % halves its bandwidth and doubles its latency; both
+read 100 % slower.
+
+The reference is the allocation's own healthy figure unless a baseline gives it. Not the median of all pairs: with 4
+nodes and one slow node, 3 of the 6 pairs are slow and the median is half slow. Instead each node gets a score, the
+better middle value of its pairs (one slow partner out of three, or of two, does not move it), and the reference is
+the better middle of the node scores (true while at most half the nodes are slow). The spread is the median absolute
+deviation scaled to a standard deviation (1.4826 · MAD), floored at SPREAD_FLOOR_PCT so that a very quiet allocation
+does not turn a 1 % wobble into a large z-score.
+
+A node is suspect when its score is slower than the reference by at least the threshold, with a z-score of at least
+min_z, and it is slow with most of its partners. A link is suspect when its pair is that slow, neither end is a
+suspect node, and each end is fine with at least half of its other partners (the triangle: 1↔2 slow while 1↔3 and
+2↔4 are fine is the fabric between 1 and 2, not either node). Every suspect is then measured again against
+known-good nodes (confirm()) before it is named.
+
+The second pass is judged against itself, not against the first pass: each of its rounds is filled with control
+pairs of known-good nodes, so that it runs under the same load as a first-pass round (on one shared host a pair
+measured alone ran twice as fast as in a full round), and its reference is the controls' better middle.
+"""
+
+from dataclasses import dataclass, field
+
+from commbench.cluster.pairing import disjoint_rounds
+
+SPREAD_FLOOR_PCT = 2.0
+MAD_TO_SIGMA = 1.4826
+
+
+@dataclass(frozen=True)
+class PairMetric:
+    name: str
+    column: str
+    unit: str
+    higher_is_better: bool
+
+
+BANDWIDTH = PairMetric("bandwidth", "busbw_gbps", "GB/s", True)
+LATENCY = PairMetric("latency", "latency_us", "us", False)
+INTRA = PairMetric("intra_all_reduce", "busbw_gbps", "GB/s", True)
+PAIR_METRICS = (BANDWIDTH, LATENCY)
+
+
+@dataclass(frozen=True)
+class Settings:
+    threshold_pct: float
+    """How much slower than the reference a figure must be to count as slow."""
+    min_z: float
+    """How far outside the allocation's spread (robust z-score) it must also be."""
+
+
+@dataclass
+class Diagnosis:
+    references: dict[str, float] = field(default_factory=dict)
+    """Per metric name, the figure everything is compared with."""
+    reference_source: str = "allocation"
+    suspect_nodes: dict[str, list[dict]] = field(default_factory=dict)
+    """Node → its evidence, one entry per test that flagged it."""
+    suspect_links: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+    second_references: dict[str, float] = field(default_factory=dict)
+    """Per metric name, what the second pass was judged against."""
+    cleared: list[dict] = field(default_factory=list)
+    """Suspects of the first pass that the second pass did not confirm, with both passes' figures."""
+    notes: list[str] = field(default_factory=list)
+
+
+def slower_pct(value: float, reference: float, *, higher_is_better: bool) -> float:
+    """How much longer the same work takes at `value` than at `reference`, in percent (negative: faster)."""
+    return (reference / value - 1) * 100 if higher_is_better else (value / reference - 1) * 100
+
+
+def better_middle(values: list[float], *, higher_is_better: bool) -> float:
+    """The median, or with an even count the better of the two middle values."""
+    ordered = sorted(values, reverse=higher_is_better)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def robust_spread(values: list[float]) -> float:
+    if not values:
+        return SPREAD_FLOOR_PCT
+    ordered = sorted(values)
+    middle = _median(ordered)
+    return max(SPREAD_FLOOR_PCT, MAD_TO_SIGMA * _median(sorted(abs(value - middle) for value in ordered)))
+
+
+def _median(ordered: list[float]) -> float:
+    count = len(ordered)
+    return (ordered[(count - 1) // 2] + ordered[count // 2]) / 2
+
+
+def _partners(pairs: dict[tuple[str, str], float], node: str) -> dict[str, float]:
+    return {b if a == node else a: value for (a, b), value in pairs.items() if node in (a, b)}
+
+
+def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], intra: dict[str, float],
+             settings: Settings, baseline: dict[str, float] | None = None) -> Diagnosis:
+    """The first pass: suspects from every pair's figures (pairs[(a, b)][metric column]) and each node's intra-node
+    all_reduce bandwidth (intra; nodes with one rank have none)."""
+    diagnosis = Diagnosis(reference_source="baseline" if baseline else "allocation")
+    if len(nodes) == 2 and pairs and not baseline:
+        diagnosis.notes.append("2 nodes: one pair has nothing to be compared with; give --baseline to judge it")
+    measured = {}
+    for metric in PAIR_METRICS:
+        values = {pair: figures[metric.column] for pair, figures in pairs.items()
+                  if figures.get(metric.column) is not None}
+        if values:
+            measured[metric] = _node_suspects(diagnosis, nodes, values, metric, settings, baseline)
+    if intra:
+        _diagnose_intra(diagnosis, intra, settings, baseline)
+    named = set(diagnosis.suspect_nodes)
+    for metric, (values, slow, partners) in measured.items():
+        _link_suspects(diagnosis, values, slow, partners, metric, settings, named)
+    return diagnosis
+
+
+def _reference(diagnosis, name, scores: list[float], metric: PairMetric, baseline) -> float:
+    reference = (baseline or {}).get(name) or better_middle(scores, higher_is_better=metric.higher_is_better)
+    diagnosis.references[name] = reference
+    return reference
+
+
+def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[str, str], float],
+                   metric: PairMetric, settings: Settings, baseline):
+    """Nodes slow with most partners; returns what the link test needs: (values, percent slower by pair, each
+    node's partners)."""
+    up = metric.higher_is_better
+    partners = {node: _partners(values, node) for node in nodes}
+    scores = {node: better_middle(list(found.values()), higher_is_better=up)
+              for node, found in partners.items() if found}
+    reference = _reference(diagnosis, metric.name, list(scores.values()), metric, baseline)
+    slow = {pair: slower_pct(value, reference, higher_is_better=up) for pair, value in values.items()}
+    node_slow = {node: slower_pct(score, reference, higher_is_better=up) for node, score in scores.items()}
+    node_spread = robust_spread(list(node_slow.values()))
+    threshold = settings.threshold_pct
+    for node, slower in node_slow.items():
+        slow_with = sorted(peer for peer in partners[node] if slow[_key(node, peer, values)] >= threshold)
+        z = slower / node_spread
+        if (len(partners[node]) >= 2 and slower >= threshold and z >= settings.min_z
+                and len(slow_with) * 2 > len(partners[node])):
+            diagnosis.suspect_nodes.setdefault(node, []).append(_evidence(
+                metric, scores[node], reference, slower, z, slow_with=slow_with,
+                fine_with=sorted(set(partners[node]) - set(slow_with))))
+    return values, slow, partners
+
+
+def _link_suspects(diagnosis: Diagnosis, values, slow, partners, metric: PairMetric, settings: Settings,
+                   named: set[str]) -> None:
+    """Slow pairs whose ends are both fine with at least half of their other partners in this test. An end named as
+    a node by another test does not stop it: the second pass settles which it is (confirm() drops a link whose end
+    it names), and a node the second pass clears must not hide a real link."""
+    threshold = settings.threshold_pct
+    pair_spread = robust_spread([value for pair, value in slow.items() if not named & set(pair)])
+    for pair, slower in slow.items():
+        z = slower / pair_spread
+        if slower < threshold or z < settings.min_z:
+            continue
+        ends_fine = {}
+        for end in pair:
+            others = [slow[_key(end, peer, values)] for peer in partners[end] if peer not in pair]
+            ends_fine[end] = None if not others else sum(other < threshold for other in others) * 2 >= len(others)
+        if any(fine is False for fine in ends_fine.values()):
+            continue  # an end slow with most others too but not named (e.g. a noisy node): no triangle to stand on
+        evidence = _evidence(metric, values[pair], diagnosis.references[metric.name], slower, z)
+        evidence["ends_fine_elsewhere"] = {end: fine for end, fine in ends_fine.items()}
+        if any(fine is None for fine in ends_fine.values()):
+            evidence["note"] = "an end has no other partner: a slow node cannot be told from a slow link"
+        diagnosis.suspect_links.setdefault(pair, []).append(evidence)
+
+
+def _diagnose_intra(diagnosis: Diagnosis, intra: dict[str, float], settings: Settings, baseline) -> None:
+    reference = _reference(diagnosis, INTRA.name, list(intra.values()), INTRA, baseline)
+    slow = {node: slower_pct(value, reference, higher_is_better=True) for node, value in intra.items()}
+    spread = robust_spread(list(slow.values()))
+    peers = sorted(intra)
+    for node, slower in slow.items():
+        z = slower / spread
+        if len(intra) >= 3 or baseline:
+            if slower >= settings.threshold_pct and z >= settings.min_z:
+                evidence = _evidence(INTRA, intra[node], reference, slower, z)
+                evidence["peers"] = [peer for peer in peers if peer != node]
+                diagnosis.suspect_nodes.setdefault(node, []).append(evidence)
+
+
+def _key(a: str, b: str, values: dict) -> tuple[str, str]:
+    return (a, b) if (a, b) in values else (b, a)
+
+
+def _evidence(metric: PairMetric, value: float, reference: float, slower: float, z: float, **more) -> dict:
+    return {"test": metric.name, "value": round(value, 6), "unit": metric.unit, "reference": round(reference, 6),
+            "slower_pct": round(slower, 2), "z": round(z, 2), **more}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The second pass: rounds of node pairs to measure again (each round's suspects' pairs and controls), and the
+    nodes whose intra-node all_reduce to measure again (all of them, when any node is suspect there)."""
+
+    rounds: tuple[tuple[tuple[str, str], ...], ...]
+    controls: tuple[tuple[str, str], ...]
+    intra: tuple[str, ...]
+
+
+def confirm_plan(nodes: list[str], diagnosis: Diagnosis, *, partners: int) -> Plan:
+    """Every suspect re-paired with known-good nodes (no suspect, not an end of a suspect link): a suspect node with
+    up to `partners` of them; a suspect link measured again, and each of its ends with a good node."""
+    suspects = set(diagnosis.suspect_nodes) | {end for link in diagnosis.suspect_links for end in link}
+    good = [node for node in nodes if node not in suspects]
+    order = {node: index for index, node in enumerate(nodes)}
+    pairs: list[tuple[str, str]] = []
+
+    def add(a: str, b: str) -> None:
+        pair = tuple(sorted((a, b), key=order.get))
+        if a != b and pair not in pairs:
+            pairs.append(pair)
+
+    turn = 0
+    for node, evidence in diagnosis.suspect_nodes.items():
+        if not any(entry["test"] in (BANDWIDTH.name, LATENCY.name) for entry in evidence):
+            continue
+        chosen = good[:partners] or [peer for entry in evidence for peer in entry.get("slow_with", [])][:partners]
+        for peer in chosen:
+            add(node, peer)
+    for a, b in diagnosis.suspect_links:
+        add(a, b)
+        for end in (a, b):
+            others = [node for node in good if node not in (a, b)]
+            if others:
+                add(end, others[turn % len(others)])
+                turn += 1
+    intra_suspect = any(entry["test"] == INTRA.name for evidence in diagnosis.suspect_nodes.values()
+                        for entry in evidence)
+    rounds, controls = _with_controls(disjoint_rounds(pairs), good)
+    return Plan(tuple(map(tuple, rounds)), tuple(controls), tuple(nodes) if intra_suspect else ())
+
+
+def _with_controls(rounds: list[list[tuple[str, str]]], good: list[str]):
+    """Each round topped up with pairs of idle known-good nodes; one control round more if none fit."""
+    controls = []
+    for round_ in rounds:
+        busy = {node for pair in round_ for node in pair}
+        idle = [node for node in good if node not in busy]
+        for index in range(0, len(idle) - 1, 2):
+            round_.append((idle[index], idle[index + 1]))
+            controls.append((idle[index], idle[index + 1]))
+    if rounds and not controls and len(good) >= 2:
+        rounds.append([(good[0], good[1])])
+        controls.append((good[0], good[1]))
+    return rounds, controls
+
+
+def second_references(first: Diagnosis, controls: dict[tuple[str, str], dict[str, float]],
+                      second_intra: dict[str, float]) -> dict[str, float]:
+    """What the second pass is judged against: its controls' better middle (its intra-node figures' for the
+    intra-node test); the first pass's reference where it has none, or where a baseline gives the reference."""
+    references = dict(first.references)
+    if first.reference_source == "baseline":
+        return references
+    for metric in PAIR_METRICS:
+        values = [figures[metric.column] for figures in controls.values() if figures.get(metric.column) is not None]
+        if values and metric.name in references:
+            references[metric.name] = better_middle(values, higher_is_better=metric.higher_is_better)
+    if second_intra and INTRA.name in references:
+        references[INTRA.name] = better_middle(list(second_intra.values()), higher_is_better=True)
+    return references
+
+
+def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, float]],
+            second_intra: dict[str, float], settings: Settings,
+            controls: dict[tuple[str, str], dict[str, float]] | None = None) -> Diagnosis:
+    """The named suspects: those of the first pass that the second pass measured slow again against its own
+    reference (second_references). A link measured slow again with one end also slow against a good node names that
+    end."""
+    final = Diagnosis(references=dict(first.references), reference_source=first.reference_source,
+                      notes=list(first.notes))
+    final.second_references = second_references(first, controls or {}, second_intra)
+    threshold = settings.threshold_pct
+    metrics = {metric.name: metric for metric in (*PAIR_METRICS, INTRA)}
+
+    def again(pair: tuple[str, str], metric: PairMetric) -> float | None:
+        figures = second_pairs.get(pair) or second_pairs.get((pair[1], pair[0]))
+        value = figures.get(metric.column) if figures else None
+        if value is None:
+            return None
+        return slower_pct(value, final.second_references[metric.name], higher_is_better=metric.higher_is_better)
+
+    for node, evidence in first.suspect_nodes.items():
+        for entry in evidence:
+            metric = metrics[entry["test"]]
+            if metric is INTRA:
+                value = second_intra.get(node)
+                slower = None if value is None else slower_pct(value, final.second_references[INTRA.name],
+                                                              higher_is_better=True)
+                second = {"value": value, "slower_pct": _rounded(slower)}
+                confirmed = slower is not None and slower >= threshold
+            else:
+                repaired = {b if a == node else a: again((a, b), metric) for a, b in second_pairs if node in (a, b)}
+                second = {peer: _rounded(slower) for peer, slower in repaired.items()}
+                slow_again = [slower for slower in repaired.values() if slower is not None and slower >= threshold]
+                confirmed = bool(repaired) and len(slow_again) * 2 > len(repaired)
+            _settle(final, node, {**entry, "second_pass": second}, confirmed)
+    for link, evidence in first.suspect_links.items():
+        for entry in evidence:
+            metric = metrics[entry["test"]]
+            link_again = again(link, metric)
+            with_good = {end: {b if a == end else a: again((a, b), metric)
+                               for a, b in second_pairs if end in (a, b) and set((a, b)) != set(link)}
+                         for end in link}
+            second = {"link": _rounded(link_again),
+                      **{f"{end} with": {peer: _rounded(value) for peer, value in found.items()}
+                         for end, found in with_good.items()}}
+            record = {**entry, "second_pass": second}
+            if link_again is None or link_again < threshold:
+                final.cleared.append({"link": list(link), **record})
+                continue
+            slow_ends = [end for end, found in with_good.items()
+                         if found and all(value is not None and value >= threshold for value in found.values())]
+            if len(slow_ends) == 1:
+                node = slow_ends[0]
+                final.suspect_nodes.setdefault(node, []).append(
+                    {**record, "note": f"the link {link[0]}–{link[1]} was slow again and {node} was slow with a "
+                                       "known-good node too: the node, not the link"})
+            elif slow_ends:
+                final.cleared.append({"link": list(link), **record,
+                                      "note": "both ends were slow with known-good nodes too: not this link"})
+            else:
+                final.suspect_links.setdefault(link, []).append(record)
+    for link in [link for link in final.suspect_links if set(link) & set(final.suspect_nodes)]:
+        for record in final.suspect_links.pop(link):  # a named node explains its slow pairs
+            final.cleared.append({"link": list(link), **record, "note": "explained by a suspect node at its end"})
+    return final
+
+
+def _settle(final: Diagnosis, node: str, record: dict, confirmed: bool) -> None:
+    if confirmed:
+        final.suspect_nodes.setdefault(node, []).append(record)
+    else:
+        final.cleared.append({"node": node, **record})
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)

@@ -1,0 +1,204 @@
+"""`commbench hunt`'s rows and files: a row per measurement (intra-node all_reduce, pair bandwidth and latency, first
+and second pass), a row per finding; hunt.json with the evidence; the node matrices as CSV. The diagnosis is always
+computed from the rows, so the files and the rows cannot disagree."""
+
+import json
+import math
+from pathlib import Path
+
+from commbench.bandwidth import busbw_gbps
+from commbench.cluster import diagnosis as judge
+from commbench.cluster.hostlist import compress
+from commbench.cluster.matrix_files import matrix_csv, write_file
+from commbench.stats import summarize
+from commbench.store import SCHEMA_VERSION
+
+HUNT_FILE = "hunt.json"
+MATRIX_FILES = {"busbw_gbps": "node_matrix_busbw_gbps.csv", "latency_us": "node_matrix_latency_us.csv"}
+KEY_COLUMNS = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
+RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "ranks_a", "ranks_b", "lanes", "backend", "device",
+                  "world_size", "iters", "time_us_p50", "time_us_p95", "time_us_min", "time_us_ci_lo",
+                  "time_us_ci_hi", "time_us_p10", "statistic", "busbw_gbps", "latency_us", "n_wrong", "verdict", "note")
+SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
+FIRST_PASS = "pairs"
+SECOND_PASS = "second_pass"
+SUSPECT, CLEARED, HEALTHY, CONTROL = "suspect", "cleared", "healthy", "control"
+
+
+def _row(spec, layout, phase: str, test: str, **values) -> dict:
+    row = dict.fromkeys(RESULT_COLUMNS, None)
+    row.update(schema_version=SCHEMA_VERSION, run_id="", bench="hunt", phase=phase, test=test, node_a="", node_b="",
+               ranks_a="", ranks_b="", backend=spec.backend, device=spec.device,
+               world_size=sum(len(members) for members in layout.ranks.values()), size_bytes=0, verdict="", note="")
+    row.update(values)
+    return row
+
+
+def _timed_columns(row: dict, timed, statistic: str) -> float:
+    """Time statistics of the samples, and the samples themselves (kept under _samples until they are written);
+    returns the time in seconds the figures come from (the median, or the 10th percentile: --statistic)."""
+    import numpy as np
+
+    summary = summarize(timed.samples_s)
+    p10 = float(np.percentile(timed.samples_s, 10))
+    row.update(iters=summary.n, time_us_p50=summary.p50 * 1e6, time_us_p95=summary.p95 * 1e6,
+               time_us_min=summary.min * 1e6, time_us_ci_lo=summary.ci_lo * 1e6, time_us_ci_hi=summary.ci_hi * 1e6,
+               time_us_p10=p10 * 1e6, statistic=statistic, n_wrong=timed.n_wrong)
+    row["_samples"] = [{"schema_version": SCHEMA_VERSION, **{key: row[key] for key in KEY_COLUMNS},
+                        "iteration": index, "time_us": value * 1e6} for index, value in enumerate(timed.samples_s)]
+    return p10 if statistic == "p10" else summary.p50
+
+
+def intra_row(spec, phase: str, node: str, layout, size: int, timed) -> dict:
+    ranks = len(layout.ranks[node])
+    row = _row(spec, layout, phase, "all_reduce", node_a=node, ranks_a=layout.ranks_text(node), lanes=ranks,
+               size_bytes=size)
+    seconds = _timed_columns(row, timed, spec.statistic)
+    row["busbw_gbps"] = busbw_gbps(size, seconds, 2 * (ranks - 1) / ranks)
+    return row
+
+
+def pair_row(spec, phase: str, test: str, pair: tuple[str, str], layout, lanes: int, size: int, timed, *,
+             control: bool = False) -> dict:
+    """busbw as nccl-tests' sendrecv defines it: bytes each rank sends (and receives) per exchange / time. A second
+    pass's control pair (two known-good nodes) says so in `verdict`."""
+    a, b = sorted(pair)  # one order for a pair in every run (rank numbers may land on other nodes next time)
+    row = _row(spec, layout, phase, test, node_a=a, node_b=b, ranks_a=layout.ranks_text(a),
+               ranks_b=layout.ranks_text(b), lanes=lanes, size_bytes=size, verdict=CONTROL if control else "")
+    seconds = _timed_columns(row, timed, spec.statistic)
+    if test == "bandwidth":
+        row["busbw_gbps"] = busbw_gbps(size, seconds, 1.0)
+    else:
+        row["latency_us"] = seconds * 1e6
+    return row
+
+
+def note_row(spec, layout, text: str) -> dict:
+    return _row(spec, layout, "note", "note", note=text)
+
+
+def single_rank_note(nodes: list[str]) -> str:
+    return f"intra-node all_reduce skipped on {compress(nodes)}: one rank each"
+
+
+def _figures(rows: list[dict], phase: str, *, controls: bool = False) -> tuple[dict, dict]:
+    """(pair → {busbw_gbps, latency_us}, node → intra-node busbw at its largest size) of one pass; controls: the
+    second pass's control pairs instead of its re-pairs."""
+    pairs: dict[tuple[str, str], dict] = {}
+    intra: dict[str, tuple[int, float]] = {}
+    for row in rows:
+        if row["phase"] != phase and not (phase == FIRST_PASS and row["phase"] == "intra"):
+            continue
+        if row["test"] in ("bandwidth", "latency") and (row["verdict"] == CONTROL) != controls:
+            continue
+        if row["test"] == "bandwidth":
+            pairs.setdefault((row["node_a"], row["node_b"]), {})["busbw_gbps"] = row["busbw_gbps"]
+        elif row["test"] == "latency":
+            pairs.setdefault((row["node_a"], row["node_b"]), {})["latency_us"] = row["latency_us"]
+        elif row["test"] == "all_reduce" and row["size_bytes"] >= intra.get(row["node_a"], (0, 0.0))[0]:
+            intra[row["node_a"]] = (row["size_bytes"], row["busbw_gbps"])
+    return pairs, {node: value for node, (_, value) in intra.items() if _finite(value)}
+
+
+def _finite(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def _settings(spec) -> judge.Settings:
+    return judge.Settings(threshold_pct=spec.threshold_pct, min_z=spec.min_z)
+
+
+def diagnose_rows(rows: list[dict], spec, layout) -> judge.Diagnosis:
+    pairs, intra = _figures(rows, FIRST_PASS)
+    return judge.diagnose(list(layout.nodes), pairs, intra, _settings(spec), baseline=spec.baseline)
+
+
+def confirm_rows(rows: list[dict], spec, layout, gpu_facts: dict) -> judge.Diagnosis:
+    from commbench.cluster.gpu_health import findings
+
+    first = diagnose_rows(rows, spec, layout)
+    second_pairs, second_intra = _figures(rows, SECOND_PASS)
+    controls, _ = _figures(rows, SECOND_PASS, controls=True)
+    final = judge.confirm(first, second_pairs, second_intra, _settings(spec), controls=controls)
+    for node, found in findings(gpu_facts).items():
+        final.suspect_nodes.setdefault(node, []).extend(found)
+    return final
+
+
+def describe(evidence: dict) -> str:
+    """One line of evidence, for the table and the finding rows."""
+    if evidence["test"] == "nvml":
+        return f"GPU {evidence['gpu']} {evidence['fact']} = {evidence['value']} (peers: {evidence['peers']})"
+    text = (f"{evidence['test']} {evidence['value']:.4g} {evidence['unit']}, {evidence['slower_pct']:+.0f} % against "
+            f"{evidence['reference']:.4g} (z {evidence['z']:.1f})")
+    if evidence.get("slow_with") is not None:
+        text += f", slow with {','.join(evidence['slow_with']) or 'none'}"
+        if evidence.get("fine_with"):
+            text += f", fine with {','.join(evidence['fine_with'])}"
+    second = evidence.get("second_pass")
+    if second is not None:
+        text += f"; second pass: {json.dumps(second, separators=(',', ':'))}"
+    if evidence.get("note"):
+        text += f"; {evidence['note']}"
+    return text
+
+
+def finding_rows(spec, layout, final: judge.Diagnosis) -> list[dict]:
+    rows = [_row(spec, layout, "finding", "node", node_a=node, ranks_a=layout.ranks_text(node), verdict=SUSPECT,
+                 note=" | ".join(describe(entry) for entry in evidence))
+            for node, evidence in final.suspect_nodes.items()]
+    rows += [_row(spec, layout, "finding", "link", node_a=a, node_b=b, verdict=SUSPECT,
+                  note=" | ".join(describe(entry) for entry in evidence))
+             for (a, b), evidence in final.suspect_links.items()]
+    rows += [_row(spec, layout, "finding", "node" if "node" in entry else "link",
+                  node_a=entry.get("node") or entry["link"][0], node_b=entry["link"][1] if "link" in entry else "",
+                  verdict=CLEARED, note=describe(entry)) for entry in final.cleared]
+    rows += [note_row(spec, layout, note) for note in final.notes]
+    if not final.suspect_nodes and not final.suspect_links:
+        rows.append(_row(spec, layout, "finding", "all", verdict=HEALTHY,
+                         note=f"no suspect among {len(layout.nodes)} node(s)"))
+    return rows
+
+
+def matrices(rows: list[dict], nodes: list[str]) -> dict[str, list[list[float | None]]]:
+    """The first pass's node × node figures (symmetric; None where a pair was not measured or on the diagonal)."""
+    pairs, _ = _figures(rows, FIRST_PASS)
+    index = {node: position for position, node in enumerate(nodes)}
+    result = {}
+    for column in MATRIX_FILES:
+        grid: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
+        for (a, b), figures in pairs.items():
+            if _finite(figures.get(column)):
+                grid[index[a]][index[b]] = grid[index[b]][index[a]] = figures[column]
+        result[column] = grid
+    return result
+
+
+def document(spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: dict) -> dict:
+    nodes = list(layout.nodes)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "nodes": nodes,
+        "ranks": {node: list(layout.ranks[node]) for node in nodes},
+        "pairs": f"random:{spec.random_rounds}" if spec.random_rounds else "all",
+        "thresholds": {"slower_pct": spec.threshold_pct, "min_z": spec.min_z},
+        "reference": {**final.references, "source": final.reference_source},
+        "second_pass_reference": final.second_references,
+        "healthy": not final.suspect_nodes and not final.suspect_links,
+        "suspect_nodes": [{"node": node, "evidence": evidence} for node, evidence in final.suspect_nodes.items()],
+        "suspect_links": [{"nodes": list(link), "evidence": evidence}
+                          for link, evidence in final.suspect_links.items()],
+        "exclude": compress(sorted(final.suspect_nodes, key=nodes.index)) if final.suspect_nodes else "",
+        "cleared": final.cleared,
+        "notes": final.notes + [row["note"] for row in rows if row["phase"] == "note"],
+        "gpu_facts": gpu_facts,
+        "matrix": {"nodes": nodes, **matrices(rows, nodes)},
+    }
+
+
+def write_outputs(run_dir: Path, spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: dict) -> None:
+    doc = document(spec, layout, rows, final, gpu_facts)
+    write_file(Path(run_dir) / HUNT_FILE, json.dumps(doc, indent=2, default=str) + "\n")
+    for column, name in MATRIX_FILES.items():
+        write_file(Path(run_dir) / name,
+                   matrix_csv(doc["matrix"]["nodes"], doc["matrix"][column], f"node ({column})"))

@@ -1,0 +1,51 @@
+"""`commbench p2p`'s terminal tables (a rank × rank matrix per size) and the report's key numbers."""
+
+import pandas as pd
+
+from commbench.units import format_bytes
+
+
+def matrix(results: pd.DataFrame, size: int, column: str) -> pd.DataFrame:
+    """src down, dst across; labels "rank (node)"."""
+    rows = results[results["size_bytes"] == size]
+    nodes = dict(zip(rows["src"], rows["src_node"])) | dict(zip(rows["dst"], rows["dst_node"]))
+    ranks = sorted(nodes)
+    grid = rows.pivot_table(index="src", columns="dst", values=column, aggfunc="first").reindex(index=ranks,
+                                                                                               columns=ranks)
+    labels = {rank: f"{rank} ({nodes[rank]})" for rank in ranks}
+    grid = grid.rename(index=labels, columns=labels)
+    grid.index.name, grid.columns.name = "src \\ dst", None
+    return grid
+
+
+def asymmetry_pct(results: pd.DataFrame, size: int) -> float:
+    """The largest |busbw(i→j) / busbw(j→i) − 1| in percent: a clean transport is symmetric within noise."""
+    rows = results[results["size_bytes"] == size].set_index(["src", "dst"])["busbw_gbps"]
+    ratios = [abs(value / rows[(dst, src)] - 1) * 100 for (src, dst), value in rows.items() if (dst, src) in rows]
+    return max(ratios) if ratios else float("nan")
+
+
+def format_table(results: pd.DataFrame) -> str:
+    sizes = sorted(results["size_bytes"].unique())
+    lines = []
+    for size in sizes:
+        lines += [f"# busbw (GB/s) at {format_bytes(int(size))}, src → dst; largest asymmetry i→j vs j→i "
+                  f"{asymmetry_pct(results, size):.0f} %",
+                  matrix(results, size, "busbw_gbps").to_string(na_rep="-", float_format=lambda v: f"{v:.4g}"), ""]
+    smallest = sizes[0]
+    lines += [f"# time p50 (µs) at {format_bytes(int(smallest))}, src → dst",
+              matrix(results, smallest, "time_us_p50").to_string(na_rep="-", float_format=lambda v: f"{v:.4g}")]
+    wrong = int(results["n_wrong"].fillna(0).sum())
+    if wrong:
+        lines.append(f"# WRONG: {wrong} byte(s) received were not the sender's (see n_wrong)")
+    return "\n".join(lines)
+
+
+def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
+    grouped = results.groupby(["size_bytes", "same_node"], sort=True)
+    table = grouped.agg(**{"pairs": ("busbw_gbps", "count"), "min busbw (GB/s)": ("busbw_gbps", "min"),
+                           "median busbw (GB/s)": ("busbw_gbps", "median"), "max busbw (GB/s)": ("busbw_gbps", "max"),
+                           "median time (µs)": ("time_us_p50", "median"), "#wrong": ("n_wrong", "sum")}).round(4)
+    table = table.reset_index()
+    table["size_bytes"] = [format_bytes(int(size)) for size in table["size_bytes"]]
+    return table.rename(columns={"size_bytes": "size", "same_node": "within a node"})

@@ -1,0 +1,189 @@
+"""The hunt's diagnosis alone (no processes): how figures become suspects, and what the second pass confirms. The
+figures are written out here; the real runs are tests/test_hunt.py."""
+
+import json
+
+import pytest
+
+from commbench.cluster import diagnosis as judge
+from commbench.cluster.baseline import read_baseline
+from commbench.cluster.gpu_health import findings
+from commbench.cluster.nodes import Layout, node_name
+from commbench.errors import CommbenchError
+from commbench.faults import send_slowdown
+from tests.refusals import assert_refused, invoke
+
+SETTINGS = judge.Settings(threshold_pct=10, min_z=3)
+NODES = ["n1", "n2", "n3", "n4"]
+
+
+def pairs_of(bandwidth: dict, default: float = 10.0, nodes=NODES) -> dict:
+    """Every pair at `default` GB/s (latency 100 µs scaled alike), except those given."""
+    result = {}
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            value = bandwidth.get((a, b), bandwidth.get((b, a), default))
+            # a little spread, so that the median absolute deviation is not zero
+            value *= 1 + 0.01 * ((i + len(b)) % 3)
+            result[(a, b)] = {"busbw_gbps": value, "latency_us": 100.0 * default / value}
+    return result
+
+
+def test_a_slow_node_is_named_as_a_node_and_its_pairs_not_as_links():
+    # n2 at half speed with everyone: 3 of the 6 pairs are slow, so the median of all pairs would be half slow
+    found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
+    assert list(found.suspect_nodes) == ["n2"] and not found.suspect_links
+    evidence = {entry["test"]: entry for entry in found.suspect_nodes["n2"]}
+    assert set(evidence) == {"bandwidth", "latency"}
+    assert evidence["bandwidth"]["slow_with"] == ["n1", "n3", "n4"]
+    assert evidence["bandwidth"]["slower_pct"] == pytest.approx(100, abs=5)  # 10 / 5 − 1, against the healthy 10
+    assert found.references["bandwidth"] == pytest.approx(10, rel=0.03)
+
+
+def test_a_slow_pair_whose_ends_are_fine_elsewhere_is_a_link_not_a_node():
+    found = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS)
+    assert not found.suspect_nodes
+    assert list(found.suspect_links) == [("n1", "n3")]
+    assert found.suspect_links[("n1", "n3")][0]["ends_fine_elsewhere"] == {"n1": True, "n3": True}
+
+
+def test_three_nodes_tell_a_node_from_a_link():
+    nodes = ["a", "b", "c"]
+    slow_node = judge.diagnose(nodes, pairs_of({("a", "b"): 5, ("a", "c"): 5}, nodes=nodes), {}, SETTINGS)
+    assert list(slow_node.suspect_nodes) == ["a"] and not slow_node.suspect_links
+    slow_link = judge.diagnose(nodes, pairs_of({("a", "b"): 5}, nodes=nodes), {}, SETTINGS)
+    assert not slow_link.suspect_nodes and list(slow_link.suspect_links) == [("a", "b")]
+
+
+def test_a_healthy_allocation_and_small_wobbles_name_nothing():
+    assert not judge.diagnose(NODES, pairs_of({}), {}, SETTINGS).suspect_nodes
+    wobble = judge.diagnose(NODES, pairs_of({("n1", "n2"): 9.5}), {}, SETTINGS)  # 5 % slower: under the threshold
+    assert not wobble.suspect_nodes and not wobble.suspect_links
+
+
+def test_two_nodes_need_a_baseline_and_then_name_the_link_with_a_note():
+    alone = judge.diagnose(["a", "b"], {("a", "b"): {"busbw_gbps": 5.0}}, {}, SETTINGS)
+    assert not alone.suspect_links and "give --baseline" in alone.notes[0]
+    judged = judge.diagnose(["a", "b"], {("a", "b"): {"busbw_gbps": 5.0}}, {}, SETTINGS, baseline={"bandwidth": 10})
+    assert judged.reference_source == "baseline" and judged.references["bandwidth"] == 10
+    evidence = judged.suspect_links[("a", "b")][0]
+    assert evidence["slower_pct"] == 100 and "cannot be told" in evidence["note"]
+
+
+def test_a_node_slow_inside_is_named_from_its_intra_node_all_reduce():
+    found = judge.diagnose(NODES, {}, {"n1": 100.0, "n2": 101.0, "n3": 50.0, "n4": 99.0}, SETTINGS)
+    assert list(found.suspect_nodes) == ["n3"]
+    assert found.suspect_nodes["n3"][0]["test"] == "intra_all_reduce"
+    assert judge.confirm_plan(NODES, found, partners=2).intra == tuple(NODES)  # every node again, as in pass one
+
+
+def test_the_second_pass_repairs_suspects_with_good_nodes_and_controls_fill_its_rounds():
+    found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
+    plan = judge.confirm_plan(NODES, found, partners=2)
+    suspects = [pair for round_ in plan.rounds for pair in round_ if pair not in plan.controls]
+    assert suspects == [("n1", "n2"), ("n2", "n3")]
+    for round_ in plan.rounds:  # every node at most once per round, and the idle good nodes paired as controls
+        ends = [node for pair in round_ for node in pair]
+        assert len(ends) == len(set(ends)) == 4
+    assert all("n2" not in pair for pair in plan.controls)
+
+
+def test_confirm_names_only_what_the_second_pass_measures_slow_again_against_its_controls():
+    found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
+    # the second pass ran twice as fast overall (fewer pairs at once); its controls say so
+    controls = {("n3", "n4"): {"busbw_gbps": 20.0}, ("n1", "n4"): {"busbw_gbps": 20.0}}
+    again = {("n1", "n2"): {"busbw_gbps": 10.0}, ("n2", "n3"): {"busbw_gbps": 10.5}}
+    confirmed = judge.confirm(found, again, {}, SETTINGS, controls=controls)
+    assert list(confirmed.suspect_nodes) == ["n2"] and confirmed.second_references["bandwidth"] == 20
+    healthy_again = {("n1", "n2"): {"busbw_gbps": 20.0}, ("n2", "n3"): {"busbw_gbps": 19.0}}
+    cleared = judge.confirm(found, healthy_again, {}, SETTINGS, controls=controls)
+    assert not cleared.suspect_nodes and cleared.cleared[0]["node"] == "n2"
+
+
+def test_a_link_slow_again_with_one_end_slow_against_a_good_node_names_that_end():
+    found = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS)
+    plan = judge.confirm_plan(NODES, found, partners=2)
+    repaired = [pair for round_ in plan.rounds for pair in round_ if pair not in plan.controls]
+    assert ("n1", "n3") in repaired and len(repaired) == 3  # the link, and each end with a good node
+    n1_partner = next(b for a, b in repaired if a == "n1" and b != "n3")
+    n3_partner = next(a if b == "n3" else b for a, b in repaired if "n3" in (a, b) and "n1" not in (a, b))
+    controls = {("x", "y"): {"busbw_gbps": 10.0}}
+    link = judge.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 10.0},
+                                 (n3_partner, "n3"): {"busbw_gbps": 10.0}}, {}, SETTINGS, controls=controls)
+    assert list(link.suspect_links) == [("n1", "n3")] and not link.suspect_nodes
+    node = judge.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 4.0},
+                                 (n3_partner, "n3"): {"busbw_gbps": 10.0}}, {}, SETTINGS, controls=controls)
+    assert list(node.suspect_nodes) == ["n1"] and not node.suspect_links
+
+
+def test_better_middle_and_spread():
+    assert judge.better_middle([1, 2, 3, 4], higher_is_better=True) == 3
+    assert judge.better_middle([1, 2, 3, 4], higher_is_better=False) == 2
+    assert judge.robust_spread([0, 0, 0]) == judge.SPREAD_FLOOR_PCT
+    assert judge.robust_spread([0, 10, 20, 30, 1000]) == pytest.approx(1.4826 * 10)
+
+
+def test_gpu_health_names_what_peers_do_not_share():
+    healthy = {"name": "H200", "nvlink_up": 18, "pcie_width": 16, "throttle_reasons": 0x1, "ecc_uncorrected": 0}
+    facts = {"a": [dict(healthy, index=0), dict(healthy, index=1)],
+             "b": [dict(healthy, index=0), dict(healthy, index=1, nvlink_up=16)],
+             "c": [dict(healthy, index=0, throttle_reasons=0x40, sm_clock_mhz=1100, sm_clock_max_mhz=1980)],
+             "d": [dict(healthy, index=0, ecc_uncorrected=3)], "e": [{"error": "NVML not available"}]}
+    found = findings(facts)
+    assert set(found) == {"b", "c", "d"}
+    assert found["b"][0]["fact"] == "nvlink_up" and found["b"][0]["peers"] == 18 and found["b"][0]["gpu"] == 1
+    assert "hardware thermal slowdown" in found["c"][0]["value"]
+    assert found["d"][0]["fact"] == "ecc_uncorrected"
+
+
+def test_node_names_and_layout():
+    assert node_name({"SLURMD_NODENAME": "gpu7", "COMMBENCH_NODE_NAME": "x"}) == "gpu7"
+    assert node_name({"COMMBENCH_NODE_NAME": "x"}) == "x"
+    layout = Layout.from_names(["b", "b", "a", "a", "b"])
+    assert layout.nodes == ("b", "a") and layout.ranks["b"] == (0, 1, 4)
+    assert layout.lanes("b", "a") == [(0, 2), (1, 3)]
+    assert layout.ranks_text("a") == "2-3" and layout.ranks_text("b") == "0,1,4"
+
+
+def test_send_slowdown_faults(monkeypatch):
+    monkeypatch.setenv("COMMBENCH_SLOW_NODE", "n2:50")
+    monkeypatch.setenv("COMMBENCH_SLOW_LINK", "n1,n3:200")
+    assert send_slowdown("n2", "n1") == 0.5 and send_slowdown("n2", None) == 0.5
+    assert send_slowdown("n1", "n3") == 2.0 and send_slowdown("n3", "n1") == 2.0
+    assert send_slowdown("n1", "n4") == 0.0 and send_slowdown("n1", None) == 0.0
+    monkeypatch.setenv("COMMBENCH_SLOW_LINK", "n1:200")
+    with pytest.raises(ValueError):
+        send_slowdown("n1", "n3")
+
+
+def test_baseline_files(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "hunt.json").write_text(json.dumps({"reference": {"bandwidth": 12.5, "latency": 30,
+                                                                          "source": "allocation"}}))
+    assert read_baseline(str(tmp_path / "run")) == {"bandwidth": 12.5, "latency": 30.0}
+    (tmp_path / "bad.json").write_text(json.dumps({"bandwidth": -1}))
+    (tmp_path / "none.json").write_text(json.dumps({"other": 1}))
+    (tmp_path / "torn.json").write_text("{")
+    for name, fragment in (("bad.json", "must be a number above 0"), ("none.json", "none of bandwidth"),
+                           ("torn.json", "not readable JSON"), ("missing", "does not exist")):
+        with pytest.raises(CommbenchError, match=fragment):
+            read_baseline(str(tmp_path / name))
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["hunt", "--pairs", "some"], "--pairs 'some' is not all or random:K"),
+    (["hunt", "--pairs", "random:0"], "is not all or random:K"),
+    (["hunt", "--pair-size", "1K,2K"], "--pair-size '1K,2K' names 2 sizes"),
+    (["hunt", "--intra-sizes", "1X"], "--intra-sizes"),
+    (["hunt", "--threshold", "0"], "--threshold 0 must be above 0 percent"),
+    (["hunt", "--iters", "3"], "--iters 3 must be 6 or more"),
+    (["hunt", "--baseline", "/no/such/hunt"], "does not exist"),
+    (["hunt", "--statistic", "mean"], "unknown --statistic 'mean'"),
+    (["hunt", "--backend", "gloo", "--device", "cuda"], "--device cuda"),
+    (["p2p", "--nproc", "1"], "p2p needs at least 2 ranks"),
+    (["p2p", "--schedule", "random"], "unknown --schedule 'random'"),
+    (["p2p", "--sizes", "0"], "--sizes"),
+])
+def test_bad_hunt_and_p2p_input_is_one_line_and_exit_2(tmp_path, args, fragment):
+    assert_refused(invoke([*args, "--out", str(tmp_path / "results")], cwd=tmp_path), fragment=fragment,
+                   left_empty=[tmp_path])

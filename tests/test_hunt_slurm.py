@@ -1,0 +1,72 @@
+"""`commbench hunt` as a suite bench (kind = "hunt") in a real Slurm job over 4 virtual nodes of a local cluster
+(tests/local_slurm.py): each node is named by Slurm (SLURMD_NODENAME), and the job exits 1 when it names a suspect.
+The fault, 300 % slower sends (commbench/faults.py), reaches the job through --env; the settings are
+tests/test_hunt.py's, for the same reason (4 ranks on this 2-core machine)."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import commbench_env
+from tests.local_slurm import LocalSlurm, unavailable_reason
+
+pytestmark = [pytest.mark.distributed, pytest.mark.exclusive]
+SUITE = """
+backend = "gloo"
+device = "cpu"
+
+[[bench]]
+name = "hunt"
+kind = "hunt"
+threshold = 50
+pair-size = "1M"
+iters = 10
+pairs-at-once = 1
+statistic = "p10"
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    with LocalSlurm(nodes=4, workdir=tmp_path_factory.mktemp("slurm4")) as running:
+        yield running
+
+
+def _hunt_job(cluster, tmp_path: Path, *fault: str) -> tuple[subprocess.CompletedProcess, dict]:
+    (tmp_path / "hunt.toml").write_text(SUITE)
+    env = {**commbench_env(), "SLURM_CONF": cluster.env["SLURM_CONF"]}
+    completed = subprocess.run(
+        [sys.executable, "-m", "commbench", "slurm", "submit", "hunt.toml", "--nodes", "4", "--gpus-per-node", "0",
+         "--nproc-per-node", "1", "--out", "results", *fault, "--partition", cluster.partition, "--wait",
+         "--wait-timeout", "240", "--poll", "0.5"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=300)
+    found = re.search(r"^# Results: (.+)$", completed.stdout, re.M)
+    assert found, completed.stdout + completed.stderr
+    return completed, json.loads((Path(found.group(1)) / "hunt" / "hunt.json").read_text())
+
+
+def test_a_clean_job_names_nothing(cluster, tmp_path):
+    completed, doc = _hunt_job(cluster, tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert doc["nodes"] and sorted(doc["nodes"]) == cluster.node_names and doc["healthy"]
+
+
+def test_a_slow_node_is_named_with_its_slurm_name_for_exclude(cluster, tmp_path):
+    completed, doc = _hunt_job(cluster, tmp_path, "--env", "COMMBENCH_SLOW_NODE=n2:300")
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"] and doc["suspect_links"] == []
+    assert doc["exclude"] == "n2"
+    assert "bench hunt: 1 suspect(s) named" in completed.stderr
+
+
+def test_a_slow_link_is_named_as_a_link(cluster, tmp_path):
+    completed, doc = _hunt_job(cluster, tmp_path, "--env", "COMMBENCH_SLOW_LINK=n1,n3:300")
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert doc["suspect_nodes"] == [] and [sorted(entry["nodes"]) for entry in doc["suspect_links"]] == [["n1", "n3"]]
