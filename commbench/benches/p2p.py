@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from commbench.bench_kind import Bench, Metric, Plot
 from commbench.benches.cluster_kind import ClusterKind, JsonSpec
+from commbench.benches.hunt import STATISTICS
 from commbench.benches.options import TargetOptions, option
 from commbench.cluster.p2p_rows import KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 from commbench.errors import CommbenchError
@@ -21,6 +22,9 @@ class P2pOptions(TargetOptions):
     schedule: str = option("--schedule", choices=SCHEDULES, default="concurrent", show_default=True,
                            help="concurrent: the disjoint pairs of a round at once (circle method, n−1 rounds); "
                                 "serial: one pair at a time, the other ranks idle.")
+    statistic: str = option("--statistic", choices=STATISTICS, default="median", show_default=True,
+                            help="The figure of each transfer: median, or p10 (10th percentile of its samples; "
+                                 "for noisy shared hosts, see commbench hunt --help).")
     warmup: int = option("--warmup", type=int, lowest=0, default=3, show_default=True,
                          help="Untimed transfers before timing each direction.")
     iters: int = option("--iters", type=int, lowest=6, default=20, show_default=True,
@@ -37,6 +41,7 @@ class P2pSpec(JsonSpec):
     nproc: int
     sizes: tuple[int, ...]
     schedule: str
+    statistic: str
     warmup: int
     iters: int
     timeout_s: float
@@ -92,7 +97,8 @@ class P2pKind(ClusterKind):
             raise CommbenchError("p2p needs at least 2 ranks to have a pair; use --nproc 2 or more")
         sizes = tuple(parse_size_spec(options.sizes or DEFAULT_SIZES[target.device]))
         spec = P2pSpec(backend=target.backend, device=target.device, nproc=target.nproc, sizes=sizes,
-                       schedule=options.schedule, warmup=options.warmup, iters=options.iters,
+                       schedule=options.schedule, statistic=options.statistic, warmup=options.warmup,
+                       iters=options.iters,
                        timeout_s=options.timeout)
         return Bench(self, spec, self.points(spec, target.nproc), cores=target.cores)
 

@@ -52,6 +52,6 @@ def measure(spec, point, run) -> Measured:
     if ctx.rank != 0:
         return Measured(None)
     rows = [{**row, "run_id": run.run_id} for row in sorted(rows, key=lambda row: (row["src"], row["dst"]))]
-    p2p_rows.write_matrices(run.run_dir, rows, ctx.world, point.size_bytes)
+    p2p_rows.write_matrices(run.run_dir, rows, ctx.world, point.size_bytes, spec.statistic)
     samples = [sample for row in rows for sample in row.pop("_samples")]
     return Measured(rows[0], samples=samples, rows=rows[1:])

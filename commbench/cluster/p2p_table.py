@@ -2,6 +2,7 @@
 
 import pandas as pd
 
+from commbench.cluster.p2p_rows import time_column
 from commbench.units import format_bytes
 
 
@@ -33,8 +34,9 @@ def format_table(results: pd.DataFrame) -> str:
                   f"{asymmetry_pct(results, size):.0f} %",
                   matrix(results, size, "busbw_gbps").to_string(na_rep="-", float_format=lambda v: f"{v:.4g}"), ""]
     smallest = sizes[0]
-    lines += [f"# time p50 (µs) at {format_bytes(int(smallest))}, src → dst",
-              matrix(results, smallest, "time_us_p50").to_string(na_rep="-", float_format=lambda v: f"{v:.4g}")]
+    column = time_column(str(results["statistic"].iloc[0]))
+    lines += [f"# time {column.rsplit('_', 1)[1]} (µs) at {format_bytes(int(smallest))}, src → dst",
+              matrix(results, smallest, column).to_string(na_rep="-", float_format=lambda v: f"{v:.4g}")]
     wrong = int(results["n_wrong"].fillna(0).sum())
     if wrong:
         lines.append(f"# WRONG: {wrong} byte(s) received were not the sender's (see n_wrong)")

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from commbench.cluster.hunt_table import node_matrix  # noqa: E402
+from commbench.cluster.p2p_rows import time_column  # noqa: E402
 from commbench.cluster.p2p_table import matrix  # noqa: E402
 from commbench.units import format_bytes  # noqa: E402
 
@@ -57,8 +58,9 @@ def hunt_node_matrix(runs):
 def p2p_matrix(runs):
     run = runs[-1]
     sizes = sorted(run.results["size_bytes"].unique())
-    panels = [(int(sizes[-1]), "busbw_gbps", "busbw", "GB/s", True), (int(sizes[0]), "time_us_p50", "time p50", "µs",
-                                                                      False)]
+    column = time_column(str(run.results["statistic"].iloc[0]))
+    panels = [(int(sizes[-1]), "busbw_gbps", "busbw", "GB/s", True),
+              (int(sizes[0]), column, f"time {column.rsplit('_', 1)[1]}", "µs", False)]
     figure, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     for axis, (size, column, title, unit, up) in zip(axes, panels):
         grid = matrix(run.results, size, column)
