@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,9 @@ import pytest
 
 MACHINE_LOCK = Path(tempfile.gettempdir()) / f"commbench-tests-{os.getuid()}.lock"
 """Shared by the pytest workers (-n 2): a distributed test holds it shared, an exclusive one alone."""
+EXCLUSIVE_WANTED = MACHINE_LOCK.with_suffix(".wanted")
+"""Present while an exclusive test waits or runs: shared takers hold back, so the other worker's back-to-back
+shared tests cannot keep it waiting (flock itself would let them)."""
 
 
 @pytest.fixture(autouse=True)
@@ -26,12 +30,27 @@ def _machine_share(request):
     if not exclusive and request.node.get_closest_marker("distributed") is None:
         yield
         return
+    if exclusive:
+        EXCLUSIVE_WANTED.touch()
+    else:
+        while _fresh(EXCLUSIVE_WANTED):
+            time.sleep(0.2)
     with open(MACHINE_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         try:
             yield
         finally:
+            if exclusive:
+                EXCLUSIVE_WANTED.unlink(missing_ok=True)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _fresh(flag: Path, within_s: float = 600) -> bool:
+    """The flag exists and is recent: one left by a killed test run must not hold every later run back."""
+    try:
+        return time.time() - flag.stat().st_mtime < within_s
+    except FileNotFoundError:
+        return False
 
 
 class SweepRun:
