@@ -4,10 +4,14 @@ with one slow link (COMMBENCH_SLOW_LINK), each --runs times, alternated.
 
     python benchmarks/hunt_detection.py --runs 10 --fault-pct 300 -- --threshold 50
 
+With --slurm the same scenarios run as Slurm jobs (`commbench slurm submit` of a one-bench hunt suite, --nodes 4) on a
+local cluster of 4 virtual nodes started here (tests/local_slurm.py: root, Debian packages), each node named by Slurm.
+
 A run counts as right when hunt.json names exactly the injected fault (the node as a node, the link as a link, nothing
 on a clean run) and the exit code agrees (0 clean, 1 with suspects)."""
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -57,6 +61,27 @@ def run_hunt(out: Path, run_id: str, fault_env: dict, extra: list[str]) -> tuple
     return max(codes), json.loads(hunt.read_text()), seconds
 
 
+def run_slurm_job(cluster, out: Path, run_id: str, fault_env: dict, extra: list[str]) -> tuple[int, dict, float]:
+    """One job of a hunt suite with `extra` as its keys; (the submit's exit code, hunt.json, seconds)."""
+    keys = {extra[index].lstrip("-"): extra[index + 1] for index in range(0, len(extra), 2)}
+    suite = out / f"{run_id}.toml"
+    suite.write_text('backend = "gloo"\ndevice = "cpu"\n\n[[bench]]\nname = "hunt"\nkind = "hunt"\n'
+                     + "".join(f'{key} = "{value}"\n' for key, value in keys.items()))  # as strings, as flags
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("COMMBENCH_", "SLURM"))}
+    env["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+    started = time.perf_counter()
+    completed = subprocess.run([sys.executable, "-m", "commbench", "slurm", "submit", str(suite), "--nodes", "4",
+                                "--gpus-per-node", "0", "--nproc-per-node", "1", "--out", str(out), "--run-id", run_id,
+                                "--partition", cluster.partition, "--wait", "--wait-timeout", "300", "--poll", "0.5",
+                                *(arg for name, value in fault_env.items() for arg in ("--env", f"{name}={value}"))],
+                               env=env, capture_output=True, text=True, timeout=400)
+    seconds = time.perf_counter() - started
+    hunt = out / run_id / "hunt" / "hunt.json"
+    if not hunt.exists():
+        sys.exit(f"{run_id}: no hunt.json\n{completed.stdout}{completed.stderr}")
+    return completed.returncode, json.loads(hunt.read_text()), seconds
+
+
 def named(doc: dict) -> tuple[list[str], list[tuple[str, ...]]]:
     return ([entry["node"] for entry in doc["suspect_nodes"]],
             [tuple(sorted(entry["nodes"])) for entry in doc["suspect_links"]])
@@ -67,6 +92,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--fault-pct", type=float, default=300.0)
     parser.add_argument("--keep-wrong", type=Path, help="copy the run folders of wrong runs here")
+    parser.add_argument("--slurm", action="store_true", help="run each scenario as a job on a local 4-node Slurm")
     parser.add_argument("extra", nargs="*", help="options for commbench hunt (after --)")
     args = parser.parse_args()
     scenarios = {"clean": ({}, ([], [])),
@@ -74,10 +100,18 @@ def main() -> None:
                  "slow link": ({"COMMBENCH_SLOW_LINK": f"{','.join(SLOW_LINK)}:{args.fault_pct:g}"},
                                ([], [SLOW_LINK]))}
     tally = {name: {"right": 0, "false_suspects": 0, "missed": 0, "seconds": []} for name in scenarios}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        cluster = None
+        if args.slurm:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.local_slurm import LocalSlurm
+
+            cluster = stack.enter_context(LocalSlurm(nodes=4, workdir=Path(tmp) / "slurm"))
         for index in range(args.runs):
             for name, (fault_env, expected) in scenarios.items():
-                code, doc, seconds = run_hunt(Path(tmp), f"{name.replace(' ', '-')}-{index}", fault_env, args.extra)
+                run_id = f"{name.replace(' ', '-')}-{index}"
+                code, doc, seconds = (run_slurm_job(cluster, Path(tmp), run_id, fault_env, args.extra) if cluster
+                                      else run_hunt(Path(tmp), run_id, fault_env, args.extra))
                 nodes, links = named(doc)
                 right = (nodes, links) == expected and code == (1 if expected != ([], []) else 0)
                 found = set(nodes) | set(links)
@@ -88,11 +122,12 @@ def main() -> None:
                 counts["missed"] += bool(wanted - found)
                 counts["seconds"].append(seconds)
                 if not right and args.keep_wrong:
-                    shutil.copytree(Path(tmp) / f"{name.replace(' ', '-')}-{index}",
-                                    args.keep_wrong / f"{name.replace(' ', '-')}-{index}")
+                    shutil.copytree(Path(tmp) / run_id, args.keep_wrong / run_id)
                 print(f"{name:9s} run {index + 1}: exit {code}, nodes {nodes}, links {links}, cleared "
                       f"{len(doc['cleared'])}, {seconds:.1f} s{'' if right else '  <-- WRONG'}", flush=True)
-    print(f"\nfault {args.fault_pct:g} %, options {' '.join(args.extra) or '(defaults)'}, {args.runs} runs each")
+    where = "Slurm jobs" if args.slurm else "torchrun launches"
+    options = " ".join(args.extra) or "(defaults)"
+    print(f"\n{where}, fault {args.fault_pct:g} %, options {options}, {args.runs} runs each")
     print(f"{'scenario':10s} {'right':>6s} {'false suspect':>14s} {'missed':>7s} {'median s':>9s}")
     for name, counts in tally.items():
         seconds = sorted(counts["seconds"])

@@ -127,9 +127,16 @@ class TorchHost:
                 pass
         try:
             os.kill(self.pid, signal.SIGKILL)  # its launches have ended; it may still be importing torch
-            os.waitpid(self.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        except ProcessLookupError:
+            return
+        while True:
+            try:
+                os.waitpid(self.pid, 0)
+                return
+            except ChildProcessError:
+                return
+            except KeyboardInterrupt:  # a second Ctrl-C while the command is already stopping: finish reaping
+                continue
 
 
 class HostedTorchrun:

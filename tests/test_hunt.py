@@ -1,4 +1,4 @@
-"""`commbench hunt` on 4 "nodes" of this host (tests/virtual_nodes.py) clean, and on 6 with test-only faults that slow
+"""`commbench hunt` on 4 "nodes" of this host (tests/virtual_nodes.py) clean, and on 5 with test-only faults that slow
 one node's sends and one link's (COMMBENCH_SLOW_NODE / COMMBENCH_SLOW_LINK, commbench/faults.py): what it names,
 what it writes, how every node exits. The fault is 300 % (4× the time), the threshold 50 %, one pair at a time and
 each figure the 10th percentile of its samples: on this 2-core VM a waiting rank sometimes wakes ~3 ms late (a
@@ -53,16 +53,17 @@ def test_a_clean_allocation_names_nothing_and_every_node_exits_0(tmp_path):
 
 @pytest.mark.exclusive
 def test_a_slow_node_is_named_as_a_node_and_a_slow_link_as_a_link_and_nothing_else(tmp_path):
-    # 6 nodes, two faults at once: n2's every send, and the sends between n4 and n5 (whose other pairs are fine)
-    run = run_on_nodes(tmp_path, [f"n{index}" for index in range(1, 7)], *HUNT,
+    # 5 nodes (an odd count: each circle round has a bye), two faults at once: n2's every send, and the sends between
+    # n4 and n5 (whose other pairs are fine)
+    run = run_on_nodes(tmp_path, [f"n{index}" for index in range(1, 6)], *HUNT,
                        env={"COMMBENCH_SLOW_NODE": "n2:300", "COMMBENCH_SLOW_LINK": "n4,n5:300"})
     doc = json.loads((run.run_dir / "hunt.json").read_text())
-    assert run.codes == [1] * 6, run.outputs
+    assert run.codes == [1] * 5, run.outputs
     assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"]
     assert [sorted(entry["nodes"]) for entry in doc["suspect_links"]] == [["n4", "n5"]]
     assert doc["exclude"] == "n2"  # a link is not a node to exclude
     node = doc["suspect_nodes"][0]["evidence"][0]
-    assert node["slow_with"] == ["n1", "n3", "n4", "n5", "n6"] and node["slower_pct"] >= 50 and node["z"] >= 3
+    assert node["slow_with"] == ["n1", "n3", "n4", "n5"] and node["slower_pct"] >= 50 and node["z"] >= 3
     assert node["second_pass"]  # measured again against known-good nodes before it was named
     link = doc["suspect_links"][0]["evidence"][0]
     assert link["ends_fine_elsewhere"] == {"n4": True, "n5": True}

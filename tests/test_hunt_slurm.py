@@ -1,4 +1,4 @@
-"""`commbench hunt` as a suite bench (kind = "hunt") in a real Slurm job over 6 virtual nodes of a local cluster
+"""`commbench hunt` as a suite bench (kind = "hunt") in a real Slurm job over 5 virtual nodes of a local cluster
 (tests/local_slurm.py): each node is named by Slurm (SLURMD_NODENAME), and the job exits 1 when it names a suspect.
 The fault, 300 % slower sends (commbench/faults.py), reaches the job through --env; the settings are
 tests/test_hunt.py's, for the same reason (4 ranks on this 2-core machine)."""
@@ -36,7 +36,7 @@ def cluster(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
         pytest.skip(reason)
-    with LocalSlurm(nodes=6, workdir=tmp_path_factory.mktemp("slurm6")) as running:
+    with LocalSlurm(nodes=5, workdir=tmp_path_factory.mktemp("slurm5")) as running:
         yield running
 
 
@@ -54,7 +54,7 @@ def _hunt_job(cluster, tmp_path: Path, nodes: int, *fault: str) -> tuple[subproc
 
 
 def test_a_slow_node_and_a_slow_link_are_named_with_slurm_names(cluster, tmp_path):
-    completed, doc = _hunt_job(cluster, tmp_path, 6, "--env", "COMMBENCH_SLOW_NODE=n2:300", "--env",
+    completed, doc = _hunt_job(cluster, tmp_path, 5, "--env", "COMMBENCH_SLOW_NODE=n2:300", "--env",
                                "COMMBENCH_SLOW_LINK=n4,n5:300")
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert sorted(doc["nodes"]) == sorted(cluster.node_names)

@@ -82,8 +82,10 @@ def test_a_rank_stopped_with_sigstop_is_killed_when_the_watchdog_ends_the_run(tm
     started = Started(tmp_path, [*LONG_SWEEP, "--timeout", "3"])
     started.wait_for_rows(ROWS_BEFORE_SIGNAL)
     processes = started.descendants()
-    agent = processes[0]  # the command's one child; the ranks are its children
-    a_rank = int(subprocess.run(["pgrep", "-P", str(agent)], capture_output=True, text=True).stdout.split()[-1])
+    # a rank: a process without children (above the ranks are the agent and, on Linux, the command's torch host
+    # that forked it, so "the command's child's child" is not always a rank)
+    a_rank = next(pid for pid in reversed(processes)
+                  if not subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split())
     os.kill(a_rank, signal.SIGSTOP)  # frozen: it neither finishes its point nor acts on SIGTERM
     code, stderr, _ = started.finish()
     assert code == 3, stderr
