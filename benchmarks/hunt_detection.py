@@ -106,6 +106,7 @@ def main() -> None:
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
             from tests.local_slurm import LocalSlurm
 
+            (Path(tmp) / "slurm").mkdir()
             cluster = stack.enter_context(LocalSlurm(nodes=4, workdir=Path(tmp) / "slurm"))
         for index in range(args.runs):
             for name, (fault_env, expected) in scenarios.items():
