@@ -174,14 +174,14 @@ def _diagnose_intra(diagnosis: Diagnosis, intra: dict[str, float], settings: Set
     reference = _reference(diagnosis, INTRA.name, list(intra.values()), INTRA, baseline)
     slow = {node: slower_pct(value, reference, higher_is_better=True) for node, value in intra.items()}
     spread = robust_spread(list(slow.values()))
-    peers = sorted(intra)
+    if len(intra) < 3 and not baseline:  # two nodes' figures cannot say which of them is the slow one
+        return
     for node, slower in slow.items():
         z = slower / spread
-        if len(intra) >= 3 or baseline:
-            if slower >= settings.threshold_pct and z >= settings.min_z:
-                evidence = _evidence(INTRA, intra[node], reference, slower, z)
-                evidence["peers"] = [peer for peer in peers if peer != node]
-                diagnosis.suspect_nodes.setdefault(node, []).append(evidence)
+        if slower >= settings.threshold_pct and z >= settings.min_z:
+            evidence = _evidence(INTRA, intra[node], reference, slower, z)
+            evidence["peers"] = sorted(peer for peer in intra if peer != node)
+            diagnosis.suspect_nodes.setdefault(node, []).append(evidence)
 
 
 def _key(a: str, b: str, values: dict) -> tuple[str, str]:

@@ -4,7 +4,7 @@ import re
 
 import pandas as pd
 
-from commbench.cluster.hunt_rows import CLEARED, FIRST_PASS, HEALTHY, SUSPECT
+from commbench.cluster.hunt_rows import CLEARED, FIRST_PASS, HEALTHY, SUSPECT, matrices
 
 
 def format_table(results: pd.DataFrame) -> str:
@@ -50,9 +50,8 @@ def node_matrix(results: pd.DataFrame, column: str) -> pd.DataFrame | None:
         for node, ranks in zip(pairs[node_column], pairs[ranks_column]):
             first_rank[node] = int(re.match(r"\d+", str(ranks)).group())  # "0-3", "4", or 4.0 as pandas reads it
     nodes = sorted(first_rank, key=first_rank.get)  # in rank order, as hunt.json lists them
-    grid = pd.DataFrame(index=nodes, columns=nodes, dtype=float)
-    for _, row in pairs.iterrows():
-        grid.loc[row["node_a"], row["node_b"]] = grid.loc[row["node_b"], row["node_a"]] = row[column]
+    # the same matrix hunt.json and the CSV files hold, from the same rows
+    grid = pd.DataFrame(matrices(pairs.to_dict("records"), nodes)[column], index=nodes, columns=nodes, dtype=float)
     grid.index.name = "node"
     return grid
 
