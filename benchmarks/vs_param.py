@@ -21,7 +21,6 @@ PARAM is not a dependency of commbench and none of its code is in this repositor
 import argparse
 import csv
 import os
-import re
 import shlex
 import statistics
 import subprocess
@@ -30,12 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-PARAM_TIMING = ("PARAM (--z 0, non-blocking): per rank, the wall time of issuing --n calls plus one wait for them "
-                "all, divided by --n (a mean per call); its p50 is across ranks")
+from commbench.errors import CommbenchError
+from commbench.imports import param_text
+
 COMMBENCH_TIMING = ("commbench per-iteration: barrier, one call, wait; the slowest rank's time per iteration, median "
                     "over iterations (95 % CI of that median from the samples)")
-_RESULT_LINE = re.compile(r"COMMS-RES-(?P<collective>\S+)-(?P<dtype>\S+)\s+(?P<size>\d+)\s+\d+\s+(?P<p50>[\d.]+)"
-                          r"(?:\s+[\d.]+){4}\s+(?P<algbw>[\d.]+)\s+(?P<busbw>[\d.]+)")
 FIXED, PARAM, ADAPTIVE, BEFORE = "commbench fixed", "PARAM fixed", "commbench adaptive", "commbench before, fixed"
 ONE_COMMBENCH, ONE_PARAM = "commbench 1 point", "PARAM 1 point"
 
@@ -84,11 +82,12 @@ def run_param(args, comms: Path, package: Path, *, end: str) -> tuple[float, dic
     wall = time.perf_counter() - started
     if completed.returncode != 0:
         sys.exit(f"PARAM failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
-    busbw = {int(match["size"]): float(match["busbw"])
-             for match in map(_RESULT_LINE.search, completed.stdout.splitlines()) if match}
-    if not busbw:
-        sys.exit(f"no COMMS-RES rows in PARAM's output:\n{completed.stdout[-3000:]}")
-    return wall, busbw
+    try:  # commbench's own PARAM importer (`commbench import param`) reads the table
+        _, tables, _, _ = param_text.parse(completed.stdout, "PARAM's output", collective=None,
+                                           world_size=args.nproc, partial=False)
+    except CommbenchError as error:
+        sys.exit(f"{error}:\n{completed.stdout[-3000:]}")
+    return wall, {row.size_bytes: row.busbw_gbps for table in tables for row in table.rows}
 
 
 def run_commbench(args, out: Path, run_id: str, *, end: str, iters: int, extra: tuple[str, ...] = (),
@@ -219,7 +218,7 @@ def report(args, walls, busbw, rows_of) -> None:
         timed = sum(row["timed_s"] for row in rows)
         print(f"# adaptive run: {reached} of {len(rows)} points reached ±{args.target_ci:g} %, "
               f"{timed:.2f} s inside timed calls")
-    print(f"\n# busbw (GB/s), median over rounds; commbench = {COMMBENCH_TIMING}; {PARAM_TIMING}")
+    print(f"\n# busbw (GB/s), median over rounds; commbench = {COMMBENCH_TIMING}; {param_text.TIMING_METHOD}")
     before = bool(busbw[BEFORE])
     print(f"{'size (B)':>10} {'commbench':>10} {'PARAM':>8} {'ratio':>6}" +
           (f" {'before':>8} {'now/before':>10}" if before else ""))

@@ -9,6 +9,7 @@ from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.bench_kind import Measured, RankRun
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
+from commbench.names import COMMBENCH_SOURCE
 from commbench.profiling.capture import capture, trace_file_name
 from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, rank_summary, sample_rows
 from commbench.spec import Point, SweepSpec
@@ -83,6 +84,8 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         "calls_per_sample": measurement.calls_per_sample, "timing_method": measurement.method,
         "note": _note(noop, seconds),
         **gpu_summary,
+        "time_us_max": summary.max, "time_us_p75": None,
+        "source": COMMBENCH_SOURCE, "source_file": "", "busbw_check": "",
     }
     samples = [{"iteration": iteration, "time_us": time_us} for iteration, time_us in enumerate(times_us)]
     return Measured(row, samples, sample_rows(gpu_samples))

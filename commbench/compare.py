@@ -21,6 +21,7 @@ How the comparison is shown (table, Markdown, JSON, trust notes) is commbench/co
 """
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from commbench import store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
+from commbench.names import BUILTIN, COMMBENCH_SOURCE
 from commbench.runs import kind_of
 from commbench.stats import stored_half_width_pct
 
@@ -77,6 +79,9 @@ class Run:
     kind: BenchKind
     results: pd.DataFrame
     samples: pd.DataFrame
+    has_samples: bool = True
+    """False for a run imported from a tool that records none (commbench import): its verdicts rest on the
+    threshold alone."""
 
 
 def run_folders(path: Path) -> list[Path]:
@@ -112,7 +117,7 @@ def bench_run_sets(path: Path) -> dict[str, list[Path]]:
 def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool = False) -> Run:
     """The rows and samples of a run or run set. allow_empty: a run without rows (one that failed or was killed
     before its first point) reads as no rows, so that the gate can list what it misses."""
-    results, samples, kinds = [], [], {}
+    results, samples, kinds, sampled = [], [], {}, True
     for run_dir in folders or run_folders(path):
         kind = kind_of(run_dir)
         kinds[kind.name] = kind
@@ -123,11 +128,15 @@ def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool
             raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
                                  "measured something")
         results.append(frame)
+        if store.imported_without_samples(run_dir):
+            sampled = False
+            continue
         samples.append(store.read_samples(run_dir, kind))
     if len(kinds) > 1:
         raise CommbenchError(f"{path} mixes {' and '.join(kinds)} runs; a run set holds one sweep run repeatedly")
     kind = kinds.popitem()[1]
-    return Run(Path(path), kind, _concat(results, kind.result_columns), _concat(samples, kind.sample_columns))
+    return Run(Path(path), kind, _concat(results, kind.result_columns), _concat(samples, kind.sample_columns),
+               sampled)
 
 
 def _concat(frames: list[pd.DataFrame], columns) -> pd.DataFrame:
@@ -216,10 +225,15 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> 
 def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
     kind = base.kind
     identity, comparability = kind.identity, kind.comparability
+    sources = (_sources(base), _sources(new))
+    across = sources[0] != sources[1]
+    if across:  # another tool's rows: join on what both measured, each side's builtin rows in one timing mode
+        identity = CROSS_SOURCE_IDENTITY
+        base, new = _cross_source_view(base, new), _cross_source_view(new, base)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     entries = []
     for row_key, old in base_rows.items():
-        label = kind.row_label(old)
+        label = kind.row_label(old) + (f" [source {' vs '.join(sources)}]" if across else "")
         if row_key not in new_rows:
             entries.append({"row": label, "verdict": MISSING, "why": _why_unmatched(old, new.results, identity)})
             continue
@@ -238,7 +252,65 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
     for row_key, current in new_rows.items():
         if row_key not in base_rows:
             entries.append({"row": kind.row_label(current), "verdict": NEW, "why": "not in the baseline"})
+    if across:  # the source as a key of every row (the label says it too)
+        entries = [{**entry, "source": " vs ".join(sources)} for entry in entries]
     return _wrong_results(new) + entries
+
+
+CROSS_SOURCE_IDENTITY = ("bench", "collective", "op", "inplace", "size_bytes", "dtype")
+"""How rows of two tools meet (commbench import): the same collective, op, placement, size and dtype (the world size
+must agree too, as comparability says); not impl or timing, which name commbench's own variants."""
+
+
+def _sources(run: Run) -> str:
+    """The tool(s) a run's rows come from (the source column; commbench for rows written before it)."""
+    if "source" not in run.results.columns:
+        return COMMBENCH_SOURCE
+    return "+".join(sorted(set(run.results["source"].fillna(COMMBENCH_SOURCE).astype(str)))) or COMMBENCH_SOURCE
+
+
+def _cross_source_view(run: Run, other: Run) -> Run:
+    """The rows of a run that meet another tool's: the builtin implementation (what nccl-tests and PARAM time: the
+    library's own call), and where the run timed both ways, the other side's timing mode (imports are batch)."""
+    frame = run.results
+    if "impl" in frame.columns:
+        frame = frame[frame["impl"].astype(str) == BUILTIN]
+    if "timing" in frame.columns and frame["timing"].nunique() > 1:
+        matching = frame[frame["timing"].isin(set(other.results.get("timing", pd.Series(dtype=str))))]
+        frame = matching if not matching.empty else frame[frame["timing"] == frame["timing"].iloc[0]]
+    return Run(run.path, run.kind, frame, run.samples, run.has_samples)
+
+
+def source_notes(baseline_dir: Path, new_dir: Path) -> list[str]:
+    """When a side holds another tool's rows (commbench import): that the two sides time differently, naming each
+    tool's timing method, and that a side without samples is judged by the threshold alone."""
+    sides = {"baseline": _timing_methods(baseline_dir), "new": _timing_methods(new_dir)}
+    notes = []
+    if set(sides["baseline"]) != set(sides["new"]):
+        methods = "; ".join(f"{side} from {source}: {method}" for side, by_source in sides.items()
+                            for source, methods in by_source.items() for method in sorted(methods))
+        notes.append("the two sides come from different tools, which time differently, so a difference may be the "
+                     "timing method as much as the system. Rows are joined on collective, size, dtype, op, placement "
+                     f"and world size (commbench's builtin rows; the matching timing mode where both ran). {methods}")
+    for side, path in (("baseline", baseline_dir), ("new", new_dir)):
+        if any(store.imported_without_samples(folder) for folder in _status_folders(path)
+               if (folder / store.RESULTS_FILE).exists()):
+            notes.append(f"the {side} side was imported from a tool that records no per-iteration samples: its "
+                         "verdicts rest on the threshold alone, without the significance test (p -)")
+    return notes
+
+
+def _timing_methods(path: Path) -> dict[str, set[str]]:
+    """{source: the timing methods its rows name} over every collective run under path."""
+    found: dict[str, set[str]] = {}
+    for folder in _status_folders(path):
+        if not (folder / store.RESULTS_FILE).exists() or store.kind_name(folder) != "collective":
+            continue
+        frame = store.read_results(folder, kind_of(folder))
+        for source, method in zip(frame["source"].fillna(COMMBENCH_SOURCE), frame["timing_method"].fillna("")):
+            # one line per method, not per batch length ("batch: 4 back-to-back calls" and "... 7 ..." alike)
+            found.setdefault(str(source), set()).add(re.sub(r"\d+(?= back-to-back)", "N", str(method)) or "not recorded")
+    return found
 
 
 def _wrong_results(run: Run) -> list[dict]:
@@ -263,7 +335,8 @@ def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
             if metric.column in row.index:
                 row[metric.column] = float(pd.Series([r[metric.column] for r in rows], dtype=float).median())
         for samples in {metric.samples for metric in run.kind.metrics if metric.samples}:
-            widths = [_ci_half_width_pct(r, samples) for r in rows]
+            # an import without samples has no CI: not assessed, rather than infinitely wide
+            widths = [_ci_half_width_pct(r, samples) if run.has_samples else None for r in rows]
             row[_ci_key(samples)] = None if None in widths else float(pd.Series(widths, dtype=float).median())
         merged[key] = row
     return merged
@@ -312,7 +385,7 @@ def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Ser
     ratio = after / before
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
     p_worse = p_better = None
-    if metric.samples:
+    if metric.samples and base.has_samples and new.has_samples:
         # samples are times: worse means larger, for bandwidth and step time alike
         old_samples, new_samples = _samples_of(base, old, metric), _samples_of(new, current, metric)
         p_worse = float(mannwhitneyu(new_samples, old_samples, alternative="greater").pvalue)

@@ -24,6 +24,7 @@ from commbench.compare import (
     gate_fails,
     gate_line,
     run_folders,
+    source_notes,
 )
 from commbench.stats import CONFIDENCE
 
@@ -58,6 +59,7 @@ def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict]) -> list[
                      "a launch) is outside the significance test and a verdict may be launch noise. Use run sets: "
                      f"run the same sweep or suite {RUN_SET_LAUNCHES}+ times into one folder (--out DIR --run-id "
                      "launchN) on both sides, and compare the two folders")
+    found += source_notes(baseline_dir, new_dir)
     assessed = [entry for entry in entries if entry.get("wide_ci") is not None]
     wide = [entry for entry in assessed if entry["wide_ci"]]
     if wide:
@@ -128,7 +130,7 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_mis
 
 
 ENTRY_FIELDS = ("row", "metric", "baseline", "new", "ratio", "worse_pct", "change", "threshold_pct", "p_value",
-                "verdict", "why", "wide_ci", "wide_ci_sides", "ci_half_width_pct")
+                "verdict", "why", "wide_ci", "wide_ci_sides", "ci_half_width_pct", "source")
 """Every field of a --json entry; an entry without a figure (missing, new, ...) has null for those it lacks."""
 
 

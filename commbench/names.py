@@ -29,8 +29,13 @@ TIMING_CHOICES = (*TIMINGS, AUTO)
 STOP_ITERS = "iters"  # stop_reason: the fixed number of iterations ran
 STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
 STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first
-IMPLEMENTATIONS = ("builtin", "ring")
+BUILTIN = "builtin"
+"""The backend's own collective (torch.distributed's call), as opposed to commbench's ring over send/recv."""
+IMPLEMENTATIONS = (BUILTIN, "ring")
 """builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""
 BIND_CORES_ENV = "COMMBENCH_BIND_CORES"
 """--bind-cores: the cores of a launch's local ranks, comma-separated, by local rank (set by the launcher, read by
 rank.py)."""
+
+COMMBENCH_SOURCE = "commbench"
+"""The source column of rows commbench measured; an imported row names its tool (commbench import)."""

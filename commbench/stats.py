@@ -19,6 +19,7 @@ class Summary:
     stdev: float
     ci_lo: float
     ci_hi: float
+    max: float = math.nan
 
     @property
     def ci_half_width_pct(self) -> float:
@@ -91,4 +92,5 @@ def summarize(samples) -> Summary:
         stdev=float(values.std(ddof=1)) if n > 1 else 0.0,
         ci_lo=ci_lo,
         ci_hi=ci_hi,
+        max=float(values[-1]),
     )

@@ -262,8 +262,9 @@ def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
 
 NUMERIC_COLUMNS = (
     "schema_version", "world_size", "size_bytes", "count", "iters", "warmup", "n_wrong", "iteration", "time_us",
-    "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps",
-    "busbw_gbps", "config_index", "step", "step_time_ms", "step_time_ms_p50", "step_time_ms_p95", "samples_per_s",
+    "time_us_p50", "time_us_p75", "time_us_p95", "time_us_min", "time_us_max", "time_us_mean", "time_us_ci_lo",
+    "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "config_index", "step", "step_time_ms", "step_time_ms_p50",
+    "step_time_ms_p95", "samples_per_s",
     "comm_ms", "exposed_comm_ms", "exposed_comm_ms_nosync", "overlap_pct", "peak_mem_bytes", "model_state_bytes",
     "model_state_bytes_predicted", "model_state_bytes_formula")
 """Columns that compare, fit, report and the tables compute with: a value there that is not a number (or empty) is
@@ -275,6 +276,12 @@ def read_results(run_dir: Path, kind):
     empty."""
     frame = read_rows(Path(run_dir) / RESULTS_FILE, kind.required_columns, NUMERIC_COLUMNS)
     return _fill_absent(frame, kind.result_columns, kind)
+
+
+def imported_without_samples(run_dir: Path) -> bool:
+    """A run `commbench import` wrote from a tool that records no per-iteration samples: it has no samples.csv, and
+    readers take its rows alone (a run commbench measured always has one)."""
+    return not (Path(run_dir) / SAMPLES_FILE).exists() and bool(read_meta(run_dir).get("source"))
 
 
 def read_samples(run_dir: Path, kind):

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 
 from commbench.collectives import COLLECTIVES
-from commbench.names import BATCH, PER_ITERATION, STOP_MAX_TIME
+from commbench.names import BATCH, COMMBENCH_SOURCE, PER_ITERATION, STOP_MAX_TIME
 from commbench.stats import as_number, stored_half_width_pct
 from commbench.units import format_bytes
 
@@ -47,7 +47,16 @@ def _with_timing(results: pd.DataFrame) -> pd.DataFrame:
     return results
 
 
+def _source(group: pd.DataFrame) -> str:
+    """The tool a table's rows come from: commbench, or the one `commbench import` read them from."""
+    sources = group["source"].dropna().unique() if "source" in group.columns else []
+    return str(sources[0]) if len(sources) else COMMBENCH_SOURCE
+
+
 def _timing_text(timing: str, group: pd.DataFrame) -> str:
+    source = _source(group)
+    if source != COMMBENCH_SOURCE:
+        return f"time = the figure per call that {source} printed, imported (how it times: timing_method)"
     iters = sorted(set(group["iters"]))
     iters_text = f"{iters[0]}" if len(iters) == 1 else f"{iters[0]}–{iters[-1]}"
     if timing != BATCH:
@@ -116,6 +125,7 @@ def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
     root = COLLECTIVES[collective].root if collective in COLLECTIVES else -1
     keys = ["dtype", "op", "size_bytes"]
     noisy = unknown = measured = 0
+    imported = _source(group) != COMMBENCH_SOURCE
     for _, rows in group.groupby(keys, sort=False):
         row = rows.iloc[0]
         line = f"{row['size_bytes']:>12} {row['count']:>13} {row['dtype']:>9} {row['op']:>6} {root:>5}"
@@ -124,13 +134,14 @@ def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
             match = rows[rows["inplace"] == inplace]
             line += " " + (_cell(match.iloc[0]) if len(match) else _NO_CELL)
             cells += [match.iloc[0]] if len(match) else []
-        flags, noise = _row_flags(cells)
+        flags, noise = _row_flags(cells, imported=imported)
         noisy += noise == "noisy"
         unknown += noise == "unknown"
         measured += 1
         lines.append(line + _flags(flags))
     lines.append(average_busbw_line(group))
-    lines.append(noise_legend(noisy, unknown, measured))
+    lines.append(f"# imported from {_source(group)}: one figure per row, no samples, so no 95 % CI (±CI n/a)"
+                 if imported else noise_legend(noisy, unknown, measured))
     if int(first["world_size"]) == 1:
         lines.append("# busbw is 0 at world size 1: no byte crosses between ranks (factor (n-1)/n = 0); read algbw")
         if "note" in group.columns and group["note"].astype(str).str.startswith("no-op").any():
@@ -158,10 +169,12 @@ def ci_half_width_pct(row) -> float:
     return stored_half_width_pct(row, "time_us")
 
 
-def _row_flags(cells: list) -> tuple[list[str], str | None]:
+def _row_flags(cells: list, *, imported: bool = False) -> tuple[list[str], str | None]:
     """The end-of-line flags of one table row (its placements' cells) and its noise verdict: noisy, unknown or
-    None."""
+    None. An imported row has no CI to judge (the table says so once)."""
     flags = ["WRONG RESULT"] if any(_is_wrong(cell["n_wrong"]) for cell in cells) else []
+    if imported:
+        return flags, None
     if any(cell.get("stop_reason") == STOP_MAX_TIME for cell in cells):
         flags.append("--max-time spent before --target-ci was reached")
     widths = [ci_half_width_pct(cell) for cell in cells]

@@ -9,6 +9,7 @@ from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
 from commbench.names import (
     AUTO,
+    COMMBENCH_SOURCE,
     CUDA,
     DTYPES,
     GLOO,
@@ -34,7 +35,11 @@ REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS[:-1], "count", "iters", "warm
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
                   "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
-                  "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS)
+                  "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS,
+                  "time_us_max", "time_us_p75", "source", "source_file", "busbw_check")
+"""source is commbench for a sweep's rows, the tool for imported ones (commbench import); source_file, busbw_check
+and time_us_p75 are an import's: the file a row came from, whether its printed busbw follows from its size and
+time, and PARAM's p75."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
 
@@ -115,7 +120,8 @@ class CollectiveKind(BenchKind):
     sample_keys = KEY_COLUMNS
     gpu_sample_columns = GPU_SAMPLE_COLUMNS
     identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing")
-    column_defaults = {"timing": PER_ITERATION, "note": ""}  # runs written before the timing modes
+    # runs written before these columns
+    column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE}
     comparability = ("schema_version", "backend", "device", "world_size")
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
     plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size", "commbench.report.collective_plots:busbw_vs_size"),

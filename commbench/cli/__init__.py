@@ -18,6 +18,7 @@ from commbench.cli.bench import bench_command
 from commbench.cli.compare import compare_command
 from commbench.cli.env import env
 from commbench.cli.fit import fit
+from commbench.cli.import_results import import_group
 from commbench.cli.model import model
 from commbench.cli.report import report
 from commbench.cli.run import run
@@ -82,5 +83,5 @@ def main() -> None:
 
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
-for _command in (run, suites, selftest, env, trace, model, fit, compare_command, report, slurm):
+for _command in (run, suites, selftest, env, trace, model, fit, compare_command, report, import_group, slurm):
     main.add_command(_command)

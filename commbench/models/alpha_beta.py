@@ -88,8 +88,7 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
         raise ValueError("a fit needs two points")
     line = fit_line(sizes, times)
     algbw_gbps = 1e-3 / line.us_per_byte if line.us_per_byte > 0 else float("nan")
-    collective = COLLECTIVES.get(first["collective"])
-    factor = collective.busbw_factor(int(first["world_size"])) if collective else float("nan")
+    factor = _busbw_factor(str(first["collective"]), int(first["world_size"]))
     note = _piecewise_note(sizes, times, line)
     problems = [note]
     if line.alpha_us < 0:
@@ -106,6 +105,18 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
                         str(first["dtype"]), str(first["op"]), bool(first["inplace"]), str(first["timing"]), len(rows),
                         line.alpha_us,
                         algbw_gbps, algbw_gbps * factor, line.r2, note, residuals)
+
+
+def _busbw_factor(name: str, world: int) -> float:
+    """commbench's factor for what it runs; nccl-tests' for the collectives only an import has (sendrecv, reduce,
+    gather, scatter); NaN where neither gives one."""
+    from commbench.imports.nccl_tests_names import factor
+
+    collective = COLLECTIVES.get(name)
+    if collective is not None:
+        return collective.busbw_factor(world)
+    found = factor(name, world)
+    return found if found is not None else float("nan")
 
 
 def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:

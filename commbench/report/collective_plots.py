@@ -17,7 +17,8 @@ TIMES = ["time_us_p50", "time_us_ci_lo", "time_us_ci_hi"]
 
 
 def _rows(runs) -> pd.DataFrame:
-    return pd.concat([run.results.assign(run=run.name) for run in runs], ignore_index=True)
+    rows = pd.concat([run.results.assign(run=run.name) for run in runs], ignore_index=True)
+    return rows[rows["size_bytes"] > 0]  # a log size axis has no 0 (nccl-tests prints 0-byte rows; imports keep them)
 
 
 def _series(frame: pd.DataFrame, base: list[str]) -> tuple[list[str], list[str]]:

@@ -1,0 +1,66 @@
+"""`commbench import`: other tools' result files as commbench runs. A source is one module that reads its tool's
+files into ImportedFile (model.py); write.py makes the run folder. Adding a tool: its reader module and its line in
+SOURCES."""
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from commbench.errors import CommbenchError
+from commbench.imports import nccl_tests_json, nccl_tests_names, nccl_tests_text, param_text
+from commbench.imports.model import ImportedFile
+
+
+@dataclass(frozen=True)
+class Source:
+    command: str
+    """`commbench import COMMAND FILE...` and the rows' source column."""
+    read: Callable[..., ImportedFile]
+    """(name, sha256, text, collective=, world_size=, partial=) → ImportedFile."""
+    factor: Callable[[str, int], float | None]
+    """The tool's busbw factor of a collective at a world size (None where it does not follow from the size)."""
+    collective_option: Callable[[str], str]
+    """--collective as the user wrote it → the rows' collective name."""
+
+
+def _read_nccl_tests(name: str, sha256: str, text: str, **options) -> ImportedFile:
+    if nccl_tests_json.looks_like_json(text):
+        version, tests = nccl_tests_json.parse(text, name, collective=options["collective"],
+                                               world_size=options["world_size"])
+    else:
+        version, tests = nccl_tests_text.parse(text, name, **options)
+    return ImportedFile(name, sha256, nccl_tests_names.TOOL, version, nccl_tests_names.BACKEND,
+                        nccl_tests_names.DEVICE, nccl_tests_names.TIMING_METHOD, tests)
+
+
+def _read_param(name: str, sha256: str, text: str, **options) -> ImportedFile:
+    version, tests, backend, device = param_text.parse(text, name, **options)
+    notes = [] if backend else ["PARAM's 'backend:' line is missing: backend recorded as unknown"]
+    return ImportedFile(name, sha256, param_text.TOOL, version, backend or "unknown", device or "unknown",
+                        param_text.TIMING_METHOD, tests, notes)
+
+
+SOURCES = {
+    "nccl-tests": Source("nccl-tests", _read_nccl_tests, nccl_tests_names.factor, nccl_tests_names.collective_option),
+    "param": Source("param", _read_param, param_text.factor, lambda text: text.strip()),
+}
+
+
+def read_file(source: Source, path: Path, **options) -> ImportedFile:
+    """One file of the tool, checksummed; an unreadable or non-text file is one CommbenchError."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CommbenchError(f"{path} does not exist; pass the {source.command} output file") from None
+    except IsADirectoryError:
+        raise CommbenchError(f"{path} is a folder; pass the {source.command} output file(s) inside it") from None
+    except OSError as error:
+        raise CommbenchError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CommbenchError(f"{path} is not UTF-8 text (byte {data[error.start]:#04x} at offset {error.start}); pass "
+                             f"the text {source.command} printed") from None
+    return source.read(path.name, hashlib.sha256(data).hexdigest(), text, **options)

@@ -1,0 +1,126 @@
+"""An import as a normal run folder of the collective kind: meta.json (kind collective, source = the tool, its
+version, each file's name and sha256, the tests' header and closing lines), results.csv with the kind's columns,
+and samples.csv only where the source recorded per-iteration times. report, fit, compare and the gate read it as
+they read a sweep."""
+
+import math
+import shlex
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import commbench
+from commbench import store
+from commbench.benches.collective import KIND
+from commbench.errors import CommbenchError
+from commbench.imports.model import ImportedFile, ImportedRow
+from commbench.names import BATCH, BUILTIN
+from commbench.runinfo import utc_now
+
+STOP_REASON = "imported"
+
+
+def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, factor) -> Path:
+    """factor(collective, world) → the busbw factor, or None: the bytes each rank sends under the ring model."""
+    world = _one_world(files)
+    tool = files[0].tool
+    run_dir = store.create_run_dir(out, run_id, prefix=f"import-{tool}-")
+    try:
+        rows, samples = [], []
+        for imported in files:
+            for test in imported.tests:
+                for row in test.rows:
+                    rows.append(_row(row, imported, world, run_dir.name, factor))
+                    samples += [{**_keys(rows[-1]), "schema_version": store.SCHEMA_VERSION,
+                                 "run_id": run_dir.name, "iteration": iteration, "time_us": time_us}
+                                for iteration, time_us in enumerate(row.samples_us)]
+        _write_rows(run_dir / store.RESULTS_FILE, KIND.result_columns, rows)
+        if samples:
+            _write_rows(run_dir / store.SAMPLES_FILE, KIND.sample_columns, samples)
+        store.write_meta(run_dir, _meta(files, world, run_dir.name))
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)  # a half-written import is worth nothing; its files are intact
+        raise
+    return run_dir
+
+
+def _one_world(files: list[ImportedFile]) -> int:
+    sizes = {test.world_size for imported in files for test in imported.tests}
+    if len(sizes) > 1:
+        by_file = "; ".join(f"{imported.name}: {imported.tests[0].world_size}" for imported in files)
+        raise CommbenchError(f"the files hold different world sizes ({by_file}); a run has one world size: import "
+                             "each world size into its own run")
+    tools = {imported.tool for imported in files}
+    if len(tools) > 1:
+        raise CommbenchError(f"the files come from different tools ({', '.join(sorted(tools))}); import each tool's "
+                             "files into their own run")
+    return sizes.pop()
+
+
+def _row(row: ImportedRow, imported: ImportedFile, world: int, run_id: str, factor) -> dict:
+    busbw_factor = factor(row.collective, world)
+    values = {
+        "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": KIND.name, "collective": row.collective,
+        "impl": BUILTIN,  # nccl-tests and PARAM time the library's own call (ncclAllReduce, dist.all_reduce)
+        "backend": imported.backend, "device": imported.device, "world_size": world,
+        "dtype": row.dtype, "op": row.op, "inplace": row.inplace, "size_bytes": row.size_bytes, "timing": BATCH,
+        "count": row.count, "iters": row.iters, "warmup": row.warmup, "stop_reason": STOP_REASON,
+        "time_us_p50": row.time_us, "algbw_gbps": row.algbw_gbps, "busbw_gbps": row.busbw_gbps,
+        "bytes_sent_per_rank": busbw_factor * row.size_bytes if busbw_factor is not None else None,
+        "bytes_source": "model" if busbw_factor is not None else None, "n_wrong": row.n_wrong,
+        "calls_per_sample": row.calls_per_sample, "timing_method": imported.timing_method, "note": row.note,
+        "source": imported.tool, "source_file": imported.name, "busbw_check": row.busbw_check,
+        **row.more_times_us,
+    }
+    return {column: _cell(values.get(column)) for column in KIND.result_columns}
+
+
+def _cell(value):
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _keys(row: dict) -> dict:
+    return {column: row[column] for column in KIND.sample_keys}
+
+
+def _write_rows(path: Path, columns, rows: list[dict]) -> None:
+    writer = store.RowWriter(path, columns)
+    try:
+        writer.write(rows)
+    finally:
+        writer.close()
+
+
+def _meta(files: list[ImportedFile], world: int, run_id: str) -> dict:
+    ranks = [rank for imported in files for test in imported.tests[:1] for rank in test.ranks]
+    hosts = list(dict.fromkeys(rank["host"] for rank in ranks))
+    gpus = Counter(rank.get("gpu") for rank in ranks if rank.get("gpu"))
+    first = files[0]
+    source = {
+        "tool": first.tool,
+        "files": [{"name": imported.name, "sha256": imported.sha256, "version": imported.version,
+                   "tests": [{"program": test.program, "line": test.line, "header": test.header,
+                              "world_size": test.world_size, "rows": len(test.rows), **_closing(test.closing)}
+                             for test in imported.tests],
+                   "notes": imported.notes} for imported in files],
+        "timing_method": first.timing_method,
+    }
+    versions = sorted({imported.version for imported in files if imported.version})
+    return {
+        "schema_version": store.SCHEMA_VERSION, "kind": KIND.name, "run_id": run_id,
+        "status": store.STATUS_COMPLETE, "reason": None,
+        "command_line": shlex.join(["commbench", *sys.argv[1:]]),
+        "start_time": utc_now(), "end_time": utc_now(),
+        "commbench_version": commbench.__version__,
+        "backend": first.backend, "device_type": first.device, "world_size": world, "hosts": hosts,
+        "device_names": [f"{count} x {name}" for name, count in gpus.items()],
+        "backend_version": ", ".join(versions) if versions else None,
+        "imported_from": f"{first.tool}: " + ", ".join(f"{imported.name} (sha256 {imported.sha256[:12]})"
+                                                       for imported in files),
+        "source": source,
+    }
+
+
+def _closing(closing: dict) -> dict:
+    return {key: value for key, value in closing.items() if key != "collective"}
