@@ -309,7 +309,8 @@ def _timing_methods(path: Path) -> dict[str, set[str]]:
         frame = store.read_results(folder, kind_of(folder))
         for source, method in zip(frame["source"].fillna(COMMBENCH_SOURCE), frame["timing_method"].fillna("")):
             # one line per method, not per batch length ("batch: 4 back-to-back calls" and "... 7 ..." alike)
-            found.setdefault(str(source), set()).add(re.sub(r"\d+(?= back-to-back)", "N", str(method)) or "not recorded")
+            method = re.sub(r"\d+(?= back-to-back)", "N", str(method))
+            found.setdefault(str(source), set()).add(method or "not recorded")
     return found
 
 

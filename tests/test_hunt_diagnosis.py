@@ -100,6 +100,20 @@ def test_confirm_names_only_what_the_second_pass_measures_slow_again_against_its
     assert not cleared.suspect_nodes and cleared.cleared[0]["node"] == "n2"
 
 
+def test_a_node_is_confirmed_by_its_good_partners_not_by_its_suspect_link():
+    """A node suspected next to a suspect link of its own: the link measured again is slow by the link, so only the
+    known-good partners judge the node (in a CI run, n4 of a slow n4–n5 was named for one noisy good pair)."""
+    entry = {"test": "bandwidth", "value": 5.0, "slower_pct": 100.0}
+    found = judge.Diagnosis(references={"bandwidth": 10.0}, suspect_nodes={"n4": [entry]},
+                            suspect_links={("n4", "n5"): [entry]})
+    controls = {("n1", "n3"): {"busbw_gbps": 10.0}}
+    again = {("n4", "n5"): {"busbw_gbps": 3.0}, ("n3", "n4"): {"busbw_gbps": 6.0}, ("n1", "n4"): {"busbw_gbps": 9.8}}
+    judged = judge.confirm(found, again, {}, SETTINGS, controls=controls)
+    assert "n4" not in judged.suspect_nodes and {"n5", "n3", "n1"} <= set(judged.cleared[0]["second_pass"])
+    both_slow = {**again, ("n1", "n4"): {"busbw_gbps": 5.0}}
+    assert "n4" in judge.confirm(found, both_slow, {}, SETTINGS, controls=controls).suspect_nodes
+
+
 def test_a_link_slow_again_with_one_end_slow_against_a_good_node_names_that_end():
     found = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS)
     plan = judge.confirm_plan(NODES, found, partners=2)

@@ -99,6 +99,41 @@ def test_old_layouts_keep_no_wrong_count_and_the_newest_keeps_it(tmp_path):
     assert json.loads((new / "meta.json").read_text())["backend_version"] == "nccl-tests 2.18.0"
 
 
+def _log_2017(timings_ms: dict[int, tuple[float, float]]) -> str:
+    """A log in nccl-tests' first layout (2017, commit b188a15: src/common.cu, src/all_reduce.cu), printed with its
+    own printf formats: no '# nThread' line, ranks before the table, times in ms, a `res` column, closing lines
+    without '#'. No such log was found published; this one is built to those formats from chosen times."""
+    lines = ["$ ./build/all_reduce_perf -b 1M -e 16M -f 4 -g 2", "# Using devices"]
+    lines += ["#   Rank %2d on %10s device %2d [0x%02x] %s" % (rank, "node1", rank, 0x1a + rank, "Tesla P100-SXM2-16GB")
+              for rank in (0, 1)]
+    lines += ["# %10s  %12s  %6s  %6s        out-of-place                    in-place" % ("", "", "", ""),
+              "# %10s  %12s  %6s  %6s  %7s  %5s  %5s  %7s  %7s  %5s  %5s  %7s" % (
+                  "bytes", "N", "type", "op", "time", "algbw", "busbw", "res", "time", "algbw", "busbw", "res")]
+    busbws = []
+    for size, times in timings_ms.items():
+        line = "%12li  %12li  %6s  %6s" % (size, size // 4, "float", "sum")
+        for ms in times:
+            algbw = size / (ms * 1e-3) / 1e9  # all_reduce at 2 ranks: busbw = algbw × 2(n-1)/n = algbw
+            busbws.append(algbw)
+            line += "  %7.3f  %5.2f  %5.2f  %7.0e" % (ms, algbw, algbw, 0.0)
+        lines.append(line)
+    lines += [" Out of bounds values : 0 OK", " Avg bus bandwidth    : %g " % (sum(busbws) / len(busbws))]
+    return "\n".join(lines) + "\n"
+
+
+def test_the_2017_layout_imports_with_its_times_in_microseconds(tmp_path):
+    timings = {1 << 20: (0.213, 0.209), 1 << 22: (0.598, 0.601), 1 << 24: (2.117, 2.131)}
+    path = tmp_path / "all_reduce_2017.log"
+    path.write_text(_log_2017(timings))
+    result, run_dir = imported(tmp_path, "nccl-tests", path)
+    assert result.exit_code == 0, result.output + result.stderr
+    rows, meta = rows_and_meta(run_dir)
+    assert rows["time_us_p50"].tolist() == pytest.approx([ms * 1000 for times in timings.values() for ms in times])
+    assert set(rows["collective"]) == {"all_reduce"} and set(rows["busbw_check"]) == {"agrees"}
+    assert meta["world_size"] == 2 and meta["device_names"] == ["2 x Tesla P100-SXM2-16GB"]
+    assert rows["n_wrong"].isna().all()
+
+
 def test_the_source_reporting_wrong_results_makes_exit_code_1(tmp_path):
     result, run_dir = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[5][0])
     assert result.exit_code == 1
@@ -210,11 +245,13 @@ def test_files_of_different_world_sizes_are_not_one_run(tmp_path):
 def test_report_and_fit_read_an_imported_run(tmp_path):
     _, run_dir = imported(tmp_path, "nccl-tests", NCCL_TESTS / "h100_2node_16rank_all_reduce.txt", "--collective",
                           "all_reduce")
-    _, zero_bytes = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[5][0], run_id="v100")  # 0-byte rows
-    for run, out in ((run_dir, tmp_path / "report"), (zero_bytes, tmp_path / "report-v100")):
-        report = invoke(["report", str(run), "--out", str(out)])
-        assert report.exit_code == 0, report.output + report.stderr + repr(report.exception)
-        assert (out / "busbw_vs_size.png").stat().st_size > 0 and (out / "latency_fit.png").stat().st_size > 0
+    # five collectives, with 0-byte rows (no place on a log size axis)
+    _, v100 = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[5][0], run_id="v100")
+    out = tmp_path / "report"
+    report = invoke(["report", str(v100), "--out", str(out)])
+    assert report.exit_code == 0, report.output + report.stderr + repr(report.exception)
+    assert (out / "busbw_vs_size.png").stat().st_size > 0 and (out / "latency_fit.png").stat().st_size > 0
+    assert "nccl-tests: v100_dgx2" in (out / "report.html").read_text()  # the report names where the rows came from
     fit = invoke(["fit", str(run_dir), "--json"])
     assert fit.exit_code == 0, fit.output
     fits = json.loads(fit.stdout)["fits"]

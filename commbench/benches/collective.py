@@ -173,10 +173,14 @@ class CollectiveKind(BenchKind):
         return format_tables(results)
 
     def key_numbers(self, results):
+        import pandas as pd
+
         from commbench.stats import stored_half_width_pct
         from commbench.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
 
-        keys = ["collective", "impl", "backend", "dtype"]
+        keys = ["source", "collective", "impl", "backend", "dtype"]
+        sources = results["source"] if "source" in results.columns else pd.Series(None, index=results.index)
+        results = results.assign(source=sources.fillna(COMMBENCH_SOURCE))  # imported rows say their tool
         large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES]
         grouped = (large if not large.empty else results).groupby(keys, sort=False)
         table = grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"),
@@ -186,7 +190,10 @@ class CollectiveKind(BenchKind):
         widths = results.apply(lambda row: stored_half_width_pct(row, "time_us"), axis=1)
         by_group = (~(widths <= NOISY_CI_PCT)).groupby([results[key] for key in keys], sort=False)
         table["points"] = by_group.size().reindex(table.index).astype(int)
-        table[f"noisy points (95 % CI > ±{NOISY_CI_PCT:g} % or none)"] = by_group.sum().reindex(table.index).astype(int)
+        noisy = by_group.sum().reindex(table.index).astype("Int64")
+        # an imported row has no CI to judge: not "noisy", not known (shown as -)
+        noisy[noisy.index.get_level_values("source") != COMMBENCH_SOURCE] = pd.NA
+        table[f"noisy points (95 % CI > ±{NOISY_CI_PCT:g} % or none)"] = noisy
         return table.reset_index()
 
     def row_label(self, row) -> str:

@@ -286,6 +286,7 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
             return None
         return slower_pct(value, final.second_references[metric.name], higher_is_better=metric.higher_is_better)
 
+    suspects = set(first.suspect_nodes) | {end for link in first.suspect_links for end in link}
     for node, evidence in first.suspect_nodes.items():
         for entry in evidence:
             metric = metrics[entry["test"]]
@@ -296,8 +297,11 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
                 second = {"value": value, "slower_pct": _rounded(slower)}
                 confirmed = slower is not None and slower >= threshold
             else:
-                repaired = {b if a == node else a: again((a, b), metric) for a, b in second_pairs if node in (a, b)}
-                second = {peer: _rounded(slower) for peer, slower in repaired.items()}
+                paired = {b if a == node else a: again((a, b), metric) for a, b in second_pairs if node in (a, b)}
+                second = {peer: _rounded(slower) for peer, slower in paired.items()}
+                # the verdict rests on its known-good partners: a suspect link's other end (measured again as the
+                # link) is slow with it by that link, whatever the node
+                repaired = {peer: slower for peer, slower in paired.items() if peer not in suspects} or paired
                 slow_again = [slower for slower in repaired.values() if slower is not None and slower >= threshold]
                 confirmed = bool(repaired) and len(slow_again) * 2 > len(repaired)
             _settle(final, node, {**entry, "second_pass": second}, confirmed)

@@ -66,7 +66,7 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
           ) -> tuple[str | None, list[ImportedTest]]:
     """The nccl-tests version (or None) and the tests of one file; a file that is not nccl-tests output, a cut-off
     row or an unclosed table (without partial) is a CommbenchError naming the line."""
-    version, tests, current, named = None, [], None, None
+    version, tests, current, named, ranks = None, [], None, None, []
     for number_, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1)
         where = f"{file_name} line {number_}"
@@ -75,10 +75,13 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
             if current is not None:
                 _close(current, where, partial, tests)
             current, named = _open_test(line, number_, match, named, collective, where), None
-            if match is None:  # a pasted table without its '# nThread' line: this line is its column header
+            current.test.ranks, ranks = ranks, []
+            if match is None:  # no '# nThread' line (the 2017 layout, or a pasted table): this is its column header
                 _read_line(current, line, where)
         elif current is None or current.closed:
-            if "concluded" not in line:  # '# Collective test concluded: X' ends the test before, names no next one
+            if (rank := _RANK.match(line.strip())) is not None:  # the 2017 layout lists ranks before its table
+                ranks.append(_rank(rank))
+            elif "concluded" not in line:  # '# Collective test concluded: X' ends the test before, names no next one
                 named = names.program_in(line) or named
         else:
             _read_line(current, line, where)
@@ -136,8 +139,7 @@ def _read_line(current: _Open, line: str, where: str) -> None:
     stripped = line.strip()
     test = current.test
     if (match := _RANK.match(stripped)) is not None:
-        test.ranks.append({"rank": int(match.group(1)), "host": match.group(4), "device": int(match.group(5)),
-                           "bus": match.group(6), "gpu": match.group(7)})
+        test.ranks.append(_rank(match))
     elif (match := _OUT_OF_BOUNDS.match(stripped)) is not None:
         test.closing["out_of_bounds"] = int(match.group(1))
         test.closing["out_of_bounds_line"] = stripped
@@ -152,6 +154,11 @@ def _read_line(current: _Open, line: str, where: str) -> None:
             raise CommbenchError(f"{where}: a result row before any column header line ('#  size  count  type …'); "
                                  "the log was cut or edited: import the whole log")
         _read_row(current, line.split(), where)
+
+
+def _rank(match) -> dict:
+    return {"rank": int(match.group(1)), "host": match.group(4), "device": int(match.group(5)), "bus": match.group(6),
+            "gpu": match.group(7)}
 
 
 def _layout(tokens: list[str], where: str) -> _Layout:

@@ -19,7 +19,7 @@ from commbench.runs import LoadedRun, bench_dirs, load_run
 
 META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
                "world_size", "device_type", "device_names", "torch_version", "cuda_version", "driver_version",
-               "git_commit", "isolation"]
+               "git_commit", "isolation", "imported_from"]
 SVG_EMBED_LIMIT = 1 << 20
 """An SVG up to this size rides in report.html as a download (base64 adds a third); a larger one (a sweep with
 thousands of points) would make the page slow to open and mail, so the page names its file instead."""
