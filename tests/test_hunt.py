@@ -1,9 +1,11 @@
 """`commbench hunt` on 4 "nodes" of this host (tests/virtual_nodes.py) clean, and on 5 with test-only faults that slow
 one node's sends and one link's (COMMBENCH_SLOW_NODE / COMMBENCH_SLOW_LINK, commbench/faults.py): what it names,
-what it writes, how every node exits. The fault is 300 % (4× the time), the threshold 50 %, one pair at a time and
+what it writes, how every node exits. The fault is 300 % (4× the time), the threshold 100 %, one pair at a time and
 each figure the 10th percentile of its samples: on this 2-core VM a waiting rank sometimes wakes ~3 ms late (a
 scheduler tick), which adds ~3 ms to some exchanges of ~1 ms and flips a median between ~1 and ~4 ms, while a fault
-of the pair moves every sample (benchmarks/hunt_detection.py measures the rates over many runs)."""
+of the pair moves every sample (benchmarks/hunt_detection.py measures the rates over many runs). The threshold is
+100 %, not the benchmark's 50 %: under the other pytest worker's load one second-pass pair of healthy nodes read +70
+and +73 % in two CI runs, enough at 50 % to make a slow link's end a node, while the faults read +190 % to +630 %."""
 
 import json
 import subprocess
@@ -16,7 +18,7 @@ from tests.virtual_nodes import run_on_nodes
 
 pytestmark = pytest.mark.distributed
 NODES = ["n1", "n2", "n3", "n4"]
-HUNT = ("hunt", "--threshold", "50", "--pair-size", "1M", "--iters", "10", "--latency-iters", "20",
+HUNT = ("hunt", "--threshold", "100", "--pair-size", "1M", "--iters", "10", "--latency-iters", "20",
         "--pairs-at-once", "1", "--statistic", "p10")
 
 

@@ -22,7 +22,7 @@ device = "cpu"
 [[bench]]
 name = "hunt"
 kind = "hunt"
-threshold = 50
+threshold = 100
 pair-size = "1M"
 iters = 10
 pairs-at-once = 1
