@@ -49,6 +49,8 @@ class SweepProgress:
         self._progress.stop()
 
     def show(self, done: int) -> None:
+        # a point may write several rows (hunt, p2p, replay): the bar counts points, so it stops at its end
+        done = min(done, len(self._points))
         self._progress.update(self._task, completed=done, description=self._describe(done), refresh=True)
 
     def _describe(self, done: int) -> str:

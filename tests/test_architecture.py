@@ -120,8 +120,9 @@ def test_every_kind_declares_what_the_harness_needs(kind: BenchKind):
 def test_the_command_line_is_made_from_the_options_dataclass(kind: BenchKind):
     command = main.commands[kind.command]
     flags = {opt for param in command.params if isinstance(param, click.Option) for opt in param.opts}
-    for _, described in options_of(kind.options):
-        assert described.flag in flags
+    arguments = {param.name for param in command.params if isinstance(param, click.Argument)}
+    for field_, described in options_of(kind.options):
+        assert field_.name in arguments if described.positional else described.flag in flags
     assert {"--out", "--run-id", "--quiet"} <= flags
 
 

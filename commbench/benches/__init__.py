@@ -3,7 +3,7 @@ by command (`commbench sweep`, a suite's `kind = "sweep"`). Adding a kind: one m
 KIND (see base.py), and its line below."""
 
 from commbench.bench_kind import BenchKind
-from commbench.benches import collective, ddp, fsdp, hunt, p2p, strategy
+from commbench.benches import collective, ddp, fsdp, hunt, p2p, replay, strategy
 from commbench.errors import CommbenchError
 
 KINDS: dict[str, BenchKind] = {kind.name: kind for kind in (
@@ -13,6 +13,7 @@ KINDS: dict[str, BenchKind] = {kind.name: kind for kind in (
     strategy.KIND,
     hunt.KIND,
     p2p.KIND,
+    replay.KIND,
 )}
 COMMANDS: dict[str, BenchKind] = {kind.command: kind for kind in KINDS.values()}
 

@@ -35,6 +35,9 @@ class Option:
     """Floats only: the value must be above 0 (a duration, a rate, a size); 0 would never fire or never end."""
     unit: str = ""
     """What the number counts, for messages: seconds, MiB, percent."""
+    positional: bool = False
+    """On the command line the values are arguments (commbench replay TRACE...), not a flag; the suite key stays
+    the flag's name."""
 
     @property
     def flag(self) -> str:

@@ -29,7 +29,10 @@ def click_options(options_class):
     def decorate(function):
         for f, described in reversed(options_of(options_class)):
             default = default_of(f)
-            if described.switch:
+            if described.positional:
+                decorator = click.argument(f.name, nargs=-1 if described.many else 1, type=click.STRING,
+                                           metavar=f"{described.key.upper()}...")
+            elif described.switch:
                 flags = (f"{described.flag}/--no-{described.key}",) if described.negatable else described.flags
                 decorator = click.option(*flags, f.name, is_flag=True, default=default,
                                          show_default=described.show_default, help=described.help)

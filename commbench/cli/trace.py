@@ -5,11 +5,8 @@ from pathlib import Path
 import click
 
 from commbench.cli.json_output import emit_json, json_option
-from commbench.errors import CommbenchError
+from commbench.cli.trace_calls import call_document, describe_calls, describe_histogram, describe_stragglers
 from commbench.units import format_bytes
-
-# in folders: gzipped JSON and torch's *.pt.trace.json; plain *.json there are often not traces (meta.json)
-_FOLDER_SUFFIXES = (".json.gz", ".pt.trace.json")
 
 
 @click.group()
@@ -17,41 +14,46 @@ def trace() -> None:
     """Analyse profiler traces (Kineto JSON, plain or gzipped)."""
 
 
-def _trace_paths(paths: tuple[Path, ...]) -> list[Path]:
-    """Files as given; folders (e.g. results/<run>/traces) expand to the traces inside them."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_FOLDER_SUFFIXES)))
-        else:
-            found.append(path)
-    if not found:
-        raise CommbenchError(f"no trace files in {', '.join(map(str, paths))}; pass .json or .json.gz traces")
-    return found
-
-
 @trace.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--calls", "show_calls", is_flag=True,
+              help="Also print every collective call: rank, step, kind, size, group, duration, algbw, busbw.")
 @json_option
-def analyze_command(paths: tuple[Path, ...], as_json: bool) -> None:
+def analyze_command(paths: tuple[Path, ...], show_calls: bool, as_json: bool) -> None:
     """Communication, computation, overlap %, exposed communication and idle time per rank and ProfilerStep,
-    per collective kind, and (several ranks) the skew of the same call across ranks, per point. GPU traces are
-    classified as Holistic Trace Analysis does; CPU (gloo) traces by gloo:* spans against the main thread's aten::
+    per collective kind, every collective call with its size, group and bandwidth (a size histogram per kind with
+    p50/p90/p99 busbw), and (several ranks) the skew of the same call across ranks, per point, and which rank
+    arrives last at each matched call. GPU traces are classified as Holistic Trace Analysis does (NCCL kernels old
+    and new: ncclKernel_*, ncclDevKernel_*); CPU (gloo) traces by gloo:* spans against the main thread's aten::
     ops."""
+    from commbench.profiling.call_stats import size_histogram
+    from commbench.profiling.collective_calls import collective_calls
     from commbench.profiling.overlap import analyze
     from commbench.profiling.skew import skew_report
-    from commbench.profiling.trace_file import load_trace
+    from commbench.profiling.stragglers import straggler_view
+    from commbench.profiling.trace_file import load_trace, trace_paths
 
-    traces = [load_trace(path) for path in _trace_paths(paths)]
+    traces = [load_trace(path) for path in trace_paths(paths)]
     results = [analyze(trace) for trace in traces]
     report = skew_report(traces)
+    calls = {trace.path: collective_calls(trace) for trace in traces}
+    every_call = [call for found in calls.values() for call in found]
+    histogram = size_histogram(every_call)
+    stragglers = straggler_view(calls) if len(traces) > 1 else None
     if as_json:
-        emit_json({"traces": results, **report})
+        emit_json({"traces": results, **report,
+                   "calls": [{"trace": path, **call_document(call)} for path, found in calls.items()
+                             for call in found],
+                   "size_histogram": histogram, "stragglers": stragglers})
         return
     for result in results:
         click.echo(_describe(result))
+    if show_calls:
+        click.echo("\n".join(describe_calls(every_call)))
+    click.echo("\n".join(describe_histogram(histogram)))
     if len(traces) > 1:
         click.echo("\n".join(_describe_skew(report)))
+        click.echo("\n".join(describe_stragglers(stragglers)))
 
 
 analyze_command.name = "analyze"

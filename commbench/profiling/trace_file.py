@@ -150,3 +150,20 @@ def load_trace(path: str | Path) -> TraceEvents:
         correlation=np.array(columns["correlation"], dtype=np.int64),
         args=columns["args"],
     )
+
+
+# in folders: gzipped JSON and torch's *.pt.trace.json; plain *.json there are often not traces (meta.json)
+_FOLDER_SUFFIXES = (".json.gz", ".pt.trace.json")
+
+
+def trace_paths(paths: tuple[Path, ...]) -> list[Path]:
+    """Files as given; folders (e.g. results/<run>/traces) expand to the traces inside them."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(_FOLDER_SUFFIXES)))
+        else:
+            found.append(path)
+    if not found:
+        raise CommbenchError(f"no trace files in {', '.join(map(str, paths))}; pass .json or .json.gz traces")
+    return found

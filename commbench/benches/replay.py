@@ -1,0 +1,125 @@
+"""Bench kind `replay` (`commbench replay TRACE...`): a traced training step's collectives run again on this job."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from commbench.bench_kind import Bench, Metric, Plot
+from commbench.benches.cluster_kind import ClusterKind, JsonSpec
+from commbench.benches.options import TargetOptions, option
+from commbench.errors import CommbenchError
+from commbench.machine import resolve_target
+from commbench.names import CUDA, GLOO
+from commbench.replay.rows import KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayOptions(TargetOptions):
+    traces: tuple[str, ...] = option("--trace", many=True, positional=True,
+                                     help="Kineto traces of one job, one per rank (files or folders of them).")
+    step: int | None = option("--step", type=int, lowest=0,
+                              help="The ProfilerStep to replay [default: the first step every trace has, else the "
+                                   "whole trace].")
+    iters: int = option("--iters", type=int, lowest=6, default=10, show_default=True,
+                        help="Timed replays of the step (each call timed in every one).")
+    warmup: int = option("--warmup", type=int, lowest=0, default=2, show_default=True,
+                         help="Untimed replays first.")
+    with_compute_gaps: bool = option("--with-compute-gaps", switch=True, default=False,
+                                     help="In the sequence timing, wait the traced gap before each call (a sleep, "
+                                          "or a busy wait under 2 ms): the step's pace, not back to back.")
+    scale_world: int | None = option("--scale-world", type=int, lowest=1,
+                                     help="Replay traces of another world size on this job's N ranks: every group "
+                                          "becomes all N ranks, each rank keeping its traced part of the message.")
+    timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0,
+                            show_default=True, help="Seconds without progress before the run is ended as failed.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaySpec(JsonSpec):
+    backend: str
+    device: str
+    nproc: int
+    traces: tuple[str, ...]
+    calls: tuple[dict, ...]
+    skipped: tuple[str, ...]
+    trace_world: int
+    step: int | None
+    traced_span_us: float
+    iters: int
+    warmup: int
+    with_gaps: bool
+    scaled_from: int | None
+    timeout_s: float
+    gpu_sample_interval_s: float = 0.05
+    records_traces: bool = False
+
+
+@dataclass(frozen=True)
+class ReplayPoint:
+    index: int
+    calls: int
+
+    def label(self) -> str:
+        return f"replay of {self.calls} calls"
+
+
+class ReplayKind(ClusterKind):
+    """Replay the collectives of a traced training step on this job: the same kinds, sizes, dtypes and order,
+    from the Kineto traces torch.profiler writes (commbench ddp/fsdp/zero write them under traces/), one per rank.
+
+    Each call runs with commbench's own collective, timed alone (a barrier before it; the slowest rank's time) and
+    in the whole sequence, and is checked once (n_wrong). Rows per call group (kind, size, dtype, count) put the
+    traced time and busbw next to the replayed ones. Launches torchrun like a sweep, or runs in place inside
+    torchrun/srun. Exit codes: 0 all calls correct, 1 wrong results, 2 bad input, 3 the run failed.
+    """
+
+    name = command = "replay"
+    title = "step replay (commbench replay)"
+    spec_class = ReplaySpec
+    rank_module, table_module = "commbench.replay.rank", "commbench.replay.table"
+    options = ReplayOptions
+    result_columns = required_columns = RESULT_COLUMNS
+    sample_columns = SAMPLE_COLUMNS
+    sample_keys = KEY_COLUMNS
+    identity = KEY_COLUMNS
+    comparability = ("schema_version", "backend", "device", "world_size")
+    metrics = (Metric("time", "time_us_p50", False, "time_us"),)
+    plots = (Plot("replay_traced_vs_replayed", "replay: traced vs replayed time per call group",
+                  "commbench.report.replay_plots:traced_vs_replayed"),)
+
+    def resolve(self, options: ReplayOptions, machine) -> Bench:
+        from commbench.profiling.trace_file import trace_paths
+        from commbench.replay.plan import load_calls, plan
+
+        if not options.traces:
+            raise CommbenchError("replay needs the traces of one job: commbench replay TRACE... (one per rank, or "
+                                 "a folder of them)")
+        target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
+                                oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
+        if (target.backend, target.device) == (GLOO, CUDA):
+            raise CommbenchError("replay runs every collective, which gloo cannot do with CUDA tensors; use "
+                                 "--backend nccl, or --device cpu")
+        paths = trace_paths(tuple(Path(path) for path in options.traces))
+        calls, trace_world = load_calls(paths)
+        planned = plan(calls, step=options.step, world=target.nproc, scale_world=options.scale_world,
+                       trace_world=trace_world)
+        if not planned.calls:
+            raise CommbenchError(f"no call of the traced step can be replayed ({'; '.join(planned.skipped)})")
+        spec = ReplaySpec(backend=target.backend, device=target.device, nproc=target.nproc,
+                          traces=tuple(map(str, paths)), calls=planned.calls, skipped=planned.skipped,
+                          trace_world=planned.trace_world, step=planned.step, traced_span_us=planned.traced_span_us,
+                          iters=options.iters, warmup=options.warmup, with_gaps=options.with_compute_gaps,
+                          scaled_from=planned.trace_world if options.scale_world is not None else None,
+                          timeout_s=options.timeout)
+        notes = (f"not replayed: {'; '.join(planned.skipped)}",) if planned.skipped else ()
+        return Bench(self, spec, self.points(spec, target.nproc), notes=notes, cores=target.cores)
+
+    def points(self, spec, world):
+        return [ReplayPoint(0, len(spec.calls))]
+
+    def row_label(self, row) -> str:
+        from commbench.units import format_bytes
+
+        return f"replay {row['kind']} {format_bytes(int(row['size_bytes']))} {row['dtype']}"
+
+
+KIND = ReplayKind()

@@ -1,0 +1,41 @@
+"""`commbench replay`'s terminal table and the report's key numbers."""
+
+import math
+
+
+def _number(value, digits: int = 1) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def format_table(results) -> str:
+    from commbench.units import format_bytes
+
+    first = results.iloc[0]
+    scaled = " (scaled)" if str(first["scaled"]) in ("True", "true") else ""
+    known = first["step"] is not None and first["step"] == first["step"]  # NaN: the whole trace
+    step = f"step {int(first['step'])}" if known else "the whole trace"
+    lines = [f"# replay of {step} traced at {first['traced_world_size']} ranks, on {first['backend']}/"
+             f"{first['device']} at {first['world_size']} ranks{scaled}; time = median per call over {first['iters']} "
+             "iterations (a barrier before each call, the slowest rank's time); busbw with nccl-tests' factors",
+             f"# {'kind':<15} {'size':>12} {'dtype':>9} {'calls':>5} {'traced (us)':>12} {'replayed (us)':>14} "
+             f"{'±CI (%)':>8} {'replayed/traced':>15} {'busbw traced':>13} {'busbw replayed':>15} {'#wrong':>6}",
+             f"# {'':<15} {'(B)':>12} {'':>9} {'':>5} {'':>12} {'':>14} {'':>8} {'':>15} {'(GB/s)':>13} "
+             f"{'(GB/s)':>15} {'':>6}"]
+    for _, row in results.iterrows():
+        p50, lo, hi = row["time_us_p50"], row["time_us_ci_lo"], row["time_us_ci_hi"]
+        half = max(p50 - lo, hi - p50) / p50 * 100 if p50 and lo == lo and hi == hi else math.nan
+        lines.append(f"  {row['kind']:<15} {format_bytes(int(row['size_bytes'])):>12} {row['dtype']:>9} "
+                     f"{int(row['calls']):>5} {_number(row['time_us_traced_p50']):>12} {_number(p50):>14} "
+                     f"{_number(half):>8} {_number(row['replayed_vs_traced'], 2):>15} "
+                     f"{_number(row['busbw_gbps_traced'], 3):>13} {_number(row['busbw_gbps'], 3):>15} "
+                     f"{int(row['n_wrong']):>6}")
+    notes = [str(note) for note in results["note"].dropna().unique() if str(note)]
+    lines += [f"# note: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def key_numbers(results):
+    columns = ["kind", "size_bytes", "dtype", "calls", "time_us_traced_p50", "time_us_p50", "replayed_vs_traced",
+               "n_wrong"]
+    return results[columns].rename(columns={"time_us_traced_p50": "traced (us)", "time_us_p50": "replayed (us)",
+                                            "replayed_vs_traced": "replayed / traced", "n_wrong": "#wrong"})
