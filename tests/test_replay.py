@@ -17,23 +17,34 @@ from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
 
 pytestmark = pytest.mark.distributed
-TRAINING = {"ddp": ["--bucket-cap-mb", "1"],
-            "fsdp": ["--reshard-after-forward", "true", "--forward-prefetch", "0", "--backward-prefetch", "default"]}
+TRAINING = {"ddp": 'bucket-cap-mb = "1"',
+            "fsdp": 'reshard-after-forward = ["true"]\nforward-prefetch = ["0"]\nbackward-prefetch = ["default"]'}
+SUITE = """backend = "gloo"
+device = "cpu"
+nproc = 2
+""" + "".join(f"""
+[[bench]]
+name = "{bench}"
+kind = "{bench}"
+steps = 6
+warmup-steps = 2
+profile-steps = 1
+layers = 2
+{options}
+""" for bench, options in TRAINING.items())
 
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory):
-    """The traces of one DDP and one FSDP configuration, one per rank (step 1 is the profiled step)."""
+    """The traces of one DDP and one FSDP configuration, one per rank (step 1 is the profiled step), recorded by
+    commbench ddp and fsdp as one suite (one launch for both)."""
     folder = tmp_path_factory.mktemp("traced")
-    found = {}
-    for bench, options in TRAINING.items():
-        completed = subprocess.run([sys.executable, "-m", "commbench", bench, "--backend", "gloo", "--device", "cpu",
-                                    "--nproc", "2", "--steps", "6", "--warmup-steps", "2", "--profile-steps", "1",
-                                    "--layers", "2", *options, "--out", str(folder), "--run-id", bench, "-q"],
-                                   cwd=folder, env=commbench_env(), capture_output=True, text=True, timeout=300)
-        assert completed.returncode == 0, completed.stderr
-        found[bench] = folder / bench / "traces"
-    return found
+    (folder / "train.toml").write_text(SUITE)
+    completed = subprocess.run([sys.executable, "-m", "commbench", "run", "train.toml", "--out", str(folder),
+                                "--run-id", "train", "-q"], cwd=folder, env=commbench_env(), capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    return {bench: folder / "train" / bench / "traces" for bench in TRAINING}
 
 
 def _replay(tmp_path, *args, run_id="replay"):
@@ -95,3 +106,6 @@ def test_traces_of_different_steps_or_jobs_are_refused(tmp_path, traces):
     step = invoke(["replay", str(traces["ddp"]), "--step", "99", "--backend", "gloo", "--device", "cpu",
                    "--out", str(tmp_path / "step")])
     assert_refused(step, fragment="--step 99")
+    two_configs = invoke(["replay", str(traces["ddp"]), str(traces["fsdp"]), "--backend", "gloo", "--device", "cpu",
+                          "--out", str(tmp_path / "two")])  # a sweep's folder holds a trace per rank and config
+    assert_refused(two_configs, fragment="both hold rank 0")

@@ -90,11 +90,11 @@ class ReplayKind(ClusterKind):
         from commbench.profiling.trace_file import trace_paths
         from commbench.replay.plan import load_calls, plan
 
-        if not options.traces:
-            raise CommbenchError("replay needs the traces of one job: commbench replay TRACE... (one per rank, or "
-                                 "a folder of them)")
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
                                 oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
+        if not options.traces:  # after the target: a bad --nproc is named first, as for every kind
+            raise CommbenchError("replay needs the traces of one job: commbench replay TRACE... (one per rank, or "
+                                 "a folder of them)")
         if (target.backend, target.device) == (GLOO, CUDA):
             raise CommbenchError("replay runs every collective, which gloo cannot do with CUDA tensors; use "
                                  "--backend nccl, or --device cpu")
