@@ -143,8 +143,9 @@ def collective_calls(trace: TraceEvents) -> list[Call]:
             or (message_of(trace.args[record]) if record is not None else None)
         if message is None and launchers.get(i):
             message = _span_message(launchers[i])
-        group = _group_of(args) if _group_of(args)[0] is not None else \
-            (_group_of(trace.args[record]) if record is not None else (None, None, None))
+        group = _group_of(args)
+        if group[0] is None and record is not None:  # the kernel has no copy: its launching call's
+            group = _group_of(trace.args[record])
         raw = trace.name[operator].removeprefix("c10d::") if operator is not None else kinds.kind[i]
         name, ranks, size = group
         size = size or (len(ranks) if ranks else None) or trace.world_size

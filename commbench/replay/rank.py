@@ -3,7 +3,6 @@ checks), timed one by one (a barrier before each; the slowest rank's time) and a
 or with the traced gaps between calls slept or spun), then each distinct call checked once (n_wrong)."""
 
 import time
-from statistics import median
 
 from commbench.bench_kind import Measured, RankRun
 from commbench.replay import rows as replay_rows
@@ -111,7 +110,3 @@ def _check(collective, layout, buffers, call, op, ctx) -> int:
     ctx.platform.synchronize()
     expected = collective.expected(layout, rank=ctx.rank, world=ctx.world)
     return check_data.count_wrong(buffers.recv, expected, op=op, world=ctx.world)
-
-
-def median_or_none(values):
-    return median(values) if values else None
