@@ -10,7 +10,7 @@ trace's overlap, then the range of the ratios.
 Where the trace shows the all-reduce serialised after backward (overlap < 20 %), expect the trace below the no_sync
 difference: that difference also holds the sync's work that is not communication (DDP copying gradients into buckets
 and back); 2 shared cores measured 0.56-0.72x. Where buckets overlap backward, the trace counts overlapped
-communication as hidden while on 2 cores it still costs step time (README "Trace vs no_sync").
+communication as hidden while on 2 cores it still costs step time (docs/training.md, "Trace against no_sync").
 
     python benchmarks/exposed_comm_crosscheck.py [--runs 3]
 """

@@ -2,7 +2,8 @@
 
 Measures all_reduce busbw at 1, 16 and 64 MiB (gloo, 2 ranks, float32) two ways in the same torchrun launch,
 interleaved round by round (the order flips every round):
-  commbench  the sweep's own measure_point (barrier before each iteration, median of per-iteration slowest-rank times)
+  commbench  the sweep's own measure_point in per-iteration timing (barrier before each iteration, median of
+             per-iteration slowest-rank times: the mode with the most harness around each call)
   bare       a minimal loop: one barrier, N back-to-back dist.all_reduce calls, total time / N (slowest rank)
 and prints per size the median busbw over rounds and the ratio commbench / bare (goal: ≥ 0.98). commbench reports
 busbw from the median iteration; the bare loop can only give a mean, so the mean-based ratio is printed too.

@@ -2,7 +2,8 @@
 train/comms/pt/comms.py) on the same collective, sizes and ranks, alternated --rounds times in one run.
 
 Per round, in rotating order:
-- `commbench sweep` with PARAM's fixed iterations (--warmup W --iters N), and PARAM itself (--w W --n N);
+- `commbench sweep --timing per-iteration` with PARAM's fixed iterations (--warmup W --iters N), and PARAM itself
+  (--w W --n N);
 - `commbench sweep --target-ci P --max-time S` (adaptive; its first test of the stopping rule after --adaptive-iters);
 - both tools on one point (the smallest size), which is their fixed cost: start-up, launch, rendezvous, teardown;
 - with --before DIR, the same fixed sweep from another commbench checkout (e.g. `git worktree add /tmp/old HEAD~3`),
@@ -95,7 +96,8 @@ def run_commbench(args, out: Path, run_id: str, *, end: str, iters: int, extra: 
     command = [sys.executable, "-m", "commbench", "sweep", "-c", args.collective, "--impl", "builtin",
                "--backend", "gloo", "--device", "cpu", "--nproc", str(args.nproc),
                "--sizes", f"{args.begin}:{end}:x{args.factor}", "--warmup", str(args.warmup),
-               "--iters", str(iters), *extra, "--out", str(out), "--run-id", run_id, "-q"]
+               "--iters", str(iters), "--timing", "per-iteration",  # N iterations, as PARAM's --n N
+               *extra, "--out", str(out), "--run-id", run_id, "-q"]
     env = dict(os.environ)
     if checkout is not None:  # that checkout's package first on the path, ahead of the installed one
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout.resolve()), env.get("PYTHONPATH")]))

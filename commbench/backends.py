@@ -9,9 +9,14 @@ import functools
 from commbench import names
 from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES, NCCL
 
-DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4}
+DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1,
+               "float8_e4m3": 1, "float8_e5m2": 1}
 """Bytes per element of each dtype name (torch's itemsize; tests/test_backends.py checks them against torch)."""
-FLOATING_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
+FLOATING_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"})
+FP8_DTYPES = frozenset({"float8_e4m3", "float8_e5m2"})
+_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
+"""commbench's dtype names that torch spells otherwise (torch's e4m3 without infinities is float8_e4m3fn, which is
+NCCL's ncclFloat8e4m3)."""
 
 
 def __getattr__(name: str):
@@ -26,10 +31,11 @@ def _torch_objects() -> dict:
     import torch
     import torch.distributed as dist
 
-    return {"DTYPES": {dtype: getattr(torch, dtype) for dtype in names.DTYPES},
-            "REDUCE_OPS": {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN,
-                           "avg": dist.ReduceOp.AVG}}
+    return {"DTYPES": {dtype: getattr(torch, _TORCH_NAMES.get(dtype, dtype)) for dtype in names.DTYPES},
+            "REDUCE_OPS": {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
+                           "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}}
 _NCCL_AVG_AND_BF16 = (2, 10)  # ncclAvg and ncclBfloat16 appeared in NCCL 2.10
+_NCCL_FP8 = (2, 24)  # ncclFloat8e4m3 and ncclFloat8e5m2 appeared in NCCL 2.24 (torch maps fp8 to them from there)
 
 
 def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str, op: str, impl: str = "builtin",
@@ -40,6 +46,12 @@ def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str
     if backend == GLOO and device == CUDA and collective not in GLOO_CUDA_COLLECTIVES:
         return (f"gloo cannot run {collective} on CUDA tensors (only {', '.join(GLOO_CUDA_COLLECTIVES)}); "
                 "use --backend nccl or --device cpu")
+    if backend == GLOO and dtype in FP8_DTYPES:
+        return (f"gloo has no {dtype} (torch's gloo backend refuses fp8 tensors); fp8 runs on NCCL 2.24+: use "
+                "--backend nccl on GPUs, or another --dtype")
+    if backend == NCCL and dtype in FP8_DTYPES and nccl_version is not None and nccl_version < _NCCL_FP8:
+        found = ".".join(map(str, nccl_version))
+        return f"NCCL {found} has no {dtype} (NCCL 2.24 added fp8); use bfloat16 or float16"
     if backend == GLOO and op == "avg" and dtype not in FLOATING_DTYPES:
         return f"gloo cannot average {dtype} (it refuses AVG on integers); use --op sum or a floating dtype"
     if backend == NCCL and nccl_version is not None and nccl_version < _NCCL_AVG_AND_BF16:

@@ -84,6 +84,9 @@ class Measured:
     rows: list[dict] = field(default_factory=list)
     """More result rows after `row`, for a point that measures several things (a hunt's phase); their samples
     carry their own key columns."""
+    iterations: list[dict] = field(default_factory=list)
+    """Per-rank iteration times inside each batch (nccl-tests -I), without the stamp (rank 0); the kind's
+    iteration_columns."""
 
 
 class BenchKind:
@@ -107,6 +110,8 @@ class BenchKind:
     """Row columns copied into each of its samples (with schema_version and run_id): they join samples to rows."""
     gpu_sample_columns: tuple[str, ...] | None = None
     """Columns of gpu_samples.csv, or None when the kind writes no per-sample GPU file."""
+    iteration_columns: tuple[str, ...] | None = None
+    """Columns of iteration_times.csv (written only by points that record iteration times), or None."""
     identity: tuple[str, ...] = ()
     """The columns that name a row across runs (compare joins on them)."""
     comparability: tuple[str, ...] = ()
@@ -143,7 +148,8 @@ class BenchKind:
         raise NotImplementedError
 
     # after the run (stored files only)
-    def table(self, results) -> str:
+    def table(self, results, verbose: bool = False) -> str:
+        """The terminal table of a run's rows: short by default, every detail with verbose (--verbose)."""
         raise NotImplementedError
 
     def key_numbers(self, results):

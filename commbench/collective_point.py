@@ -9,7 +9,7 @@ from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.bench_kind import Measured, RankRun
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
-from commbench.names import COMMBENCH_SOURCE
+from commbench.names import COMMBENCH_SOURCE, PER_ITERATION
 from commbench.profiling.capture import capture, trace_file_name
 from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, rank_summary, sample_rows
 from commbench.spec import Point, SweepSpec
@@ -26,26 +26,30 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     layout, dtype = point.layout, DTYPES[point.dtype]
     buffers = collective.make_buffers(layout, inplace=point.inplace, dtype=dtype, device=ctx.device, rank=ctx.rank,
                                       world=ctx.world)
-    collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
+    collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world, op=point.op)
     setup = RunSetup(rank=ctx.rank, world=ctx.world, p2p_batched=ctx.platform.p2p_batched, op=point.op,
-                     ring_chunks=spec.ring_chunks)
+                     ring_chunks=spec.ring_chunks, root=spec.root)
     call = collective.runner(point.impl, buffers, setup)
+    batch = spec.batch_options
+    # an iteration issues --agg-iters calls in batch timing; per-iteration timing times one call (validate())
+    iteration = collective.iteration(point.impl, buffers, setup, batch.agg) if point.timing != PER_ITERATION else call
 
     sampler = run.sampler
     if sampler:
         sampler.start()
     try:
-        measurement = measure(faults.slowed(call), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
+        measurement = measure(faults.slowed(iteration), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
                               timing=point.timing, batch_calls=spec.batch_calls,
                               target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s,
                               on_timed_start=sampler.mark_timed_start if sampler else None,
-                              barrier=faults.skewed(run.fault, ctx.barrier, rank=ctx.rank, point=point.index))
+                              barrier=faults.skewed(run.fault, ctx.barrier, rank=ctx.rank, point=point.index),
+                              batch=batch)
         if sampler:
             sampler.mark_timed_end()  # NVLink and energy counters over the timed loop only
     finally:
         gpu_samples = sampler.stop() if sampler else []
     gpu_summary = _gpu_summary(gpu_samples, ctx)  # before the check, whose buffers are not the point's
-    n_wrong = _check(collective, buffers, call, point, ctx, run.fault) if spec.check else None
+    n_wrong = _check(collective, buffers, call, point, spec, ctx, run.fault) if spec.check else None
     bytes_sent, bytes_source = _bytes_sent_per_rank(collective, call, layout, ctx)
     # The profiled loop runs the call back to back whatever the timing mode, so a point measured in both modes
     # is traced once, in the first (the same file name would be written twice; spec.timings is the same on
@@ -86,9 +90,17 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         **gpu_summary,
         "time_us_max": summary.max, "time_us_p75": None,
         "source": COMMBENCH_SOURCE, "source_file": "", "busbw_check": "",
+        "root": spec.root if collective.has_root else -1,
     }
-    samples = [{"iteration": iteration, "time_us": time_us} for iteration, time_us in enumerate(times_us)]
-    return Measured(row, samples, sample_rows(gpu_samples))
+    samples = [{"iteration": index, "time_us": time_us} for index, time_us in enumerate(times_us)]
+    return Measured(row, samples, sample_rows(gpu_samples), iterations=_iteration_rows(measurement))
+
+
+def _iteration_rows(measurement) -> list[dict]:
+    """--iteration-times: every rank's time per call of each iteration of each batch (nccl-tests -I's rows)."""
+    return [{"batch": batch, "rank": rank, "iteration": index, "time_us": seconds * 1e6}
+            for batch, ranks in enumerate(measurement.iteration_s or [])
+            for rank, times in enumerate(ranks) for index, seconds in enumerate(times)]
 
 
 def _note(noop: bool, seconds: float) -> str:
@@ -102,16 +114,22 @@ def _note(noop: bool, seconds: float) -> str:
 NOOP_NOTE = "no-op: in place with 1 rank nothing moves (busbw 0, no algbw)"
 
 
-def _check(collective, buffers, call, point: Point, ctx, fault) -> int:
+def _check(collective, buffers, call, point: Point, spec: SweepSpec, ctx, fault) -> int:
     """Fresh inputs, one more run, and the elements that differ from the exact expected result (compared slice by
-    slice against the periodic pattern: the check needs little memory besides the point's buffers)."""
-    collective.refill_for_check(buffers, rank=ctx.rank, world=ctx.world)
-    call()
-    ctx.platform.synchronize()
-    faults.corrupt_output(fault, buffers.recv, rank=ctx.rank, point=point.index)
-    expected = collective.expected(point.layout, rank=ctx.rank, world=ctx.world)
-    wrong = check_data.count_wrong(buffers.recv, expected, op=point.op, world=ctx.world)
-    return ctx.sum_over_ranks(wrong)
+    slice against the periodic pattern: the check needs little memory besides the point's buffers); --check-iters
+    times, stopping at the first run with wrong elements (as nccl-tests' -c)."""
+    expected = collective.expected(point.layout, rank=ctx.rank, world=ctx.world, root=spec.root)
+    for _ in range(spec.check_iters):
+        collective.refill_for_check(buffers, rank=ctx.rank, world=ctx.world, op=point.op)
+        call()
+        ctx.platform.synchronize()
+        faults.corrupt_output(fault, buffers.recv, rank=ctx.rank, point=point.index)
+        wrong = 0 if expected is None else check_data.count_wrong(buffers.recv, expected, op=point.op,
+                                                                    world=ctx.world)
+        wrong = ctx.sum_over_ranks(wrong)
+        if wrong:
+            break
+    return wrong
 
 
 def _bytes_sent_per_rank(collective, call, layout, ctx) -> tuple[float, str]:

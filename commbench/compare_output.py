@@ -155,4 +155,4 @@ def _summary(entries: list[dict]) -> str:
                               NOT_COMPARABLE, NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
     return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
-           "Mann–Whitney U on per-iteration samples; ~ = beyond threshold, not significant)"
+           "Mann–Whitney U on the samples; ~ = beyond threshold, not significant)"

@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 
 from commbench.machine import Machine
-from commbench.names import NCCL
+from commbench.names import MAX, MEAN, MIN, NCCL, RANK0
 from commbench.platform import CpuPlatform, platform_for
 
 
@@ -45,6 +45,18 @@ class RankContext:
         tensor = self._tensor(values, torch.float64)
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return [value / self.world for value in tensor.tolist()]
+
+    def combine_over_ranks(self, values: list[float], how: str) -> list[float]:
+        """Element-wise over ranks as nccl-tests' -a says (names.RANK_AVERAGES): rank 0's values, the mean, the
+        minimum or the maximum; the same result on every rank."""
+        if how == MEAN:
+            return self.mean_over_ranks(values)
+        tensor = self._tensor(values, torch.float64)
+        if how == RANK0:
+            dist.broadcast(tensor, src=0)
+        else:
+            dist.all_reduce(tensor, op={MIN: dist.ReduceOp.MIN, MAX: dist.ReduceOp.MAX}[how])
+        return tensor.tolist()
 
     def sum_over_ranks(self, value: int) -> int:
         tensor = self._tensor([value], torch.int64)

@@ -63,6 +63,7 @@ class _Writers:
         self._samples = store.RowWriter(run_dir / store.SAMPLES_FILE, kind.sample_columns)
         self._gpu_samples = store.RowWriter(run_dir / store.GPU_SAMPLES_FILE, kind.gpu_sample_columns) \
             if gpu_samples and kind.gpu_sample_columns else None
+        self._run_dir, self._iterations = run_dir, None  # opened by the first point that has iteration times
 
     def write(self, measured) -> None:
         rows = [row for row in (measured.row, *measured.rows) if row is not None]
@@ -75,6 +76,10 @@ class _Writers:
         self._samples.write([{**stamp, **sample} for sample in measured.samples])
         if self._gpu_samples:
             self._gpu_samples.write([{**stamp, **sample} for sample in measured.gpu_samples])
+        if measured.iterations and self._kind.iteration_columns:
+            if self._iterations is None:
+                self._iterations = store.RowWriter(self._run_dir / store.ITERATIONS_FILE, self._kind.iteration_columns)
+            self._iterations.write([{**stamp, **iteration} for iteration in measured.iterations])
         self._results.write(rows)
 
 

@@ -12,8 +12,9 @@ DEVICES = (CUDA, CPU)
 BACKEND_CHOICES = (AUTO, *BACKENDS)
 DEVICE_CHOICES = (AUTO, *DEVICES)
 
-DTYPES = ("float32", "float64", "bfloat16", "float16", "int32")
-REDUCE_OPS = ("sum", "max", "min", "avg")
+DTYPES = ("float32", "float64", "bfloat16", "float16", "int32", "int64", "int8", "uint8", "float8_e4m3", "float8_e5m2")
+"""float8_e4m3 is torch.float8_e4m3fn (nccl-tests' f8e4m3); the fp8 types run on NCCL 2.24+ only."""
+REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
 NO_OP = "none"
 """The op column of collectives that do not reduce, as nccl-tests prints it."""
 GLOO_CUDA_COLLECTIVES = ("all_reduce", "broadcast")
@@ -26,6 +27,13 @@ TIMINGS = (PER_ITERATION, BATCH)
 nccl-tests' back-to-back batches."""
 TIMING_CHOICES = (*TIMINGS, AUTO)
 """What --timing takes: a mode, or auto (per point, from 5 calls after the warm-up: commbench/timing.py)."""
+RANK0, MEAN, MIN, MAX = "rank0", "mean", "min", "max"
+RANK_AVERAGES = (RANK0, MEAN, MIN, MAX)
+"""How batch timing combines the ranks' times per call (nccl-tests -a 0/1/2/3): rank 0's, the mean, the fastest
+rank's or the slowest rank's."""
+BLOCKING_MODES = (0, 1, 2, 3)
+"""Batch timing's waits inside a batch (nccl-tests -z): 0 none; 1 wait for the device and a barrier after each
+iteration; 2 the wait only; 3 the wait and a barrier after each iteration, the barrier's time not counted."""
 STOP_ITERS = "iters"  # stop_reason: the fixed number of iterations ran
 STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
 STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first

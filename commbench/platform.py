@@ -8,6 +8,7 @@ writing "5" to /proc/self/clear_refs resets to the current RSS (it includes torc
 
 import ctypes
 import gc
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -44,6 +45,12 @@ class CpuPlatform:
         from commbench.runinfo import cpu_model
 
         return cpu_model()
+
+    def device_slot(self) -> tuple[int, str]:
+        """(device index, bus id) as nccl-tests' rank lines print them: on CPU the first core this rank may run on
+        and "cpu"."""
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+        return cores[0], "cpu"
 
     def gpu_sampler(self, interval_s: float):
         """(sampler or None, what meta.json says about GPU sampling)."""
@@ -114,6 +121,13 @@ class CudaPlatform(CpuPlatform):
 
     def device_name(self) -> str:
         return torch.cuda.get_device_name(self.device)
+
+    def device_slot(self) -> tuple[int, str]:
+        """(CUDA device index, PCI domain:bus:device as nccl-tests prints it, e.g. 0000:02:00)."""
+        properties = torch.cuda.get_device_properties(self.device)
+        bus = [getattr(properties, f"pci_{part}_id", None) for part in ("domain", "bus", "device")]
+        text = "unknown" if None in bus else f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}"
+        return self.device.index, text
 
     def gpu_sampler(self, interval_s: float):
         from commbench.profiling.nvml_sampler import GpuSampler, nvml_unavailable_reason

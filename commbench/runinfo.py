@@ -92,7 +92,9 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
 def rank_facts(device_platform) -> dict:
     """What one rank knows of itself; rank 0 gathers these from every rank."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"host": platform.node(), "device": device_platform.device_name(), "cores": cores}
+    index, bus = device_platform.device_slot()
+    return {"host": platform.node(), "device": device_platform.device_name(), "cores": cores, "pid": os.getpid(),
+            "device_index": index, "bus": bus}
 
 
 def installed_torch_version() -> str | None:
@@ -121,6 +123,10 @@ def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict
         "hosts": sorted({fact["host"] for fact in facts}),
         "device_names": [fact["device"] for fact in facts],
         "rank_cores": [fact.get("cores") for fact in facts],  # each rank's CPU affinity (--bind-cores: one core)
+        # by rank: host, pid, device index and bus (nccl-tests' "#  Rank N ... on HOST device D [BUS] NAME" lines)
+        "ranks": [{"rank": rank, **{key: fact.get(key) for key in ("host", "pid", "device_index", "bus", "device",
+                                                                    "cores")}}
+                  for rank, fact in enumerate(facts)],
         "driver_version": inventory.get("driver_version"),
         "env": relevant_env(),
     }

@@ -22,12 +22,14 @@ from commbench.runs import Outcome, read_outcome
 RANK_MODULE = "commbench.rank"
 
 
-def prepare_run_dir(bench: Bench, run_dir: Path, *, argv: list[str], suite_run: str | None = None) -> Path:
-    """Write what the ranks will run (spec.json) and what is known before they start (meta.json, with the kind)."""
+def prepare_run_dir(bench: Bench, run_dir: Path, *, argv: list[str], suite_run: str | None = None,
+                    extra_meta: dict | None = None) -> Path:
+    """Write what the ranks will run (spec.json) and what is known before they start (meta.json, with the kind and
+    what the command adds, e.g. `commbench perf`'s nccl-tests settings)."""
     (run_dir / store.SPEC_FILE).write_text(bench.spec.to_json() + "\n", encoding="utf-8")
     # a suite's bench is named suite-run/bench in its rows, so rows of several runs stay apart when concatenated
     run_id = f"{suite_run}/{run_dir.name}" if suite_run else run_dir.name
-    meta = {**runinfo.launch_meta(argv, run_id), "kind": bench.kind.name}
+    meta = {**runinfo.launch_meta(argv, run_id), "kind": bench.kind.name, **(extra_meta or {})}
     if suite_run:
         meta["suite_run"] = suite_run
     store.write_meta(run_dir, meta)
@@ -228,7 +230,7 @@ def _record_group_failure(run_dirs: list[Path | None], error: Exception, *, afte
 
 
 def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: list[str],
-              quiet: bool) -> tuple[Ran, Outcome | None]:
+              quiet: bool, extra_meta: dict | None = None) -> tuple[Ran, Outcome | None]:
     """A bench into a new run folder, results/<run-id>/ (made by rank 0 in place); (completed, its outcome), the
     outcome None on ranks other than 0 in place."""
     writes = not machine.in_job or machine.rank == 0
@@ -236,7 +238,7 @@ def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: lis
         run_dir = None
         if writes:
             with created(store.create_run_dir(out, run_id)) as run_dir:
-                prepare_run_dir(bench, run_dir, argv=argv)
+                prepare_run_dir(bench, run_dir, argv=argv, extra_meta=extra_meta)
             stop.where = stopped_note(run_dir)
         with output_kept(run_dir):
             ok = run_benches([bench], [run_dir], machine, quiet=quiet)

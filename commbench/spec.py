@@ -9,7 +9,20 @@ from commbench.backends import DTYPE_BYTES, unsupported_reason
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
-from commbench.names import AUTO, NO_OP, PER_ITERATION, PLACEMENTS, TIMING_CHOICES
+from commbench.names import (
+    AUTO,
+    BATCH,
+    BLOCKING_MODES,
+    CPU,
+    CUDA,
+    GLOO,
+    MEAN,
+    NO_OP,
+    PER_ITERATION,
+    PLACEMENTS,
+    RANK_AVERAGES,
+    TIMING_CHOICES,
+)
 from commbench.stats import MIN_SAMPLES_FOR_CI
 from commbench.units import format_bytes
 
@@ -51,12 +64,34 @@ class SweepSpec:
     gpu_sample_interval_s: float = 0.05
     """NVML sampling interval while a point is timed (GPU runs)."""
     check: bool = True
+    check_iters: int = 1
+    """Check runs per point (nccl-tests -c), each on fresh inputs; the first with wrong elements ends the check."""
     timeout_s: float = 300.0
     """A point that makes no progress for this long ends the sweep as failed."""
+    root: int = 0
+    """The root rank of broadcast and reduce (nccl-tests -r)."""
+    agg_iters: int = 1
+    """Batch timing: calls per iteration, issued as one group where torch can (nccl-tests -m)."""
+    average: str = MEAN
+    """Batch timing: how the ranks' times per call combine (nccl-tests -a; names.RANK_AVERAGES)."""
+    blocking: int = 0
+    """Batch timing: waits inside a batch (nccl-tests -z; names.BLOCKING_MODES)."""
+    cuda_graph: int = 0
+    """Batch timing on CUDA: replays of the batch captured as a CUDA graph (nccl-tests -G); 0 = no graph."""
+    iteration_times: bool = False
+    """Batch timing: also record every iteration's time inside each batch, per rank (nccl-tests -I 1)."""
 
     @property
     def records_traces(self) -> bool:
         return self.profile_iters > 0
+
+    @property
+    def batch_options(self):
+        """What batch timing does besides the calls per sample (commbench/timing.py)."""
+        from commbench.timing import BatchOptions
+
+        return BatchOptions(agg=self.agg_iters, blocking=self.blocking, graph_launches=self.cuda_graph,
+                            iteration_times=self.iteration_times, average=self.average)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -101,9 +136,10 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
                              f"{', '.join(t for t in spec.timings if t != AUTO)}: give auto alone, or the modes")
     if spec.batch_calls is not None and spec.batch_calls < 1:
         raise CommbenchError(f"--batch-calls {spec.batch_calls} must be 1 or more calls per batch, or auto")
-    if spec.iters < MIN_SAMPLES_FOR_CI:
-        raise CommbenchError(f"--iters {spec.iters} is too few: a 95 % CI of the median needs at least "
-                             f"{MIN_SAMPLES_FOR_CI} samples; use --iters {MIN_SAMPLES_FOR_CI} or more")
+    if spec.iters < 1:
+        raise CommbenchError(f"--iters {spec.iters}: a point needs at least 1 sample (a 95 % CI of the median needs "
+                             f"{MIN_SAMPLES_FOR_CI}); use --iters {MIN_SAMPLES_FOR_CI} or more")
+    _validate_batch_options(spec)
     if spec.ring_chunks is not None and spec.ring_chunks < 1:
         raise CommbenchError(f"--ring-chunks {spec.ring_chunks} must be 1 or more pieces per ring step")
     for name in spec.collectives:
@@ -129,6 +165,10 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
                                  "or a point on budget would be taken for a hang")
     elif spec.max_time_s is not None:
         raise CommbenchError("--max-time applies to the adaptive mode only: add --target-ci PERCENT or drop it")
+    rooted = [name for name in spec.collectives if get_collective(name).has_root]
+    if rooted and not 0 <= spec.root < spec.nproc:
+        raise CommbenchError(f"--root {spec.root} is not a rank of this run ({', '.join(rooted)} with {spec.nproc} "
+                             f"ranks): give a rank from 0 to {spec.nproc - 1}")
     for name in spec.collectives:
         for impl, dtype, op in itertools.product(impls_for(spec, name), spec.dtypes, ops_for(spec, name)):
             reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, impl=impl,
@@ -137,6 +177,38 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
             if reason:
                 raise CommbenchError(reason)
     plan(spec, spec.nproc)
+
+
+def _validate_batch_options(spec: SweepSpec) -> None:
+    """nccl-tests' knobs: each shapes batch timing only, and the CUDA graph needs CUDA work to capture."""
+    _check_choices("--average", (spec.average,), RANK_AVERAGES)
+    if spec.blocking not in BLOCKING_MODES:
+        raise CommbenchError(f"--blocking {spec.blocking}: choose 0 (calls back to back), 1 (a wait and a barrier "
+                             "after each iteration), 2 (a wait after each) or 3 (a wait and a barrier, the barrier "
+                             "not timed)")
+    for option, value, lowest in (("--agg-iters", spec.agg_iters, 1), ("--check-iters", spec.check_iters, 1),
+                                  ("--cuda-graph", spec.cuda_graph, 0)):
+        if value < lowest:
+            raise CommbenchError(f"{option} {value} must be {lowest} or more")
+    asked = [option for option, value in (("--agg-iters", spec.agg_iters != 1), ("--average", spec.average != MEAN),
+                                          ("--blocking", spec.blocking != 0), ("--cuda-graph", spec.cuda_graph != 0),
+                                          ("--iteration-times", spec.iteration_times)) if value]
+    if asked and not ({BATCH, AUTO} & set(spec.timings)):
+        raise CommbenchError(f"{', '.join(asked)} shape{'s' if len(asked) == 1 else ''} batch timing, and this sweep "
+                             f"times per iteration only: add --timing batch, or drop {' and '.join(asked)}")
+    if spec.cuda_graph:
+        if spec.device != CUDA or spec.backend == GLOO:
+            where = "on CPU" if spec.device == CPU else "with gloo, which cannot be captured"
+            raise CommbenchError(f"--cuda-graph {spec.cuda_graph} replays CUDA work captured from NCCL, and this run "
+                                 f"is {where}; drop --cuda-graph (nccl-tests -G), or run with NCCL on GPUs")
+        if spec.blocking == 3:
+            raise CommbenchError("--cuda-graph and --blocking 3 do not combine (a graph replays every iteration at "
+                                 "once, so no barrier can stand between them): drop one")
+        if spec.iteration_times:
+            raise CommbenchError("--cuda-graph and --iteration-times do not combine (a graph replay has no events "
+                                 "between iterations): drop one")
+        if "ring" in spec.impls:
+            raise CommbenchError("--cuda-graph captures the backend's own collectives: use --impl builtin")
 
 
 def _check_choices(option: str, values, allowed) -> None:

@@ -20,6 +20,8 @@ from commbench.errors import CommbenchError
 SCHEMA_VERSION = 1
 META_FILE, RESULTS_FILE, SAMPLES_FILE, GPU_SAMPLES_FILE, SPEC_FILE, LAUNCH_LOG = (
     "meta.json", "results.csv", "samples.csv", "gpu_samples.csv", "spec.json", "launch.log")
+ITERATIONS_FILE = "iteration_times.csv"
+"""Per-rank times of each iteration inside each batch (batch timing with --iteration-times, nccl-tests -I 1)."""
 
 STATUS_RUNNING, STATUS_COMPLETE, STATUS_FAILED = "running", "complete", "failed"
 SUITE_KIND = "suite"

@@ -1,7 +1,9 @@
-"""Terminal tables in nccl-tests' layout (size, count, type, redop, root, time/±CI/algbw/busbw/#wrong per placement),
-with rows whose median time is too uncertain to read flagged."""
+"""Terminal tables of collective rows. By default one short table per collective × impl × timing mode: only the
+placements it measured, units in every header, rows flagged in a word and the noise said once under all tables.
+verbose: nccl-tests' full layout (both placement groups, a legend under every table, flags spelt out)."""
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -10,8 +12,16 @@ from commbench.names import BATCH, COMMBENCH_SOURCE, PER_ITERATION, STOP_MAX_TIM
 from commbench.stats import as_number, stored_half_width_pct
 from commbench.units import format_bytes
 
-AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: they would drag the average down
+AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: the "mean busbw ≥ 1 MiB" leaves them out
 _PLACEMENTS = ((False, "out-of-place"), (True, "in-place"))
+# Above this half-width a median is flagged: such a median cannot resolve the 10 % differences a sweep is read for
+# (a ring 10 % slower than the builtin, a 10 % regression).
+NOISY_CI_PCT = 10.0
+UNKNOWN = "n/a"
+_WRONG = "WRONG RESULT"
+_RANK_AVERAGES = ("rank 0's time", "mean over ranks", "fastest rank", "slowest rank")  # how batch rows say it
+
+# the verbose layout: nccl-tests' three header lines, both placement groups always
 _HEAD = f"{'size':>12} {'count':>13} {'type':>9} {'redop':>6} {'root':>5}"
 _UNITS = f"{'(B)':>12} {'(elements)':>13} {'':>9} {'':>6} {'':>5}"
 _CELL_COLUMNS = (("time p50", "(us)", 10), ("±CI", "(%)", 6), ("algbw", "(GB/s)", 8), ("busbw", "(GB/s)", 8),
@@ -19,23 +29,31 @@ _CELL_COLUMNS = (("time p50", "(us)", 10), ("±CI", "(%)", 6), ("algbw", "(GB/s)
 _CELL_HEAD = " ".join(f"{title:>{width}}" for title, _, width in _CELL_COLUMNS)
 _CELL_UNITS = " ".join(f"{unit:>{width}}" for _, unit, width in _CELL_COLUMNS)
 _NO_CELL = " ".join(f"{'-':>{width}}" for _, _, width in _CELL_COLUMNS)
-# Above this half-width a median is flagged: such a median cannot resolve the 10 % differences a sweep is read for
-# (a ring 10 % slower than the builtin, a 10 % regression).
-NOISY_CI_PCT = 10.0
-UNKNOWN = "n/a"
+
+# the short layout: one header line, the unit in each title; columns two spaces apart
+_KEYS = (("size (B)", 11), ("count (elements)", 16), ("type", 8), ("redop", 5), ("root", 4))
+_CELLS = (("time (us)", 11), ("±CI (%)", 7), ("algbw (GB/s)", 12), ("busbw (GB/s)", 12), ("#wrong", 6))
+_RATIO = (("size (B)", 11), ("type", 8), ("redop", 5), ("placement", 12), ("builtin busbw (GB/s)", 20),
+          ("ring busbw (GB/s)", 17), ("ring/builtin", 12), ("range", 11))
+_GAP = "  "
 
 
-def format_tables(results: pd.DataFrame) -> str:
-    """One table per collective and implementation, each with its average busbw over sizes ≥ 1 MiB, then the
-    ring/builtin busbw ratio of every collective both implementations ran."""
-    blocks = []
+def format_tables(results: pd.DataFrame, verbose: bool = False) -> str:
+    """One table per collective, implementation and timing mode, each closed by nccl-tests' Avg bus bandwidth (the
+    mean busbw of its rows) and the mean busbw over sizes ≥ 1 MiB; then the ring/builtin busbw ratio of every
+    collective both implementations ran. Short by default, with the noise said once at the end; verbose: the full
+    layout with a legend under each table."""
     results = _with_timing(results)
-    for (collective, impl, timing), group in results.groupby(["collective", "impl", "timing"], sort=False):
-        blocks.append(_table(collective, impl, timing, group))
-    for (collective, timing), group in results.groupby(["collective", "timing"], sort=False):
-        if {"builtin", "ring"} <= set(group["impl"]):
-            blocks.append(_ring_vs_builtin(collective, timing, group))
-    return "\n\n".join(blocks)
+    tables = list(results.groupby(["collective", "impl", "timing"], sort=False))
+    pairs = [(key, group) for key, group in results.groupby(["collective", "timing"], sort=False)
+             if {"builtin", "ring"} <= set(group["impl"])]
+    if verbose:
+        return "\n\n".join([_table(*key, group) for key, group in tables]
+                           + [_ring_vs_builtin(*key, group) for key, group in pairs])
+    noise = _Noise()
+    blocks = [_short_table(*key, group, noise) for key, group in tables]
+    blocks += [_short_ratio_table(*key, group) for key, group in pairs]
+    return "\n\n".join(blocks) + "\n" + noise.summary()
 
 
 def _with_timing(results: pd.DataFrame) -> pd.DataFrame:
@@ -53,27 +71,272 @@ def _source(group: pd.DataFrame) -> str:
     return str(sources[0]) if len(sources) else COMMBENCH_SOURCE
 
 
+def _span(values) -> str:
+    values = sorted({int(value) for value in values if not pd.isna(value)})
+    return "" if not values else f"{values[0]}" if len(values) == 1 else f"{values[0]}–{values[-1]}"
+
+
 def _timing_text(timing: str, group: pd.DataFrame) -> str:
     source = _source(group)
     if source != COMMBENCH_SOURCE:
         return f"time = the figure per call that {source} printed, imported (how it times: timing_method)"
-    iters = sorted(set(group["iters"]))
-    iters_text = f"{iters[0]}" if len(iters) == 1 else f"{iters[0]}–{iters[-1]}"
+    iters_text = _span(group["iters"])
     if timing != BATCH:
         return f"time = median of {iters_text} iterations (slowest rank each)"
-    calls = sorted({int(value) for value in group.get("calls_per_sample", pd.Series(dtype=float)).dropna()})
-    calls_text = "" if not calls else f" of {calls[0]}" + (f"–{calls[-1]}" if len(calls) > 1 else "")
+    calls = _span(group.get("calls_per_sample", pd.Series(dtype=float)))
+    calls_text = f" of {calls}" if calls else ""
     return f"time = median of {iters_text} batches{calls_text} back-to-back calls (time per call, mean over ranks)"
 
 
-def _ring_vs_builtin(collective: str, timing: str, group: pd.DataFrame) -> str:
+def _short_timing_text(timing: str, group: pd.DataFrame) -> str:
+    """The title's word on how a time was taken, e.g. `batch timing: median of 20 samples of 5 back-to-back calls,
+    mean over ranks`."""
+    source = _source(group)
+    if source != COMMBENCH_SOURCE:
+        return f"time: the figure per call that {source} printed (imported: no samples, so no CI)"
+    samples = f"median of {_span(group['iters'])} samples"
+    if timing != BATCH:
+        return f"{timing} timing: {samples} of one call after a barrier, slowest rank"
+    calls = _span(group.get("calls_per_sample", pd.Series(dtype=float)))
+    methods = " ".join(group["timing_method"].dropna().astype(str)) if "timing_method" in group.columns else ""
+    average = next((text for text in _RANK_AVERAGES if text in methods), "mean over ranks")
+    calls_text = "one call" if calls == "1" else f"{calls or 'K'} back-to-back calls"
+    return f"{timing} timing: {samples} of {calls_text}, {average}"
+
+
+def _where(first) -> str:
+    return f"{first['backend']}/{first['device']}, {first['world_size']} ranks"
+
+
+# -- one table ---------------------------------------------------------------------------------------------------------
+
+@dataclass
+class _Verdict:
+    """What a table row (its placements' cells) is flagged for."""
+    wrong: bool = False
+    max_time: bool = False
+    noise: str | None = None  # "noisy" (a CI wider than NOISY_CI_PCT), "unknown" (a cell without CI), or None
+    widest: float = math.nan  # the widest known half-width, in %
+
+
+def _judge(cells: list, *, imported: bool) -> _Verdict:
+    """An imported row has no CI to judge (the table says so once)."""
+    verdict = _Verdict(wrong=any(_is_wrong(cell["n_wrong"]) for cell in cells))
+    if imported:
+        return verdict
+    verdict.max_time = any(cell.get("stop_reason") == STOP_MAX_TIME for cell in cells)
+    widths = [ci_half_width_pct(cell) for cell in cells]
+    known = [width for width in widths if not math.isnan(width)]
+    verdict.widest = max(known) if known else math.nan
+    if known and verdict.widest > NOISY_CI_PCT:
+        verdict.noise = "noisy"
+    elif len(known) < len(widths):
+        verdict.noise = "unknown"
+    return verdict
+
+
+def _row_flags(cells: list, *, imported: bool = False) -> tuple[list[str], str | None]:
+    """The verbose end-of-line flags of one table row and its noise verdict: noisy, unknown or None."""
+    verdict = _judge(cells, imported=imported)
+    flags = [_WRONG] if verdict.wrong else []
+    if verdict.max_time:
+        flags.append("--max-time spent before --target-ci was reached")
+    if verdict.noise == "noisy":
+        flags.append(f"noisy (95 % CI ±{_percent(verdict.widest)} %)")
+    elif verdict.noise == "unknown":
+        flags.append("noise unknown (no 95 % CI)")
+    return flags, verdict.noise
+
+
+def _brief_flags(verdict: _Verdict) -> str:
+    """A short table's flags: a word each (the summary under the tables says what they mean); a wrong result stays
+    loud."""
+    words = (["noisy"] if verdict.noise == "noisy" else ["no CI"] if verdict.noise == "unknown" else []) + \
+        (["max-time"] if verdict.max_time else [])
+    if verdict.wrong:
+        return "   <-- " + "; ".join([_WRONG, *words])
+    return (_GAP + ", ".join(words)) if words else ""
+
+
+def _rows_by_size(group: pd.DataFrame):
+    """(first row, the row of each placement or None) per dtype × op × size, in run order."""
+    for _, rows in group.groupby(["dtype", "op", "size_bytes"], sort=False):
+        yield rows.iloc[0], {inplace: (rows[rows["inplace"] == inplace].iloc[0]
+                                       if (rows["inplace"] == inplace).any() else None) for inplace, _ in _PLACEMENTS}
+
+
+def _key_values(row) -> list:
+    return [row["size_bytes"], row["count"], row["dtype"], row["op"], _root(row)]
+
+
+def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
+    """The verbose table: nccl-tests' layout, both placement groups, the legend under it."""
     first = group.iloc[0]
-    lines = [f"# ring vs builtin: {collective} on {first['backend']}/{first['device']}, {first['world_size']} ranks "
-             f"(busbw from the median time, {timing} timing; ratio range: the two medians' 95 % CIs combined "
-             "conservatively, builtin low / ring high to builtin high / ring low)",
-             f"#{'size':>11} {'type':>9} {'redop':>6} {'placement':>13} {'builtin busbw':>14} {'ring busbw':>11} "
-             f"{'ring/builtin':>13} {'ratio range':>15}",
-             f"#{'(B)':>11} {'':>9} {'':>6} {'':>13} {'(GB/s)':>14} {'(GB/s)':>11} {'':>13} {'':>15}"]
+    lines = [f"# {collective} ({impl}, {timing} timing) on {_where(first)}; {_timing_text(timing, group)}, "
+             "GB = 1e9 B",
+             "#" + " " * (len(_HEAD) - 1) + "".join(f" {title:^{len(_CELL_HEAD)}}" for _, title in _PLACEMENTS),
+             "#" + _HEAD[1:] + (" " + _CELL_HEAD) * 2,
+             "#" + _UNITS[1:] + (" " + _CELL_UNITS) * 2]
+    noisy = unknown = measured = 0
+    imported = _source(group) != COMMBENCH_SOURCE
+    for row, by_placement in _rows_by_size(group):
+        size, count, dtype, op, root = _key_values(row)
+        line = f"{size:>12} {count:>13} {dtype:>9} {op:>6} {root:>5}"
+        cells = [cell for cell in by_placement.values() if cell is not None]
+        for cell in by_placement.values():
+            line += " " + (_NO_CELL if cell is None else " ".join(
+                f"{value:>{width}}" for value, (_, _, width) in zip(_cell_values(cell), _CELL_COLUMNS)))
+        flags, noise = _row_flags(cells, imported=imported)
+        noisy += noise == "noisy"
+        unknown += noise == "unknown"
+        measured += 1
+        lines.append(line + ("   <-- " + "; ".join(flags) if flags else ""))
+    lines.append(average_busbw_line(group))
+    lines.append(f"# imported from {_source(group)}: one figure per row, no samples, so no 95 % CI (±CI n/a)"
+                 if imported else noise_legend(noisy, unknown, measured))
+    return "\n".join(lines + _world_one_notes(group))
+
+
+class _Noise:
+    """The points of every short table, counted for the one summary under them."""
+
+    def __init__(self):
+        self.points = self.noisy = self.unknown = self.max_time = self.imported = 0
+
+    def add(self, cells: list, *, imported: bool) -> None:
+        if imported:
+            self.imported += len(cells)
+            return
+        for cell in cells:
+            verdict = _judge([cell], imported=False)
+            self.points += 1
+            self.noisy += verdict.noise is not None
+            self.unknown += verdict.noise == "unknown"
+            self.max_time += verdict.max_time
+
+    def summary(self) -> str:
+        imported = f"; {self.imported} imported point(s): no samples, so no CI" if self.imported else ""
+        if not self.points:
+            return "# ±CI (%) = half-width of the median time's 95 % CI" + imported
+        head = "# ±CI (%) = half-width of the median time's 95 % CI; "
+        if not self.noisy:
+            return f"{head}all {self.points} points within ±{NOISY_CI_PCT:g} %{imported}"
+        unknown = f" ({self.unknown} without a CI)" if self.unknown else ""
+        spent = f"; {self.max_time} spent --max-time before --target-ci" if self.max_time else ""
+        return (f"{head}noisy (over ±{NOISY_CI_PCT:g} % or no CI): {self.noisy} of {self.points} points{unknown}"
+                f"{spent}{imported}: rerun with more --iters, --target-ci {NOISY_CI_PCT:g} --max-time S, or as a run "
+                "set of launches")
+
+
+def _short_table(collective: str, impl: str, timing: str, group: pd.DataFrame, noise: _Noise) -> str:
+    """A title that says the timing, one header line, a row per size with the placements measured, the Avg line."""
+    first = group.iloc[0]
+    placements = [(inplace, title) for inplace, title in _PLACEMENTS if (group["inplace"] == inplace).any()]
+    lines = [f"# {collective} ({impl}, {' and '.join(title for _, title in placements)}) on {_where(first)}; "
+             f"{_short_timing_text(timing, group)}; GB = 1e9 B"]
+    key_width = sum(width for _, width in _KEYS) + len(_GAP) * (len(_KEYS) - 1)
+    cell_width = sum(width for _, width in _CELLS) + len(_GAP) * (len(_CELLS) - 1)
+    if len(placements) > 1:
+        lines.append("#" + " " * (key_width - 1) + "".join(f"{_GAP}{title:^{cell_width}}" for _, title in placements))
+    lines.append("#" + _GAP.join(f"{title:>{width}}" for title, width in _KEYS + _CELLS * len(placements))[1:])
+    imported = _source(group) != COMMBENCH_SOURCE
+    for row, by_placement in _rows_by_size(group):
+        values = _key_values(row)
+        cells = [by_placement[inplace] for inplace, _ in placements]
+        for cell in cells:
+            values += ["-"] * len(_CELLS) if cell is None else _cell_values(cell)
+        measured = [cell for cell in cells if cell is not None]
+        noise.add(measured, imported=imported)
+        line = _GAP.join(f"{value:>{width}}" for value, (_, width) in zip(values, _KEYS + _CELLS * len(placements)))
+        lines.append(line + _brief_flags(_judge(measured, imported=imported)))
+    lines.append(average_busbw_line(group))
+    return "\n".join(lines + _world_one_notes(group))
+
+
+def _world_one_notes(group: pd.DataFrame) -> list[str]:
+    if int(group.iloc[0]["world_size"]) != 1:
+        return []
+    lines = ["# busbw is 0 at world size 1: no byte crosses between ranks (factor (n-1)/n = 0); read algbw"]
+    if "note" in group.columns and group["note"].astype(str).str.startswith("no-op").any():
+        lines.append("# no-op: in place with 1 rank the output is the input, nothing is copied or sent; its "
+                     "time is the call's overhead, not a transfer, so no algbw is given")
+    return lines
+
+
+def _root(row) -> int:
+    """The row's root rank, -1 for collectives without one (as nccl-tests prints); runs stored before the root
+    column: broadcast's was rank 0."""
+    root = as_number(row.get("root"))
+    if not math.isnan(root):
+        return int(root)
+    collective = COLLECTIVES.get(row["collective"])
+    return 0 if collective is not None and collective.has_root else -1
+
+
+def _cell_values(row) -> list[str]:
+    """One placement's figures: time p50, ±CI, algbw, busbw, #wrong."""
+    n_wrong = row["n_wrong"]
+    wrong_text = "N/A" if pd.isna(n_wrong) else str(int(n_wrong))
+    if str(row.get("note") or "").startswith("no-op"):
+        algbw = "no-op"
+    else:
+        algbw = "-" if pd.isna(row["algbw_gbps"]) else f"{row['algbw_gbps']:.3f}"
+    busbw = "-" if pd.isna(row["busbw_gbps"]) else f"{row['busbw_gbps']:.3f}"
+    half_width = ci_half_width_pct(row)
+    ci_text = UNKNOWN if math.isnan(half_width) else _percent(half_width)
+    return [f"{row['time_us_p50']:.2f}", ci_text, algbw, busbw, wrong_text]
+
+
+def ci_half_width_pct(row) -> float:
+    """The wider side of the median time's 95 % CI in percent of the median, as commbench.stats.Summary defines it;
+    NaN where there is none (fewer than 6 samples, a median of 0, or a file written before the CI columns)."""
+    return stored_half_width_pct(row, "time_us")
+
+
+def _percent(value: float) -> str:
+    """At most 6 characters up to 999999 %, so the ±CI column stays aligned."""
+    return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
+
+
+def _is_wrong(n_wrong) -> bool:
+    return not pd.isna(n_wrong) and int(n_wrong) > 0
+
+
+def noise_legend(noisy: int, unknown: int, rows: int) -> str:
+    """Two lines under a verbose table: what ±CI means, then how many rows are noisy and what to do about it."""
+    unknown_text = f", {unknown} unknown" if unknown else ""
+    return ("# ±CI = half-width of the median time's 95 % CI, in % of the median; n/a = no CI (fewer than 6 samples "
+            "or a median of 0): noise unknown\n"
+            f"# noisy = above ±{NOISY_CI_PCT:.0f} % ({noisy} of {rows} rows{unknown_text}): rerun with more --iters, "
+            f"with --target-ci {NOISY_CI_PCT:.0f} --max-time S, or as a run set of several launches (drift between "
+            "launches is not in the CI)")
+
+
+def average_busbw_line(group: pd.DataFrame) -> str:
+    """nccl-tests' `# Avg bus bandwidth`, the mean busbw of every row and placement of the table (an imported
+    nccl-tests table: its own Avg line, which the import checked against these rows); then the mean busbw over the
+    sizes ≥ 1 MiB, where busbw measures bandwidth rather than latency."""
+    busbw = group["busbw_gbps"].dropna()
+    avg_text = f"{busbw.mean():.3f} GB/s ({_results(len(busbw))})" if len(busbw) else UNKNOWN
+    large = group[group["size_bytes"] >= AVERAGE_FROM_BYTES]
+    large_busbw = large["busbw_gbps"].dropna()
+    if large_busbw.empty:
+        large_text = f"no size ≥ {format_bytes(AVERAGE_FROM_BYTES)} measured (small sizes show latency)"
+    else:
+        low, high = format_bytes(int(large["size_bytes"].min())), format_bytes(int(large["size_bytes"].max()))
+        sizes = f"at {low}" if low == high else f"{low} to {high}"
+        large_text = f"{large_busbw.mean():.3f} GB/s ({_results(len(large_busbw))}, {sizes})"
+    return f"# Avg bus bandwidth: {avg_text}; mean busbw ≥ {format_bytes(AVERAGE_FROM_BYTES)}: {large_text}"
+
+
+def _results(count: int) -> str:
+    return f"{count} result{'' if count == 1 else 's'}"
+
+
+# -- ring vs builtin ---------------------------------------------------------------------------------------------------
+
+def _ratio_rows(group: pd.DataFrame):
+    """(dtype, op, placement, size, builtin busbw, ring busbw, ratio, range low, range high) per point both ran."""
     keys = ["dtype", "op", "inplace", "size_bytes"]
     builtin = group[group["impl"] == "builtin"].set_index(keys)
     ring = group[group["impl"] == "ring"].set_index(keys)
@@ -84,9 +347,39 @@ def _ring_vs_builtin(collective: str, timing: str, group: pd.DataFrame) -> str:
         ratio = ring_busbw / builtin_busbw if builtin_busbw > 0 else math.nan
         low, high = ratio_range(builtin_row, ring_row)
         placement = "in-place" if inplace else "out-of-place"
-        range_text = "-" if math.isnan(ratio) else UNKNOWN if math.isnan(low) else f"{low:.3f}–{high:.3f}"
+        yield dtype, op, placement, size, builtin_busbw, ring_busbw, ratio, low, high
+
+
+def _range_text(ratio: float, low: float, high: float) -> str:
+    return "-" if math.isnan(ratio) else UNKNOWN if math.isnan(low) else f"{low:.3f}–{high:.3f}"
+
+
+def _ring_vs_builtin(collective: str, timing: str, group: pd.DataFrame) -> str:
+    first = group.iloc[0]
+    lines = [f"# ring vs builtin: {collective} on {first['backend']}/{first['device']}, {first['world_size']} ranks "
+             f"(busbw from the median time, {timing} timing; ratio range: the two medians' 95 % CIs combined "
+             "conservatively, builtin low / ring high to builtin high / ring low)",
+             f"#{'size':>11} {'type':>9} {'redop':>6} {'placement':>13} {'builtin busbw':>14} {'ring busbw':>11} "
+             f"{'ring/builtin':>13} {'ratio range':>15}",
+             f"#{'(B)':>11} {'':>9} {'':>6} {'':>13} {'(GB/s)':>14} {'(GB/s)':>11} {'':>13} {'':>15}"]
+    for dtype, op, placement, size, builtin_busbw, ring_busbw, ratio, low, high in _ratio_rows(group):
+        flags = [text for _, text in _ratio_verdict(ratio, low, high)]
         lines.append(f"{size:>12} {dtype:>9} {op:>6} {placement:>13} {builtin_busbw:>14.3f} {ring_busbw:>11.3f} "
-                     f"{ratio:>13.3f} {range_text:>15}" + _flags(_ratio_flags(ratio, low, high)))
+                     f"{ratio:>13.3f} {_range_text(ratio, low, high):>15}"
+                     + ("   <-- " + "; ".join(flags) if flags else ""))
+    return "\n".join(lines)
+
+
+def _short_ratio_table(collective: str, timing: str, group: pd.DataFrame) -> str:
+    lines = [f"# ring vs builtin: {collective} on {_where(group.iloc[0])}, {timing} timing; ratio = ring busbw / "
+             "builtin busbw, range = the two medians' 95 % CIs combined conservatively",
+             "#" + _GAP.join(f"{title:>{width}}" for title, width in _RATIO)[1:]]
+    for dtype, op, placement, size, builtin_busbw, ring_busbw, ratio, low, high in _ratio_rows(group):
+        values = [size, dtype, op, placement, f"{builtin_busbw:.3f}", f"{ring_busbw:.3f}", f"{ratio:.3f}",
+                  _range_text(ratio, low, high)]
+        words = [brief for brief, _ in _ratio_verdict(ratio, low, high)]
+        lines.append(_GAP.join(f"{value:>{width}}" for value, (_, width) in zip(values, _RATIO))
+                     + (_GAP + ", ".join(words) if words else ""))
     return "\n".join(lines)
 
 
@@ -101,122 +394,16 @@ def ratio_range(builtin, ring) -> tuple[float, float]:
     return b_lo / r_hi, b_hi / r_lo
 
 
-def _ratio_flags(ratio: float, low: float, high: float) -> list[str]:
+def _ratio_verdict(ratio: float, low: float, high: float) -> list[tuple[str, str]]:
+    """A ratio row's flags, each as (a short table's word, the verbose table's text)."""
     if math.isnan(ratio):
         return []
     if math.isnan(low):
-        return ["noise unknown (a side has no 95 % CI)"]
+        return [("no CI", "noise unknown (a side has no 95 % CI)")]
     flags = []
     spread = max(ratio - low, high - ratio) / ratio * 100
     if spread > NOISY_CI_PCT:
-        flags.append(f"noisy (ratio range ±{_percent(spread)} %)")
+        flags.append(("noisy", f"noisy (ratio range ±{_percent(spread)} %)"))
     if low <= 1.0 <= high and f"{ratio:.3f}" != "1.000":
-        flags.append("not distinguishable from 1 (range contains 1.000)")
+        flags.append(("1 in range", "not distinguishable from 1 (range contains 1.000)"))
     return flags
-
-
-def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
-    first = group.iloc[0]
-    lines = [f"# {collective} ({impl}, {timing} timing) on {first['backend']}/{first['device']}, "
-             f"{first['world_size']} ranks; {_timing_text(timing, group)}, GB = 1e9 B",
-             "#" + " " * (len(_HEAD) - 1) + "".join(f" {title:^{len(_CELL_HEAD)}}" for _, title in _PLACEMENTS),
-             "#" + _HEAD[1:] + (" " + _CELL_HEAD) * 2,
-             "#" + _UNITS[1:] + (" " + _CELL_UNITS) * 2]
-    root = COLLECTIVES[collective].root if collective in COLLECTIVES else -1
-    keys = ["dtype", "op", "size_bytes"]
-    noisy = unknown = measured = 0
-    imported = _source(group) != COMMBENCH_SOURCE
-    for _, rows in group.groupby(keys, sort=False):
-        row = rows.iloc[0]
-        line = f"{row['size_bytes']:>12} {row['count']:>13} {row['dtype']:>9} {row['op']:>6} {root:>5}"
-        cells = []
-        for inplace, _ in _PLACEMENTS:
-            match = rows[rows["inplace"] == inplace]
-            line += " " + (_cell(match.iloc[0]) if len(match) else _NO_CELL)
-            cells += [match.iloc[0]] if len(match) else []
-        flags, noise = _row_flags(cells, imported=imported)
-        noisy += noise == "noisy"
-        unknown += noise == "unknown"
-        measured += 1
-        lines.append(line + _flags(flags))
-    lines.append(average_busbw_line(group))
-    lines.append(f"# imported from {_source(group)}: one figure per row, no samples, so no 95 % CI (±CI n/a)"
-                 if imported else noise_legend(noisy, unknown, measured))
-    if int(first["world_size"]) == 1:
-        lines.append("# busbw is 0 at world size 1: no byte crosses between ranks (factor (n-1)/n = 0); read algbw")
-        if "note" in group.columns and group["note"].astype(str).str.startswith("no-op").any():
-            lines.append("# no-op: in place with 1 rank the output is the input, nothing is copied or sent; its "
-                         "time is the call's overhead, not a transfer, so no algbw is given")
-    return "\n".join(lines)
-
-
-def _cell(row) -> str:
-    n_wrong = row["n_wrong"]
-    wrong_text = "N/A" if pd.isna(n_wrong) else str(int(n_wrong))
-    if str(row.get("note") or "").startswith("no-op"):
-        algbw = "no-op"
-    else:
-        algbw = "-" if pd.isna(row["algbw_gbps"]) else f"{row['algbw_gbps']:.3f}"
-    busbw = "-" if pd.isna(row["busbw_gbps"]) else f"{row['busbw_gbps']:.3f}"
-    half_width = ci_half_width_pct(row)
-    ci_text = UNKNOWN if math.isnan(half_width) else _percent(half_width)
-    return f"{row['time_us_p50']:>10.2f} {ci_text:>6} {algbw:>8} {busbw:>8} {wrong_text:>7}"
-
-
-def ci_half_width_pct(row) -> float:
-    """The wider side of the median time's 95 % CI in percent of the median, as commbench.stats.Summary defines it;
-    NaN where there is none (fewer than 6 samples, a median of 0, or a file written before the CI columns)."""
-    return stored_half_width_pct(row, "time_us")
-
-
-def _row_flags(cells: list, *, imported: bool = False) -> tuple[list[str], str | None]:
-    """The end-of-line flags of one table row (its placements' cells) and its noise verdict: noisy, unknown or
-    None. An imported row has no CI to judge (the table says so once)."""
-    flags = ["WRONG RESULT"] if any(_is_wrong(cell["n_wrong"]) for cell in cells) else []
-    if imported:
-        return flags, None
-    if any(cell.get("stop_reason") == STOP_MAX_TIME for cell in cells):
-        flags.append("--max-time spent before --target-ci was reached")
-    widths = [ci_half_width_pct(cell) for cell in cells]
-    known = [width for width in widths if not math.isnan(width)]
-    if known and max(known) > NOISY_CI_PCT:
-        flags.append(f"noisy (95 % CI ±{_percent(max(known))} %)")
-        return flags, "noisy"
-    if len(known) < len(widths):
-        flags.append("noise unknown (no 95 % CI)")
-        return flags, "unknown"
-    return flags, None
-
-
-def _percent(value: float) -> str:
-    """At most 6 characters up to 999999 %, so the ±CI column stays aligned."""
-    return f"{value:.1f}" if value < 1000 else f"{value:.0f}"
-
-
-def _flags(flags: list[str]) -> str:
-    return "   <-- " + "; ".join(flags) if flags else ""
-
-
-def noise_legend(noisy: int, unknown: int, rows: int) -> str:
-    """Two lines under a table: what ±CI means, then how many rows are noisy and what to do about it."""
-    unknown_text = f", {unknown} unknown" if unknown else ""
-    return ("# ±CI = half-width of the median time's 95 % CI, in % of the median; n/a = no CI (fewer than 6 samples "
-            "or a median of 0): noise unknown\n"
-            f"# noisy = above ±{NOISY_CI_PCT:.0f} % ({noisy} of {rows} rows{unknown_text}): rerun with more --iters, "
-            f"with --target-ci {NOISY_CI_PCT:.0f} --max-time S, or as a run set of several launches (drift between "
-            "launches is not in the CI)")
-
-
-def _is_wrong(n_wrong) -> bool:
-    return not pd.isna(n_wrong) and int(n_wrong) > 0
-
-
-def average_busbw_line(group: pd.DataFrame) -> str:
-    large = group[group["size_bytes"] >= AVERAGE_FROM_BYTES]
-    if large.empty:
-        return (f"# Avg bus bandwidth: no size ≥ {format_bytes(AVERAGE_FROM_BYTES)} measured "
-                "(small sizes show latency)")
-    value = large["busbw_gbps"].mean()
-    low, high = format_bytes(int(large["size_bytes"].min())), format_bytes(int(large["size_bytes"].max()))
-    value_text = "nan" if math.isnan(value) else f"{value:.3f}"
-    return f"# Avg bus bandwidth over sizes {low} to {high} ({len(large)} results): {value_text} GB/s"

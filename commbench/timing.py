@@ -3,8 +3,11 @@ the sampling loop that turns them into samples with a stopping rule.
 
 per-iteration: every sample is one call, all ranks released together by a barrier; the sample is the slowest rank's
 time. Gives the per-call distribution (p95, the CI of the median) but each sample holds the spread in barrier exit.
-batch (nccl-tests' BenchTime): one barrier, then K calls back to back between one pair of timestamps; the sample is
-the time per call (total / K) averaged over ranks. Barrier skew and launch latency are spread over K calls.
+batch (nccl-tests' BenchTime): one barrier, then K iterations back to back between two host timestamps, the second
+after the device has finished them; the sample is the time per call (total / calls) combined over ranks as nccl-tests'
+-a says (the mean by default). Barrier skew and launch latency are spread over K calls. BatchOptions carries the rest
+of nccl-tests' knobs: calls grouped per iteration (-m), waits inside the batch (-z), CUDA graph replay (-G), and each
+iteration's own time (-I).
 """
 
 import math
@@ -14,13 +17,43 @@ from typing import Callable
 
 import torch
 
-from commbench.names import AUTO, BATCH, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
+from commbench.names import AUTO, BATCH, MEAN, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
 from commbench.stats import summarize
 
 BATCH_TARGET_S = 0.005
 """--batch-calls auto: enough calls for one batch to last this long, so that a barrier's skew (5–30 µs) and one
 launch latency are under 1 % of it."""
 MAX_AUTO_BATCH_CALLS = 1000
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """How one batch is issued, timed and combined over ranks; the defaults are nccl-tests' defaults."""
+
+    agg: int = 1
+    """Calls per iteration (-m); the iteration callable issues them (grouped where torch can); times are per call."""
+    blocking: int = 0
+    """Waits inside the batch (-z, names.BLOCKING_MODES)."""
+    graph_launches: int = 0
+    """CUDA only (-G): capture the batch's iterations in a CUDA graph once, then time this many replays of it."""
+    iteration_times: bool = False
+    """Also record each iteration's time inside the batch (-I 1): host clock on CPU, CUDA events on GPUs."""
+    average: str = MEAN
+    """How the ranks' times per call combine into the sample (-a, names.RANK_AVERAGES)."""
+
+    def calls(self, iterations: int) -> int:
+        """Collective calls one batch of `iterations` iterations times."""
+        return iterations * self.agg * max(1, self.graph_launches)
+
+
+@dataclass(frozen=True)
+class Batches:
+    """What a timer's time_batches returns on one rank."""
+
+    per_call_s: list[float]
+    """Each batch's time per call."""
+    iteration_s: list[list[float]]
+    """Each batch's per-iteration times per call (empty lists without BatchOptions.iteration_times)."""
 
 
 class CpuTimer:
@@ -41,17 +74,39 @@ class CpuTimer:
             samples[index] = clock() - start
         return samples
 
-    def time_batches(self, run: Callable[[], object], batches: int, calls: int) -> list[float]:
-        """Seconds per call of each batch of `calls` back-to-back calls."""
-        samples = [0.0] * batches
+    def time_batches(self, run: Callable[[], object], batches: int, iterations: int,
+                     options: BatchOptions = BatchOptions()) -> Batches:
+        """Each batch: a barrier, then `iterations` calls of run (one iteration each) back to back; seconds per call.
+        gloo's calls return when done, so the host clock brackets the work and -z's wait is the call itself."""
+        if options.graph_launches:
+            raise ValueError("CUDA graphs replay GPU work: there is none on CPU")
         barrier, clock = self._barrier, time.perf_counter
-        for index in range(batches):
+        plain = options.blocking == 0 and not options.iteration_times
+        per_call, per_iteration = [], []
+        for _ in range(batches):
             barrier()
-            start = clock()
-            for _ in range(calls):
+            if plain:  # the common case: nothing in the loop but the calls
+                start = clock()
+                for _ in range(iterations):
+                    run()
+                per_call.append((clock() - start) / options.calls(iterations))
+                per_iteration.append([])
+                continue
+            start = previous = clock()
+            excluded, spans = 0.0, []
+            for _ in range(iterations):
                 run()
-            samples[index] = (clock() - start) / calls
-        return samples
+                now = clock()
+                spans.append(now - previous)
+                if options.blocking in (1, 3):
+                    barrier()
+                    if options.blocking == 3:  # the barrier's time is not the collective's
+                        after = clock()
+                        excluded, now = excluded + after - now, after
+                previous = now
+            per_call.append((clock() - start - excluded) / options.calls(iterations))
+            per_iteration.append([span / options.agg for span in spans] if options.iteration_times else [])
+        return Batches(per_call, per_iteration)
 
     def size_spin(self) -> None:
         """Nothing to size: the host clock includes the issue time by design on CPU."""
@@ -100,19 +155,45 @@ class CudaTimer:
         if self._issue_s:
             self._spin_s = max(_MIN_SPIN_S, 2 * max(self._issue_s))
 
-    def time_batches(self, run: Callable[[], object], batches: int, calls: int) -> list[float]:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(batches)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(batches)]
+    def time_batches(self, run: Callable[[], object], batches: int, iterations: int,
+                     options: BatchOptions = BatchOptions()) -> Batches:
+        """nccl-tests' BenchTime: after a barrier on an idle device, a host clock from before the first call is
+        issued to after the stream has finished the last (so it holds the issue latency of the first call and the
+        wake-up of the last wait, as nccl-tests' figure does). With -G the iterations are captured once in a CUDA
+        graph and the replays are timed; with -I each iteration is bracketed by CUDA events on the stream."""
         stream = torch.cuda.current_stream()
-        for index in range(batches):
+        graph = _capture(run, iterations, stream) if options.graph_launches else None
+        clock = time.perf_counter
+        per_call, per_iteration = [], []
+        for _ in range(batches):
             self._barrier()
             stream.synchronize()
-            starts[index].record(stream)
-            for _ in range(calls):
-                run()
-            ends[index].record(stream)
-        torch.cuda.synchronize()
-        return [start.elapsed_time(end) / 1e3 / calls for start, end in zip(starts, ends)]
+            marks = [] if options.iteration_times and graph is None else None
+            excluded = 0.0
+            start = clock()
+            if graph is not None:
+                for _ in range(options.graph_launches):
+                    graph.replay()
+            else:
+                for _ in range(iterations):
+                    if marks is not None:
+                        marks.append(_event(stream))
+                    run()
+                    if options.blocking:
+                        if marks is not None and options.blocking == 3:
+                            marks.append(_event(stream))  # paired events: the barrier stays outside
+                        stream.synchronize()
+                        if options.blocking in (1, 3):
+                            waited = clock()
+                            self._barrier()
+                            if options.blocking == 3:
+                                excluded += clock() - waited
+                if marks is not None and options.blocking != 3:
+                    marks.append(_event(stream))
+            stream.synchronize()
+            per_call.append((clock() - start - excluded) / options.calls(iterations))
+            per_iteration.append(_spans_s(marks, paired=options.blocking == 3, agg=options.agg) if marks else [])
+        return Batches(per_call, per_iteration)
 
     def launch_cover(self) -> str:
         """What covered the host's issue time in the last timed iterations, for the row's timing_method."""
@@ -123,6 +204,30 @@ class CudaTimer:
             return f"; a {spin_ms:.2g} ms spin covered host issue (max {issue_ms:.2g} ms)"
         return (f"; host issue (max {issue_ms:.2g} ms) outlasted the {spin_ms:.2g} ms spin: launch latency is in "
                 "the time")
+
+
+def _event(stream):
+    event = torch.cuda.Event(enable_timing=True)
+    event.record(stream)
+    return event
+
+
+def _spans_s(marks: list, *, paired: bool, agg: int) -> list[float]:
+    """Per-call seconds of each iteration from its CUDA events: consecutive marks share a boundary, paired ones
+    (-z 3) bracket each iteration alone (nccl-tests' getElapsedTimes)."""
+    pairs = zip(marks[::2], marks[1::2]) if paired else zip(marks, marks[1:])
+    return [start.elapsed_time(end) / 1e3 / agg for start, end in pairs]
+
+
+def _capture(run: Callable[[], object], iterations: int, stream):
+    """The batch's iterations captured once as a CUDA graph (nccl-tests -G), on a side stream as torch requires."""
+    graph = torch.cuda.CUDAGraph()
+    stream.synchronize()
+    with torch.cuda.graph(graph):
+        for _ in range(iterations):
+            run()
+    torch.cuda.synchronize()
+    return graph
 
 
 _MIN_SPIN_S = 1e-4  # ≈ issuing one builtin collective from Python
@@ -166,22 +271,26 @@ class Measurement:
     """How the samples were taken, for the row's timing_method column."""
     timing: str = PER_ITERATION
     """The mode the samples were taken in (what --timing auto chose)."""
+    iteration_s: list[list[list[float]]] | None = None
+    """Batch timing with BatchOptions.iteration_times: per batch, per rank, each iteration's time per call
+    (every rank holds all of them); None otherwise."""
 
 
 def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: str = PER_ITERATION,
             batch_calls: int | None = None, target_ci_pct: float | None = None,
             max_time_s: float | None = None, on_timed_start: Callable[[], None] | None = None,
-            barrier: Callable[[], None] | None = None) -> Measurement:
+            barrier: Callable[[], None] | None = None, batch: BatchOptions = BatchOptions()) -> Measurement:
     """Warm up, then take `iters` samples in the timing mode: once, or (adaptive) until the 95 % CI of the median is
     within ±target_ci_pct or max_time_s has passed on any rank, testing after the first `iters` samples and then each
     time the samples grew by a quarter (see `next_look`). timing AUTO picks batch or per-iteration from the warm-up
     (`choose_timing`). Every rank takes the same decisions: the combined samples and the stop test are computed by
     collectives. on_timed_start is called between warm-up (finished on the device) and the first timed call.
-    barrier (default ctx.barrier) is what releases the ranks before a timed call or batch."""
+    barrier (default ctx.barrier) is what releases the ranks before a timed call or batch. run is one iteration: in
+    batch timing it issues batch.agg calls."""
     timer = ctx.platform.timer(barrier or ctx.barrier)
     started = time.monotonic()
-    # auto batch size needs at least one timed call to size the batch from
-    warm_calls = max(warmup, 1) if timing == BATCH and not batch_calls else warmup
+    # a batch starts after a synchronising call (nccl-tests runs one even with -w 0); auto batch size needs one
+    warm_calls = max(warmup, 1) if timing == BATCH else warmup
     warm = ctx.max_over_ranks(timer.time_iterations(run, warm_calls)) if warm_calls else []
     chosen, why = timing, ""
     if timing == AUTO:
@@ -189,10 +298,19 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
     timer.size_spin()
     if on_timed_start:
         on_timed_start()
+    iteration_s = [] if chosen == BATCH and batch.iteration_times else None
     if chosen == BATCH:
-        calls = batch_calls or auto_batch_calls(warm)
-        take = lambda count: ctx.mean_over_ranks(timer.time_batches(run, count, calls))  # noqa: E731
-        method = f"batch: {calls} back-to-back calls per sample, {timer.method}, mean over ranks"
+        iterations = batch_calls or auto_batch_calls(warm)
+        calls = batch.calls(iterations)
+
+        def take(count: int) -> list[float]:
+            batches = timer.time_batches(run, count, iterations, batch)
+            if iteration_s is not None:  # per rank: nccl-tests' per-process rows (analyze_perf_json --straggler)
+                by_rank = ctx.gather_objects(batches.iteration_s)
+                iteration_s.extend([rank[index] for rank in by_rank] for index in range(count))
+            return ctx.combine_over_ranks(batches.per_call_s, batch.average)
+        method = f"batch: {_batch_text(iterations, batch)} per sample, {_clock_text(timer, batch)}, " \
+                 f"{_AVERAGE_TEXT[batch.average]}"
     else:
         calls = 1
         take = lambda count: ctx.max_over_ranks(timer.time_iterations(run, count))  # noqa: E731
@@ -205,12 +323,30 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
                                                    max_time_s)
         if stop:
             cover = timer.launch_cover() if chosen == PER_ITERATION else ""
-            return Measurement(samples, stop, calls, method + cover + why, chosen)
+            return Measurement(samples, stop, calls, method + cover + why, chosen, iteration_s)
         count = next_look(len(samples))
         if sampling_s > 0 and len(samples) > taken_then:  # keep the last batch within the budget
             per_sample_s = sampling_s / (len(samples) - taken_then)
             count = min(count, max(LOOK_STEP_MIN, math.ceil((max_time_s - elapsed_s) / per_sample_s)))
         samples.extend(take(count))
+
+
+_AVERAGE_TEXT = {"rank0": "rank 0's time", "mean": "mean over ranks", "min": "fastest rank", "max": "slowest rank"}
+
+
+def _batch_text(iterations: int, options: BatchOptions) -> str:
+    calls = f"{iterations} back-to-back calls" if options.agg == 1 else \
+        f"{iterations} back-to-back iterations of {options.agg} grouped calls"
+    if options.graph_launches:
+        calls = f"{options.graph_launches} CUDA graph replays of {calls}"
+    waits = {1: "; a wait and a barrier after each iteration", 2: "; a wait after each iteration",
+             3: "; a wait and a barrier after each iteration, the barriers not timed"}
+    return calls + waits.get(options.blocking, "")
+
+
+def _clock_text(timer, options: BatchOptions) -> str:
+    text = "host clock after the device finished" if timer.method == CudaTimer.method else timer.method
+    return text + ("; each iteration timed too" if options.iteration_times else "")
 
 
 def next_look(taken: int) -> int:

@@ -39,7 +39,8 @@ _MAX_POINTS = 10_000
 """The most message sizes one --sizes may name: counted before any list is built (1:64M:+1 would be 64 Mi sizes)."""
 _MAX_SIZE = 2**50
 """1 PiB: no device holds a larger message; above it a geometric range's floats overflow before they end."""
-_SPEC_HELP = "use min:max:xF (geometric), min:max:+STEP (linear) or a comma list, e.g. 1K:64M:x2"
+_SPEC_HELP = ("use min:max:xF (geometric), min:max:+STEP (linear), min:max (doubling) or a comma list, e.g. "
+              "1K:64M:x2")
 _SIZE_HELP = "write a whole number of bytes with an optional unit, e.g. 64K: K, M, G (or KiB, MiB, GiB) are 1024-based"
 _MEMORY_HELP = "write a memory size with its unit, e.g. 80GB (1e9 B), 80GiB or 80G (2^30 B)"
 
@@ -99,6 +100,8 @@ def parse_size_spec(spec: str) -> tuple[int, ...]:
 
 def _range_sizes(spec: str) -> list[int]:
     parts = spec.split(":")
+    if len(parts) == 2:  # min:max doubles, as nccl-tests users write -b MIN -e MAX -f 2
+        parts.append("x2")
     if len(parts) != 3:
         raise CommbenchError(f"bad --sizes {spec!r}: {_SPEC_HELP}")
     low, high, step = _size_of(spec, parts[0]), _size_of(spec, parts[1]), parts[2].strip()

@@ -30,6 +30,7 @@ device = "cpu"
 name = "collective"
 kind = "sweep"
 collective = "all_reduce"
+impl = ["builtin", "ring"]
 sizes = "{SIZES}"
 iters = 6
 

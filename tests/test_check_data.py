@@ -11,15 +11,38 @@ CPU = torch.device("cpu")
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("world", [1, 2, 3, 8])
-@pytest.mark.parametrize("op", ["sum", "max", "min", "avg"])
+@pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "avg"])
 def test_reduced_pattern_is_the_exact_reduction(dtype, world, op):
     torch_dtype = DTYPES[dtype]
-    inputs = torch.stack([rank_pattern(rank, 5, 100, world=world, dtype=torch_dtype, device=CPU).double()
+    inputs = torch.stack([rank_pattern(rank, 5, 100, world=world, dtype=torch_dtype, device=CPU, op=op).double()
                           for rank in range(world)])
-    brute = {"sum": inputs.sum(0), "max": inputs.max(0).values, "min": inputs.min(0).values,
+    brute = {"sum": inputs.sum(0), "prod": inputs.prod(0), "max": inputs.max(0).values, "min": inputs.min(0).values,
              "avg": inputs.sum(0) / world}[op]
     expected = reduced_pattern(5, 100, world=world, op=op, dtype=torch_dtype, device=CPU)
-    assert torch.equal(expected, brute.to(torch_dtype))
+    assert torch.equal(expected.double(), brute.to(torch.float32).to(torch_dtype).double())
+    assert torch.equal(brute, brute.round()) or op == "avg"  # every reduction but avg is an exact integer
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "uint8", "float8_e5m2"])
+@pytest.mark.parametrize("world", [2, 4, 64])
+def test_a_missing_factor_changes_the_product(dtype, world):
+    """prod's inputs are ones with a 2 at each rank's own positions, so every product is 1 or 2 (exact in any type
+    at any world size), it varies along the buffer, and any one rank's factor left out shows."""
+    torch_dtype = DTYPES[dtype]
+    inputs = torch.stack([rank_pattern(rank, 0, 3 * (world + 1), world=world, dtype=torch_dtype, device=CPU,
+                                       op="prod").double() for rank in range(world)])
+    product = inputs.prod(0)
+    assert set(product.unique().tolist()) == {1.0, 2.0}
+    for missing in range(world):
+        assert not torch.equal(torch.cat([inputs[:missing], inputs[missing + 1:]]).prod(0), product)
+
+
+def test_uint8_reductions_never_reach_its_poison():
+    from commbench.collectives.check_data import POISON
+
+    poison = torch.tensor(POISON).to(torch.uint8).item()  # 255
+    for world in (2, 42, 51, 127):
+        assert reduced_pattern(0, 50, world=world, op="sum", dtype=torch.uint8, device=CPU).max().item() < poison
 
 
 def test_patterns_differ_between_ranks():
@@ -90,28 +113,39 @@ def test_the_check_starts_from_fresh_inputs_and_a_poisoned_output(name, inplace)
         assert bool((torch.cat(others) == POISON).all())
 
 
-@pytest.mark.parametrize("name", ["all_gather", "reduce_scatter", "all_to_all", "all_reduce", "broadcast"])
-@pytest.mark.parametrize("world", [2, 3])
-def test_expected_matches_a_brute_force_collective_at_sizes_beyond_one_row(name, world):
+@pytest.mark.parametrize("name, op", [("all_gather", "none"), ("all_to_all", "none"), ("broadcast", "none"),
+                                      ("sendrecv", "none"), ("reduce_scatter", "sum"), ("reduce_scatter", "prod"),
+                                      ("all_reduce", "sum"), ("all_reduce", "prod"), ("reduce", "sum"),
+                                      ("reduce", "prod")])
+@pytest.mark.parametrize("world, root", [(2, 0), (3, 2)])
+def test_expected_matches_a_brute_force_collective_at_sizes_beyond_one_row(name, op, world, root):
     """Whole rows, a tail, rank offsets that are not multiples of the period: each rank's expected output equals
-    what the collective computes from every rank's input, element by element."""
+    what the collective computes from every rank's input, element by element (a reduce's other ranks: nothing to
+    check)."""
     from commbench.collectives import COLLECTIVES
 
     collective, dtype = COLLECTIVES[name], torch.bfloat16
     layout = collective.layout(3 * 65536 * 2 + 10 * world * 2, 2, world)  # not a multiple of a row nor of 7
     count = layout.count
-    inputs = [rank_pattern(rank, 0, layout.send_count, world=world, dtype=dtype, device=CPU) for rank in range(world)]
+    inputs = [rank_pattern(rank, 0, layout.send_count, world=world, dtype=dtype, device=CPU, op=op)
+              for rank in range(world)]
     stacked = torch.stack([values.double() for values in inputs])
+    reduced = stacked.prod(0) if op == "prod" else stacked.sum(0)
     for rank in range(world):
-        truth = {"all_reduce": lambda: stacked.sum(0),
-                 "broadcast": lambda: stacked[0],
-                 "reduce_scatter": lambda: stacked.sum(0)[rank * count:(rank + 1) * count],
+        truth = {"all_reduce": lambda: reduced,
+                 "broadcast": lambda: stacked[root],
+                 "reduce": lambda: reduced,
+                 "sendrecv": lambda: stacked[(rank - 1) % world],
+                 "reduce_scatter": lambda: reduced[rank * count:(rank + 1) * count],
                  "all_gather": lambda: stacked.reshape(-1),
                  "all_to_all": lambda: stacked[:, rank * count:(rank + 1) * count].reshape(-1)}[name]().to(dtype)
-        expected = collective.expected(layout, rank=rank, world=world)
-        assert count_wrong(truth, expected, op="sum", world=world) == 0
+        expected = collective.expected(layout, rank=rank, world=world, root=root)
+        if name == "reduce" and rank != root:
+            assert expected is None
+            continue
+        assert count_wrong(truth, expected, op=op, world=world) == 0
         written = torch.full_like(truth, -1)
-        write_expected(written, expected, world=world, op="sum")
+        write_expected(written, expected, world=world, op=op)
         assert torch.equal(written, truth)
 
 

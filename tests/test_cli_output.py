@@ -1,14 +1,17 @@
 """What the CLI prints for scripts and people: `--json` (one strict JSON document on stdout), `-q` (one line, the run
 folder), `commbench suites`, no hidden option guessed for a misspelt one, warnings for input that runs but measures
-something other than it seems, and parameter counts as --params writes them.
+something other than it seems, parameter counts as --params writes them, and the tables: a bare `commbench sweep`
+fits a screen, --verbose prints nccl-tests' full layout.
 
 Three real launches, side by side in one module fixture: a sweep with --json (two ranks pinned to one core, with an
 --op that all_gather does not take: both warnings), the same kind of sweep with -q (nothing to warn about), and a
-two-bench suite with --json."""
+two-bench suite with --json. Three more (fixture `printed`): the bare sweep, a small sweep and a one-bench suite
+with --verbose."""
 
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +29,7 @@ from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.benches.options import parse_options
 from commbench.cli.fit import LOW_R2
 from commbench.cli.json_output import emit_json
+from commbench.collectives import COLLECTIVES
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import Machine, resolve_target, usable_cpus
 from commbench.models.alpha_beta import fit_line
@@ -81,7 +85,7 @@ def launched(tmp_path_factory):
     (cwd / "suite.toml").write_text(SUITE)
     commands = {
         "json": (["sweep", *TINY, "-c", "all_reduce,all_gather", "--op", "max", "--sizes", "1K,4K,16K", "--nproc",
-                  "2", "--oversubscribe", "--run-id", "json", "--json"], _one_core),
+                  "2", "--oversubscribe", "--placement", "out", "--run-id", "json", "--json"], _one_core),
         "quiet": (["sweep", *TINY, "-c", "all_reduce", "--sizes", "1K,4K", "--run-id", "quiet", "-q"], None),
         "suite": (["run", "suite.toml", "--run-id", "suite", "--json"], None),
     }
@@ -121,6 +125,7 @@ def test_sweep_json_is_one_document_with_the_rows_and_the_warnings_on_stderr(lau
     rows = store.read_results(run_dir, COLLECTIVE)
     assert len(document["results"]) == len(rows) == 2 * 3  # all_reduce and all_gather at 3 sizes
     assert [row["size_bytes"] for row in document["results"]] == list(rows["size_bytes"])
+    # --placement out asked of all_reduce, which torch offers in place only: a note
     assert any("in-place only" in note for note in document["notes"]) and document["teardown"] is None
     # pinned to one core with --oversubscribe, and --op max given to all_gather too: both said once, on stderr
     warned = [line for line in run.stderr.splitlines() if line.startswith(WARNING)]
@@ -334,9 +339,9 @@ def test_an_op_for_collectives_that_take_none_is_warned_about_or_refused(tmp_pat
     assert _warned(resolve(collectives=("all_gather",))) == []  # no --op given
     warned = _warned(resolve(collectives=("all_reduce,broadcast,all_to_all",), ops=("max",)))
     assert warned == ["--op max applies to all_reduce only; broadcast, all_to_all take no op (their rows say op none)"]
+    reducing = ", ".join(name for name, collective in COLLECTIVES.items() if collective.reduces)
     assert_refused(invoke(["sweep", "-c", "all_gather", "--op", "max", "--out", str(tmp_path)]),
-                   fragment="--op max applies to reducing collectives only (all_reduce, reduce_scatter)",
-                   left_empty=[tmp_path])
+                   fragment=f"--op max applies to reducing collectives only ({reducing})", left_empty=[tmp_path])
 
 
 def test_a_refusal_after_a_warning_is_still_one_line(tmp_path):
@@ -345,3 +350,116 @@ def test_a_refusal_after_a_warning_is_still_one_line(tmp_path):
                      'op = "max"\n[[bench]]\nname = "bad"\nkind = "sweep"\nsizes = "1K:oops:x2"\n')
     assert_refused(invoke(["run", str(suite), "--out", str(tmp_path / "results")]), fragment="bad size 'oops'",
                    left_empty=[tmp_path / "results"])
+
+
+ONE_BENCH = """
+description = "one tiny sweep"
+backend = "gloo"
+device = "cpu"
+
+[[bench]]
+name = "tiny"
+kind = "sweep"
+collective = ["all_reduce", "all_gather"]
+sizes = "1K,4K"
+impl = "builtin"
+warmup = 1
+iters = 6
+"""
+SCREEN_LINES = 60
+TITLE = re.compile(r"^# (\w+) \((\w+), (out-of-place|in-place|out-of-place and in-place)\) on \S+, \d+ ranks; "
+                   r"batch timing: median of 20 samples of [\d–]+ back-to-back calls, mean over ranks")
+NOISE_SUMMARY = "# ±CI (%) = half-width of the median time's 95 % CI; "
+
+
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory):
+    """What a person reads: the bare `commbench sweep` (the default suite), and a small sweep and a one-bench suite
+    with --verbose (started together)."""
+    cwd = tmp_path_factory.mktemp("printed")
+    (cwd / "suite.toml").write_text(ONE_BENCH)
+    tiny = ("--backend", "gloo", "--device", "cpu", "-c", "all_reduce,all_gather", "--sizes", "1K,4K", "--impl",
+            "builtin", "--warmup", "1", "--iters", "6")
+    commands = {"bare": ["sweep"], "verbose": ["sweep", *tiny, "--verbose"],
+                "run": ["run", "suite.toml", "--verbose"]}
+    started = {name: subprocess.Popen([sys.executable, "-m", "commbench", *args, "--out", "results", "--run-id", name],
+                                      cwd=cwd, env=commbench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+               for name, args in commands.items()}
+    done = {}
+    for name, process in started.items():
+        stdout, stderr = process.communicate(timeout=300)
+        done[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+        done[name].run_dir = cwd / "results" / name
+    return done
+
+
+@pytest.mark.distributed
+def test_the_bare_sweep_fits_a_screen_with_a_table_per_collective(printed):
+    run = printed["bare"]
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines() + run.stderr.splitlines()  # the progress bar included
+    assert len(lines) <= SCREEN_LINES, "\n".join(lines)
+    results = store.read_results(run.run_dir / "collectives", COLLECTIVE)
+    assert set(results["impl"]) == {"builtin"}
+    out = run.stdout.splitlines()
+    titles = [(index, TITLE.match(line)) for index, line in enumerate(out) if TITLE.match(line)]
+    assert [match.group(1) for _, match in titles] == ["all_reduce", "reduce_scatter", "all_gather"]
+    for index, match in titles:
+        collective, placements = match.group(1), match.group(3).split(" and ")
+        rows = results[results["collective"] == collective]
+        measured = ["in-place" if inplace else "out-of-place" for inplace in sorted(set(rows["inplace"]))]
+        assert placements == measured  # the title names the placements measured, and only those have columns
+        head = out[index + 1]
+        for title in ("size (B)", "time (us)", "±CI (%)", "algbw (GB/s)", "busbw (GB/s)"):
+            assert head.count(title) == len(placements), head
+        data = out[index + 2:index + 2 + len(rows)]
+        assert [int(line.split()[0]) for line in data] == list(rows["size_bytes"])
+        assert all("-" not in line.split() and "<--" not in line for line in data)  # no empty group; no wrong
+        assert all(" ".join(line.split()[10:]) in ("", "noisy", "no CI") for line in data)  # flagged in a word
+        avg = out[index + 2 + len(rows)]
+        assert avg.startswith("# Avg bus bandwidth: ")
+        assert float(avg.split()[4]) == pytest.approx(rows["busbw_gbps"].mean(), abs=5e-4)
+        assert "mean busbw ≥ 1 MiB: " in avg
+    # the noise said once, under the last table: how many points, and what to do
+    summary = [line for line in out if line.startswith(NOISE_SUMMARY)]
+    assert summary == [out[-2]] and out[-1].startswith("# Results: ")
+    noisy = sum(1 for line in out if line.endswith(("noisy", "no CI")))  # one placement per row here
+    assert (f"{noisy} of 45 points" in summary[0] and "--target-ci 10 --max-time S" in summary[0]
+            and "--iters" in summary[0] and "run set" in summary[0]) if noisy else "all 45 points" in summary[0]
+    assert not any(line.startswith("## ") for line in out)  # one bench: no heading
+    assert "ring vs builtin" not in run.stdout and "# noisy =" not in run.stdout
+
+
+@pytest.mark.distributed
+def test_verbose_prints_the_full_tables_on_a_sweep_and_a_suite(printed):
+    for name in ("verbose", "run"):
+        run = printed[name]
+        assert run.returncode == 0, run.stderr[-2000:]
+        out = run.stdout.splitlines()
+        titles = [index for index, line in enumerate(out) if line.startswith(("# all_reduce (", "# all_gather ("))]
+        assert len(titles) == 2, run.stdout
+        for index in titles:
+            # nccl-tests' layout: both placement groups, names and units on lines of their own
+            assert out[index + 1].split() == ["#", "out-of-place", "in-place"]
+            assert out[index + 2].count("time p50") == 2 and out[index + 3].count("(GB/s)") == 4
+            # each size has one placement measured: the other's group is "-"
+            assert all(line.split().count("-") == 5 for line in out[index + 4:index + 6])
+        assert run.stdout.count("# ±CI = half-width of the median time's 95 % CI") == 2  # a legend per table
+        assert run.stdout.count("# noisy = above ±10 %") == 2
+        assert NOISE_SUMMARY not in run.stdout and run.stdout.count("# Avg bus bandwidth: ") == 2
+    assert not any(line.startswith("## ") for line in printed["run"].stdout.splitlines())  # a one-bench suite
+
+
+def test_the_default_suite_runs_the_builtins_and_the_ring_suite_sets_the_ring_beside_them():
+    machine = Machine(gpus=0, nccl_available=False, cpus=2)
+    from commbench.suite.load import load_suite
+
+    [default] = load_suite("default", machine).benches
+    [ring] = load_suite("ring", machine).benches
+    assert default.bench.spec.impls == ("builtin",) and ring.bench.spec.impls == ("builtin", "ring")
+    for spec in (default.bench.spec, ring.bench.spec):
+        assert spec.collectives == ("all_reduce", "reduce_scatter", "all_gather")
+    assert ring.bench.spec.sizes == default.bench.spec.sizes
+    assert "builtin" in shipped_suite("default").read_text().split("description = ")[1].splitlines()[0]
+    assert "ring" in suite_names() and "ring" in invoke(["suites"]).stdout

@@ -173,7 +173,7 @@ def test_fit_of_a_real_sweep_writes_files(bare_sweep):
                               "alpha_us")
     first = fits[1].split(",")
     backend = json.loads((run_dir / "meta.json").read_text())["backend"]
-    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8:10] == ["per-iteration", "15"]
+    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8:10] == ["batch", "15"]
     # one fit per collective and impl, and one residual per measured point
     assert len(fits) == 1 + 6
     assert len((run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 90

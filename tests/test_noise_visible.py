@@ -15,7 +15,9 @@ from commbench.table import NOISY_CI_PCT, ci_half_width_pct, format_tables
 from commbench.training.table import best_config, format_training_table, key_numbers, tied_configs
 from tests.report_runs import shared_report_suite
 
-FLAG = "<-- "
+FLAG = "<-- "  # the verbose tables' flags, and a wrong result in the short ones
+SHORT_HEAD = ["size (B)", "count (elements)", "type", "redop", "root", "time (us)", "±CI (%)", "algbw (GB/s)",
+              "busbw (GB/s)", "#wrong"]
 
 
 def _collective_row(impl="builtin", size=4096, inplace=False, p50=100.0, lo=95.0, hi=105.0, n_wrong=0):
@@ -39,6 +41,13 @@ def _cells(line: str) -> list[str]:
     return line.split(FLAG)[0].split()
 
 
+def _short_cells(line: str, placements: int = 1) -> tuple[list[str], str]:
+    """A short table's row: its values (5 key columns, 5 per placement measured) and the flags after them."""
+    parts = line.split()
+    columns = 5 + 5 * placements
+    return parts[:columns], " ".join(parts[columns:])
+
+
 # the cases of the issue: a 2 KiB point with scheduler stalls, the all_gather point with p50 4,047 us, min 239 us and
 # CI 258–4,291 us, tight points, a point just either side of the threshold, one without a CI, and one whose
 # half-width passes 1000 % (a median at the minimum, one stall as the upper bound)
@@ -47,29 +56,50 @@ CASES = {1024: (100.0, 98.0, 103.0), 2048: (7900.0, 7000.0, 8000.0), 4096: (4047
          65536: (239.0, 239.0, 4291.0)}
 
 
+def _hand_rows() -> pd.DataFrame:
+    return pd.DataFrame([_collective_row(size=size, p50=p50, lo=lo, hi=hi) for size, (p50, lo, hi) in CASES.items()])
+
+
 @pytest.fixture(scope="module")
 def hand_table() -> str:
-    rows = [_collective_row(size=size, p50=p50, lo=lo, hi=hi) for size, (p50, lo, hi) in CASES.items()]
-    return format_tables(pd.DataFrame(rows))
+    """The verbose table (--verbose): nccl-tests' layout, both placement groups."""
+    return format_tables(_hand_rows(), verbose=True)
 
 
-def test_the_ci_column_holds_each_medians_half_width(hand_table):
+@pytest.fixture(scope="module")
+def short_table() -> str:
+    """The default table: the out-of-place columns only (no in-place row was measured)."""
+    return format_tables(_hand_rows())
+
+
+def _assert_half_width(text: str, size: int) -> None:
+    p50, lo, hi = CASES[size]
+    if math.isnan(lo):
+        assert text == "n/a"
+        return
+    half_width = max(p50 - lo, hi - p50) / p50 * 100
+    assert float(text) == pytest.approx(half_width, abs=0.05 if half_width < 1000 else 0.5)
+
+
+def test_the_ci_column_holds_each_medians_half_width(hand_table, short_table):
     lines = _data_lines(hand_table, "# all_gather (builtin")
     assert len(lines) == len(CASES)
     for line in lines:
         cells = _cells(line)
-        p50, lo, hi = CASES[int(cells[0])]
         # out of place: size count type redop root, then time p50, ±CI; in place is all "-"
-        assert float(cells[5]) == p50
-        if math.isnan(lo):
-            assert cells[6] == "n/a"
-        else:
-            half_width = max(p50 - lo, hi - p50) / p50 * 100
-            assert float(cells[6]) == pytest.approx(half_width, abs=0.05 if half_width < 1000 else 0.5)
+        assert float(cells[5]) == CASES[int(cells[0])][0]
+        _assert_half_width(cells[6], int(cells[0]))
         assert cells[10:] == ["-"] * 5
+    lines = _data_lines(short_table, "# all_gather (builtin, out-of-place)")
+    assert len(lines) == len(CASES)
+    for line in lines:
+        values, _ = _short_cells(line)
+        assert len(values) == len(SHORT_HEAD) and "-" not in values  # no column group for the unmeasured in-place
+        assert float(values[5]) == CASES[int(values[0])][0]
+        _assert_half_width(values[6], int(values[0]))
 
 
-def test_only_rows_wider_than_ten_percent_are_flagged_noisy(hand_table):
+def test_only_rows_wider_than_ten_percent_are_flagged_noisy(hand_table, short_table):
     flagged = {}
     for line in _data_lines(hand_table, "# all_gather (builtin"):
         flagged[int(line.split()[0])] = line.split(FLAG)[1] if FLAG in line else None
@@ -82,9 +112,17 @@ def test_only_rows_wider_than_ten_percent_are_flagged_noisy(hand_table):
     legend = [line for line in hand_table.splitlines() if line.startswith(("# ±CI", "# noisy ="))]
     assert len(legend) == 2
     assert "(4 of 7 rows, 1 unknown)" in legend[1] and "--iters" in legend[1] and "--target-ci" in legend[1]
+    # the short table: the same rows flagged, in a word; the noise said once, under the tables
+    short = {int(line.split()[0]): _short_cells(line)[1] for line in _data_lines(short_table, "# all_gather")}
+    assert short == {1024: "", 2048: "noisy", 4096: "noisy", 8192: "", 16384: "noisy", 32768: "no CI",
+                     65536: "noisy"}
+    [summary] = [line for line in short_table.splitlines() if "±CI (%) = half-width" in line]
+    assert short_table.splitlines()[-1] == summary
+    assert "5 of 7 points (1 without a CI)" in summary and "over ±10 %" in summary
+    assert "--iters" in summary and "--target-ci 10 --max-time S" in summary and "run set" in summary
 
 
-def test_the_columns_stay_aligned_with_their_headers(hand_table):
+def test_the_columns_stay_aligned_with_their_headers(hand_table, short_table):
     block = hand_table.split("\n\n")[0].splitlines()
     heads, units = block[2], block[3]
     assert heads.count("±CI") == 2 and units.count("(%)") == 2
@@ -94,23 +132,38 @@ def test_the_columns_stay_aligned_with_their_headers(hand_table):
         # every value ends where its header ends (right-aligned columns; titles are 2+ spaces apart)
         ends = [match.end() - 1 for match in re.finditer(r"\S+(?: \S+)*", heads[1:])]
         assert all(body[end + 1] != " " and body[end + 2:end + 3] in ("", " ") for end in ends), (body, heads)
+    # the short table: one header line, a unit in every title that has one
+    heads = short_table.splitlines()[1]
+    assert re.findall(r"\S+(?: \S+)*", heads[1:]) == SHORT_HEAD
+    ends = [match.end() + 1 for match in re.finditer(r"\S+(?: \S+)*", heads[1:])]
+    for line in _data_lines(short_table, "# all_gather"):
+        values, _ = _short_cells(line)
+        assert [match.end() for match in re.finditer(r"\S+", line)][:len(values)] == ends, (line, heads)
 
 
 def test_wrong_and_noisy_flags_share_the_line():
-    rows = [_collective_row(p50=100.0, lo=50.0, hi=101.0, n_wrong=3),
-            _collective_row(size=8192, p50=100.0, lo=99.0, hi=101.0, n_wrong=1)]
-    lines = _data_lines(format_tables(pd.DataFrame(rows)), "# all_gather")
+    rows = pd.DataFrame([_collective_row(p50=100.0, lo=50.0, hi=101.0, n_wrong=3),
+                         _collective_row(size=8192, p50=100.0, lo=99.0, hi=101.0, n_wrong=1)])
+    lines = _data_lines(format_tables(rows, verbose=True), "# all_gather")
     assert lines[0].endswith("   <-- WRONG RESULT; noisy (95 % CI ±50.0 %)")
     assert lines[1].endswith("   <-- WRONG RESULT")
+    # the short table keeps a wrong result as loud
+    lines = _data_lines(format_tables(rows), "# all_gather")
+    assert lines[0].endswith("   <-- WRONG RESULT; noisy") and lines[1].endswith("   <-- WRONG RESULT")
 
 
 def test_the_widest_placement_decides_a_rows_flag():
-    rows = [_collective_row(inplace=False, p50=100.0, lo=99.0, hi=101.0),
-            _collective_row(inplace=True, p50=100.0, lo=80.0, hi=101.0)]
-    [line] = _data_lines(format_tables(pd.DataFrame(rows)), "# all_gather")
+    rows = pd.DataFrame([_collective_row(inplace=False, p50=100.0, lo=99.0, hi=101.0),
+                         _collective_row(inplace=True, p50=100.0, lo=80.0, hi=101.0)])
+    [line] = _data_lines(format_tables(rows, verbose=True), "# all_gather")
     cells = _cells(line)
     assert cells[6] == "1.0" and cells[10:12] == ["100.00", "20.0"]
     assert line.endswith("<-- noisy (95 % CI ±20.0 %)")
+    short = format_tables(rows)
+    [line] = _data_lines(short, "# all_gather (builtin, out-of-place and in-place)")
+    values, flags = _short_cells(line, placements=2)
+    assert values[6] == "1.0" and values[10:12] == ["100.00", "20.0"] and flags == "noisy"
+    assert "1 of 2 points" in short.splitlines()[-1]  # a point is a placement's row: only in-place is noisy
 
 
 def test_the_half_width_is_the_one_adaptive_sampling_aims_at():
@@ -122,13 +175,13 @@ def test_the_half_width_is_the_one_adaptive_sampling_aims_at():
     assert math.isnan(ci_half_width_pct({"time_us_p50": 10.0}))  # a file from before the CI columns
 
 
-def _ratio_table(pairs: dict) -> dict:
+def _ratio_table(pairs: dict, *, verbose: bool = True) -> dict:
     """size → the ring vs builtin line, for {size: ((builtin p50, lo, hi), (ring p50, lo, hi))}."""
     rows = []
     for size, (builtin, ring) in pairs.items():
         rows.append(_collective_row("builtin", size, False, *builtin))
         rows.append(_collective_row("ring", size, False, *ring))
-    lines = _data_lines(format_tables(pd.DataFrame(rows)), "# ring vs builtin")
+    lines = _data_lines(format_tables(pd.DataFrame(rows), verbose=verbose), "# ring vs builtin")
     return {int(line.split()[0]): line for line in lines}
 
 
@@ -141,8 +194,9 @@ RATIO_CASES = {
 }
 
 
-def test_the_ratio_range_pairs_opposite_ci_bounds():
-    lines = _ratio_table(RATIO_CASES)
+@pytest.mark.parametrize("verbose", [True, False])
+def test_the_ratio_range_pairs_opposite_ci_bounds(verbose):
+    lines = _ratio_table(RATIO_CASES, verbose=verbose)
     for size, ((b_p50, b_lo, b_hi), (r_p50, r_lo, r_hi)) in RATIO_CASES.items():
         cells = _cells(lines[size])
         assert float(cells[6]) == pytest.approx(b_p50 / r_p50, abs=5e-4)  # ring/builtin busbw = t_builtin / t_ring
@@ -161,8 +215,10 @@ def test_ratio_rows_are_flagged_when_wide_or_not_distinguishable_from_one():
     assert flags[2048] == "not distinguishable from 1 (range contains 1.000)"
     assert flags[4096].startswith("noisy (ratio range ±") and "not distinguishable" not in flags[4096]
     assert flags[16384].startswith("noise unknown")
-    title = [line for line in format_tables(pd.DataFrame([_collective_row("builtin"), _collective_row("ring")]))
-             .splitlines() if line.startswith("# ring vs builtin")][0]
+    short = {size: " ".join(line.split()[8:]) for size, line in _ratio_table(RATIO_CASES, verbose=False).items()}
+    assert short == {1024: "", 2048: "1 in range", 4096: "noisy", 8192: "", 16384: "no CI"}
+    pair = pd.DataFrame([_collective_row("builtin"), _collective_row("ring")])
+    title = [line for line in format_tables(pair, verbose=True).splitlines() if line.startswith("# ring vs builtin")][0]
     assert "95 % CIs combined conservatively" in title
     assert NOISY_CI_PCT == 10
 
@@ -236,32 +292,40 @@ def test_accumulation_compares_the_time_per_sample():
 
 @pytest.fixture(scope="module")
 def real_sweep(tmp_path_factory):
-    """A real 2-rank sweep, builtin and ring at three sizes (the report tests' shared suite), and its tables."""
+    """A real 2-rank sweep, builtin and ring at three sizes (the report tests' shared suite), and its rows."""
     from commbench.benches.collective import KIND
     from commbench.store import read_results
 
-    results = read_results(shared_report_suite(tmp_path_factory) / "collective", KIND)
-    return KIND.table(results), results
+    return read_results(shared_report_suite(tmp_path_factory) / "collective", KIND)
 
 
 @pytest.mark.distributed
 def test_a_real_sweep_prints_a_ci_for_every_row_and_the_legend(real_sweep):
-    table, results = real_sweep
+    results = real_sweep
+    short, verbose = format_tables(results), format_tables(results, verbose=True)
+    noisy = 0
     for impl in ("builtin", "ring"):
-        lines = _data_lines(table, f"# all_reduce ({impl}")
-        assert len(lines) == 3
-        for line in lines:
-            cells = _cells(line)
-            # all_reduce runs in place only: the in-place cell holds the figures
-            row = results[(results["impl"] == impl) & (results["size_bytes"] == int(cells[0]))].iloc[0]
+        # all_reduce runs in place only: the short table has the in-place columns alone, the verbose one both
+        short_lines = _data_lines(short, f"# all_reduce ({impl}, in-place)")
+        verbose_lines = _data_lines(verbose, f"# all_reduce ({impl}")
+        assert len(short_lines) == len(verbose_lines) == 3
+        for short_line, verbose_line in zip(short_lines, verbose_lines):
+            values, flags = _short_cells(short_line)
+            row = results[(results["impl"] == impl) & (results["size_bytes"] == int(values[0]))].iloc[0]
             expected = max(row["time_us_p50"] - row["time_us_ci_lo"], row["time_us_ci_hi"] - row["time_us_p50"])
             half_width = expected / row["time_us_p50"] * 100
             # one decimal below 1000 %, whole percent above (the column's 6 characters)
-            assert float(cells[11]) == pytest.approx(half_width, abs=0.05 if half_width < 1000 else 0.5)
-            assert (FLAG in line) == (half_width > NOISY_CI_PCT)
-    assert table.count("# ±CI = half-width of the median time's 95 % CI") == 2
-    ratio_lines = _data_lines(table, "# ring vs builtin")
-    assert len(ratio_lines) == 3 and all("–" in _cells(line)[7] for line in ratio_lines)
+            for text in (values[6], _cells(verbose_line)[11]):
+                assert float(text) == pytest.approx(half_width, abs=0.05 if half_width < 1000 else 0.5)
+            assert (flags == "noisy") == (half_width > NOISY_CI_PCT)
+            assert (FLAG in verbose_line) == (half_width > NOISY_CI_PCT)
+            noisy += half_width > NOISY_CI_PCT
+    assert verbose.count("# ±CI = half-width of the median time's 95 % CI") == 2
+    summaries = [line for line in short.splitlines() if "±CI (%) = half-width" in line]
+    assert len(summaries) == 1 and (f"{noisy} of 6 points" in summaries[0] or (noisy == 0 and "all 6" in summaries[0]))
+    for table in (short, verbose):
+        ratio_lines = _data_lines(table, "# ring vs builtin")
+        assert len(ratio_lines) == 3 and all("–" in _cells(line)[7] for line in ratio_lines)
 
 
 def test_the_reports_key_numbers_count_the_noisy_points_of_every_size():

@@ -1,12 +1,15 @@
-"""The README's opening: a quick start of at most 10 lines whose first two commands install-and-run and test, and a
-table of contents that lists every section with the anchor GitHub gives it."""
+"""The README is the front door: a quick start of at most 10 lines whose first two commands install-and-run and test,
+the GPU status on its first screen, a line for every command the CLI has, and links that resolve (the reference and
+how-to text lives in docs/, checked by tests/test_docs.py)."""
 
 import re
 import unicodedata
 from pathlib import Path
 
-README = Path(__file__).parent.parent / "README.md"
-CONTENTS_HEADING = "## Contents"
+import click
+
+ROOT = Path(__file__).parent.parent
+README = ROOT / "README.md"
 
 
 def github_anchor(heading: str) -> str:
@@ -27,25 +30,45 @@ def sections(text: str) -> list[str]:
     return headings
 
 
+def section(text: str, heading: str) -> str:
+    return text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def test_quick_start_opens_the_readme_with_install_and_test_commands():
     text = README.read_text(encoding="utf-8")
     assert sections(text)[0] == "Quick start"
-    block = text.split("## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    block = section(text, "Quick start")
     lines = [line for line in block.strip().splitlines() if not line.startswith("```")]
     assert len(lines) <= 10, "the quick start grew past 10 lines"
     commands = [line for line in block.split("```bash\n", 1)[1].split("```", 1)[0].splitlines() if line]
     assert "pip install" in commands[0] and commands[0].endswith("commbench sweep")
     assert commands[1].startswith("python3 -m pytest -q")
-    assert "python3 -m pytest -q" in (Path(__file__).parent.parent / ".ci" / "run").read_text()
+    assert "python3 -m pytest -q" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_contents_lists_every_section_with_its_anchor():
+def test_the_first_screen_says_what_has_not_run_on_a_gpu():
+    first_screen = " ".join(README.read_text(encoding="utf-8").splitlines()[:25])
+    words = re.sub(r"\s+", " ", first_screen.replace("*", ""))
+    assert "never run on a GPU" in words
+    assert "tested on CPU with gloo" in words
+
+
+def test_every_command_has_a_line_in_the_commands_table():
+    from commbench.cli import main
+
+    table = section(README.read_text(encoding="utf-8"), "Commands")
+    listed = set(re.findall(r"^\| `commbench ([a-z0-9-]+)", table, flags=re.MULTILINE))
+    with click.Context(main) as ctx:
+        commands = set(main.list_commands(ctx))
+    assert commands - listed == set(), "commands the README's Commands table does not list"
+    assert listed - commands == set(), "the README lists commands the CLI does not have"
+
+
+def test_in_page_anchors_name_a_heading():
     text = README.read_text(encoding="utf-8")
-    assert CONTENTS_HEADING in text
-    contents = text.split(CONTENTS_HEADING + "\n", 1)[1].split("\n## ", 1)[0]
-    links = re.findall(r"\[[^\]]+\]\(#([^)]+)\)", contents)
-    expected = [github_anchor(heading) for heading in sections(text) if heading not in ("Quick start", "Contents")]
-    assert links == expected, "README contents out of date: regenerate it from the ## headings"
+    anchors = {github_anchor(heading) for heading in sections(text)}
+    links = re.findall(r"\]\(#([^)]+)\)", text)
+    assert [link for link in links if link not in anchors] == []
 
 
 def test_anchor_rule_matches_github_examples():

@@ -79,7 +79,8 @@ def test_a_replayed_step_has_the_traced_calls_and_they_are_checked(tmp_path, tra
         mine = samples[(samples["kind"] == row["kind"]) & (samples["size_bytes"] == row["size_bytes"])]
         assert len(mine) == row["calls"] * 6
     if bench == "ddp":  # the gaps are slept inside the timed sequence, so it cannot be shorter than they are
-        assert sequence["gaps_us"] > 0 and sequence["time_us_min"] >= sequence["gaps_us"]
+        # (a trace recorded on a loaded machine can have none: gloo's bucket spans then overlap back to back)
+        assert sequence["gaps_us"] >= 0 and sequence["time_us_min"] >= sequence["gaps_us"]
         assert "with the traced gaps" in sequence["note"]
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["kind"] == "replay" and meta["status"] == "complete"

@@ -91,7 +91,8 @@ def test_a_full_selftest_passes_every_applicable_path_and_keeps_everything_it_ra
     for entry in paths.values():
         assert entry["result"] in (PASS, NA) and entry["detail"], entry
     expected = {"collective all_reduce builtin", "collective all_reduce ring", "collective reduce_scatter ring",
-                "collective all_gather ring", "collective broadcast builtin", "collective all_to_all builtin",
+                "collective all_gather ring", "collective broadcast builtin", "collective reduce builtin",
+                "collective all_to_all builtin", "collective sendrecv builtin",
                 "timing per-iteration", "timing batch", "placement out", "placement in", "profile + trace analyze",
                 "ddp step", "fsdp step", "zero step", "report", "compare"}
     assert {path for path, entry in paths.items() if entry["result"] == PASS} == expected | {
@@ -139,4 +140,4 @@ def test_a_wrong_element_fails_its_paths_and_the_exit_code(tmp_path):
     assert "1 wrong element(s) in 1 of" in results["placement out"][1]
     assert results["ddp step"] == (NA, "not selected (--only sweep)")
     assert all(result in (PASS, NA) for path, (result, _) in results.items() if path not in failed)
-    assert lines[-1].startswith("# 9 pass, 3 FAIL, 7 n/a; run folder ") and "wall time" in lines[-1]
+    assert lines[-1].startswith("# 11 pass, 3 FAIL, 7 n/a; run folder ") and "wall time" in lines[-1]

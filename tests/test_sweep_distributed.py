@@ -1,6 +1,7 @@
 """End-to-end sweeps with real torchrun and gloo ranks on CPU: files, schema, checks, crashes, hangs, concurrency."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -43,8 +44,9 @@ def _assert_consistent(results: pd.DataFrame, samples: pd.DataFrame) -> None:
 
 
 def test_two_rank_sweep_of_every_collective(run_sweep):
-    run = run_sweep("-c", "all_reduce,reduce_scatter,all_gather,broadcast,all_to_all", "--sizes", "1K,64K",
-                    "--dtype", "float32,bfloat16", "--placement", "both", *FAST)
+    run = run_sweep("-c", "all_reduce,reduce_scatter,all_gather,broadcast,reduce,all_to_all,sendrecv",
+                    "--sizes", "1K,64K", "--dtype", "float32,bfloat16", "--placement", "both", "--impl", "builtin,ring",
+                    *FAST)
     assert run.returncode == 0, run.stderr
     meta = run.meta
     assert meta["status"] == "complete" and meta["reason"] is None
@@ -54,18 +56,19 @@ def test_two_rank_sweep_of_every_collective(run_sweep):
         assert field in meta, field
     assert meta["world_size"] == 2 and meta["backend"] == "gloo" and len(meta["device_names"]) == 2
     results = run.results
-    # RS and AG in both placements, AR and broadcast in place only, a2a out of place only: 2 sizes x 2 dtypes each;
-    # AR, RS and AG also with the ring
+    # RS and AG in both placements, AR, broadcast and reduce in place only, a2a and sendrecv out of place only: 2 sizes
+    # x 2 dtypes each; AR, RS and AG also with the ring
     per_collective = results.groupby(["collective", "impl"]).size().to_dict()
     assert per_collective == {("reduce_scatter", "builtin"): 8, ("reduce_scatter", "ring"): 8,
                               ("all_gather", "builtin"): 8, ("all_gather", "ring"): 8,
                               ("all_reduce", "builtin"): 4, ("all_reduce", "ring"): 4,
-                              ("broadcast", "builtin"): 4, ("all_to_all", "builtin"): 4}
+                              ("broadcast", "builtin"): 4, ("reduce", "builtin"): 4, ("all_to_all", "builtin"): 4,
+                              ("sendrecv", "builtin"): 4}
     assert (results["n_wrong"] == 0).all()
     assert set(results["stop_reason"]) == {"iters"}
     _assert_consistent(results, run.samples)
-    assert "#       size         count      type" in run.stdout
-    assert "# Avg bus bandwidth: no size ≥ 1 MiB measured" in run.stdout
+    assert "#  size (B)  count (elements)      type" in run.stdout
+    assert "mean busbw ≥ 1 MiB: no size ≥ 1 MiB measured" in run.stdout
     assert f"# Results: {run.run_dir}" in run.stdout
 
 
@@ -79,8 +82,21 @@ def test_three_ranks_with_every_reduction(run_sweep):
     rs = results[(results["collective"] == "reduce_scatter") & (results["dtype"] == "float32")]
     assert sorted(set(rs["count"])) == [80, 87380]  # 250 floats / 3 ranks -> 83 -> multiple of 4
     _assert_consistent(results, run.samples)
-    # only all_reduce keeps 1 MiB; the others round below it and their average names no size
-    assert run.stdout.count("# Avg bus bandwidth over sizes 1 MiB to 1 MiB (8 results)") == 1
+    # only all_reduce keeps 1 MiB; the others round below it and their mean ≥ 1 MiB names no size
+    assert run.stdout.count("mean busbw ≥ 1 MiB: ") == 4 and run.stdout.count("(8 results, at 1 MiB)") == 1
+
+
+def test_roots_prod_and_the_small_integer_types(run_sweep):
+    """broadcast and reduce from rank 1, prod among the reductions, and nccl-tests' int8, uint8 and int64: every
+    point checked exactly (the check's patterns stay exact in each type), every row saying its root."""
+    run = run_sweep("-c", "broadcast,reduce,all_reduce", "--root", "1", "--dtype", "int8,uint8,int64",
+                    "--op", "sum,prod,max", "--sizes", "1K", *FAST)
+    assert run.returncode == 0, run.stderr
+    results = run.results
+    assert len(results) == 3 + 9 + 9 and (results["n_wrong"] == 0).all()
+    assert set(results.loc[results["collective"] != "all_reduce", "root"]) == {1}
+    assert set(results.loc[results["collective"] == "all_reduce", "root"]) == {-1}
+    assert set(results["op"]) == {"sum", "prod", "max", "none"}
 
 
 def test_injected_wrong_result_is_caught(run_sweep):
@@ -151,7 +167,8 @@ def test_two_sweeps_at_once_do_not_collide(tmp_path):
 
 def test_inside_torchrun_it_runs_in_place(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
-               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", *FAST, *GLOO_CPU, "--profile",
+               "-m", "commbench", "sweep", "-c", "all_gather", "--sizes", "4K", "--impl", "builtin,ring", *FAST,
+               *GLOO_CPU, "--profile",
                "--profile-iters", "2",
                "--out", str(tmp_path / "results"), "--run-id", "inplace"]
     completed = subprocess.run(command, cwd=tmp_path, env=commbench_env(), capture_output=True, text=True,
@@ -176,7 +193,7 @@ def test_adaptive_sampling_records_why_it_stopped(run_sweep, target, budget, rea
     assert row["stop_reason"] == reason
     if reason == "max_time":
         assert row["iters"] > 6
-        assert "--max-time spent before --target-ci was reached" in run.stdout
+        assert re.search(r"^ +1024 .* max-time$", run.stdout, re.MULTILINE), run.stdout  # the row says so
     else:  # --target-ci alone: the default budget per point, far from spent; the stop came at a test count
         assert row["iters"] in counts_tested_at(6, 100_000)
         spec = json.loads((run.run_dir / store.SPEC_FILE).read_text())
@@ -196,7 +213,8 @@ def test_auto_timing_picks_a_mode_per_point_and_says_why(run_sweep):
 
 
 def test_world_size_one_without_check(run_sweep):
-    run = run_sweep("--nproc", "1", "-c", "all_reduce,reduce_scatter", "--sizes", "1K", "--no-check", *FAST)
+    run = run_sweep("--nproc", "1", "-c", "all_reduce,reduce_scatter", "--sizes", "1K", "--no-check",
+                    "--impl", "builtin,ring", *FAST)
     assert run.returncode == 0, run.stderr
     assert list(run.results["impl"]) == ["builtin", "ring", "builtin", "ring"]  # the ring is a no-op at n = 1
     assert (run.results["busbw_gbps"] == 0).all()

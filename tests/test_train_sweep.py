@@ -122,7 +122,7 @@ def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
     state = clean[0]["model_state_bytes"]  # 16 bytes per parameter: what the kept DDP model holds at least
     assert leaky[1]["mem_carryover_bytes"] - clean[1]["mem_carryover_bytes"] >= 0.8 * state
     # No bound on clean[1] alone: the first configuration of a launch leaves thread and library state resident
-    # (README "Isolation"), ~100 MiB on some machines and ~175 MiB on others, more than this model's state.
+    # (docs/training.md "Isolation"), ~100 MiB on some machines and ~175 MiB on others, more than this model's state.
 
 
 def test_a_configuration_whose_rank_dies_on_the_way_out_does_not_stop_the_next(run_commbench):

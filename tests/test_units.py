@@ -47,6 +47,7 @@ def test_whole_bytes_from_fractions():
 
 def test_geometric_range():
     assert parse_size_spec("1K:16K:x2") == (1024, 2048, 4096, 8192, 16384)
+    assert parse_size_spec("1K:16K") == parse_size_spec("1K:16K:x2")  # nccl-tests' -f 2 habit
 
 
 def test_geometric_range_stops_at_max():
@@ -66,7 +67,7 @@ def test_sizes_in_si_units():
     assert parse_size_spec("1000:4000:+1000") == (1000, 2000, 3000, 4000)
 
 
-@pytest.mark.parametrize("spec", ["", "abc", "1K:2K", "2K:1K:x2", "1K:2K:x1", "1K:2K:y2", "1K:2K:+0", "0", "1X",
+@pytest.mark.parametrize("spec", ["", "abc", "1K:2K:4K:x2", "2K:1K:x2", "1K:2K:x1", "1K:2K:y2", "1K:2K:+0", "0", "1X",
                                   "1K:1G:x1.0001", "1iB", "-1K", "1.5"])
 def test_bad_specs_name_the_problem(spec):
     with pytest.raises(CommbenchError) as error:

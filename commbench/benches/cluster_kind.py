@@ -36,7 +36,7 @@ class ClusterKind(BenchKind):
     def measure(self, spec, point, run: RankRun) -> Measured:
         return importlib.import_module(self.rank_module).measure(spec, point, run)
 
-    def table(self, results) -> str:
+    def table(self, results, verbose: bool = False) -> str:  # one layout, short already
         return importlib.import_module(self.table_module).format_table(results)
 
     def key_numbers(self, results):

@@ -9,19 +9,28 @@ from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
 from commbench.names import (
     AUTO,
+    BATCH,
+    BUILTIN,
     COMMBENCH_SOURCE,
-    CUDA,
     DTYPES,
-    GLOO,
     IMPLEMENTATIONS,
+    MEAN,
     PER_ITERATION,
     PLACEMENTS,
+    RANK_AVERAGES,
     REDUCE_OPS,
     TIMING_CHOICES,
 )
+from commbench.nccl_tests import DTYPES as NCCL_TESTS_TYPES
 from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
+from commbench.stats import MIN_SAMPLES_FOR_CI
 
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
+DEFAULT_PLACEMENT = "out"
+"""Without --placement: out-of-place where torch has it; the in-place-only collectives (all_reduce, broadcast, reduce)
+in place, without a note (the table's header says which)."""
+DEFAULT_TIMING = BATCH
+"""nccl-tests' method (a sample is the time per call of back-to-back calls); per-iteration is asked for."""
 DEFAULT_MAX_TIME_S = 5.0
 """--target-ci without --max-time: each point's budget. A point whose samples are bimodal (scheduler stalls on a
 shared CPU) may never reach a tight CI; the budget bounds it and its row says so (stop_reason max_time)."""
@@ -36,11 +45,13 @@ RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "w
                   "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
                   "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS,
-                  "time_us_max", "time_us_p75", "source", "source_file", "busbw_check")
+                  "time_us_max", "time_us_p75", "source", "source_file", "busbw_check", "root")
 """source is commbench for a sweep's rows, the tool for imported ones (commbench import); source_file, busbw_check
 and time_us_p75 are an import's: the file a row came from, whether its printed busbw follows from its size and
-time, and PARAM's p75."""
+time, and PARAM's p75. root is the root rank of broadcast and reduce, -1 for the others (as nccl-tests prints)."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
+ITERATION_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "batch", "rank", "iteration", "time_us")
+"""--iteration-times: each rank's time per call in each iteration of each batch (nccl-tests -I 1)."""
 GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
 
 
@@ -48,46 +59,65 @@ GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
 class CollectiveOptions(TargetOptions):
     collectives: tuple[str, ...] = option(
         "-c", "--collective", many=True,
-        help="all_reduce, reduce_scatter, all_gather, broadcast, all_to_all; repeat or comma-separate "
-             "[default: all_reduce, reduce_scatter, all_gather].")
+        help="all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, sendrecv; repeat or "
+             "comma-separate [default: all_reduce, reduce_scatter, all_gather].")
     sizes: str = option("--sizes", default="1K:16M:x2", show_default=True,
                         help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G (= KiB/MiB/GiB) are "
                              "1024-based.")
-    dtypes: tuple[str, ...] = option("--dtype", many=True, choices=DTYPES,
-                                     help=f"{', '.join(DTYPES)}; repeatable [default: float32].")
+    dtypes: tuple[str, ...] = option("--dtype", many=True, choices=DTYPES, aliases=tuple(NCCL_TESTS_TYPES.items()),
+                                     help=f"{', '.join(DTYPES)} (or nccl-tests' names: float, half, double, ...); "
+                                          "repeatable [default: float32].")
     ops: tuple[str, ...] = option("--op", many=True, choices=REDUCE_OPS,
-                                  help="Reduction for reducing collectives: sum, max, min, avg; repeatable "
+                                  help="Reduction for reducing collectives: sum, prod, max, min, avg; repeatable "
                                        "[default: sum].")
+    root: int = option("--root", type=int, lowest=0, default=0, show_default=True,
+                       help="The root rank of broadcast and reduce.")
     impls: tuple[str, ...] = option("--impl", many=True, choices=IMPLEMENTATIONS,
                                     help="builtin (the backend's own) and/or ring (hand-written over send/recv; "
-                                         "all_reduce, reduce_scatter, all_gather) [default: both, where the backend "
-                                         "can run them].")
+                                         "all_reduce, reduce_scatter, all_gather) [default: builtin].")
     ring_chunks: int | None = option("--ring-chunks", type=int, lowest=1,
                                      help="Pieces in flight per ring step [default: pieces of at least 4 MiB, at "
                                           "most 4].")
     warmup: int = option("--warmup", type=int, lowest=0, default=5, show_default=True,
                          help="Untimed iterations before timing.")
-    iters: int = option("--iters", type=int, default=20, show_default=True,
+    iters: int = option("--iters", type=int, lowest=1, default=20, show_default=True,
                         help="Timed samples per point; in adaptive mode the samples before the stopping rule is "
-                             "first tested. At least 6.")
+                             "first tested. A 95% CI of the median needs 6 or more.")
     timings: tuple[str, ...] = option(
         "--timing", many=True, choices=TIMING_CHOICES,
-        help="per-iteration (a barrier before each timed call; the slowest rank's time) and/or batch (nccl-tests': "
-             "back-to-back calls per sample, time per call averaged over ranks), repeat for both; or auto: batch "
-             "where the barriers take over a fifth of per-iteration timing (5 calls after the warm-up), per-iteration "
-             "elsewhere "
-             "[default: per-iteration].")
+        help="batch (nccl-tests': a sample is the time per call of back-to-back calls, combined over ranks as "
+             "--average says) and/or per-iteration (a barrier before each timed call; the slowest rank's time: the "
+             "per-call distribution), repeat for both; or auto: batch where the barriers take over a fifth of "
+             "per-iteration timing (5 calls after the warm-up), per-iteration elsewhere [default: batch].")
     batch_calls: str = option("--batch-calls", default=AUTO, show_default=True,
-                              help="Calls per sample with --timing batch; auto = enough for about 5 ms.")
+                              help="Iterations per sample with --timing batch (nccl-tests -n); auto = enough for "
+                                   "about 5 ms.")
+    agg_iters: int = option("--agg-iters", type=int, lowest=1, default=1, show_default=True,
+                            help="Batch timing: calls per iteration, issued as one group (nccl-tests -m).")
+    average: str = option("--average", choices=RANK_AVERAGES, default=MEAN, show_default=True,
+                          help="Batch timing: the ranks' time per call combined as rank 0's, their mean, the fastest "
+                               "(min) or the slowest (max) (nccl-tests -a 0/1/2/3).")
+    blocking: int = option("--blocking", type=int, lowest=0, default=0, show_default=True,
+                           help="Batch timing (nccl-tests -z): 0 back to back; 1 a wait and a barrier after each "
+                                "iteration; 2 a wait after each; 3 as 1 with the barriers not timed.")
+    cuda_graph: int = option("--cuda-graph", type=int, lowest=0, default=0, show_default=True,
+                             help="Batch timing on NCCL: capture each batch as a CUDA graph and time this many "
+                                  "replays of it (nccl-tests -G); 0 = no graph.")
+    iteration_times: bool = option("--iteration-times", switch=True, default=False,
+                                   help="Batch timing: also record each rank's time of every iteration inside each "
+                                        "batch, into iteration_times.csv (nccl-tests -I 1).")
     target_ci: float | None = option("--target-ci", type=float, above_zero=True, unit="percent",
                                      help="Adaptive: sample until the 95% CI of the median is within ±P percent.")
     max_time: float | None = option("--max-time", type=float, above_zero=True, unit="seconds",
                                     help="Adaptive: time budget per point in seconds, warm-up included "
                                          f"[default with --target-ci: {DEFAULT_MAX_TIME_S:g}].")
-    placement: str = option("--placement", choices=tuple(PLACEMENTS), default="out", show_default=True,
-                            help="Out-of-place and/or in-place buffers.")
+    placement: str | None = option("--placement", choices=tuple(PLACEMENTS),
+                                   help="Out-of-place and/or in-place buffers [default: out-of-place where torch "
+                                        "has it, else in-place].")
     check: bool = option("--check", switch=True, negatable=True, default=True, show_default=True,
                          help="Verify every point (n_wrong).")
+    check_iters: int = option("--check-iters", type=int, lowest=1, default=1, show_default=True,
+                              help="Check runs per point, each on fresh inputs (nccl-tests -c).")
     timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0, show_default=True,
                             help="Seconds without a finished point before the sweep is ended as failed.")
     profile: bool = option("--profile", switch=True, default=False,
@@ -97,11 +127,6 @@ class CollectiveOptions(TargetOptions):
     gpu_sample_interval: float = option("--gpu-sample-interval", type=float, above_zero=True, unit="seconds",
                                         default=0.05, show_default=True,
                                         help="Seconds between NVML samples of each GPU while a point is timed.")
-
-
-def default_impls(backend: str, device: str) -> tuple[str, ...]:
-    """Both implementations side by side, except where the ring cannot run (gloo cannot send CUDA tensors)."""
-    return ("builtin",) if (backend, device) == (GLOO, CUDA) else IMPLEMENTATIONS
 
 
 class CollectiveKind(BenchKind):
@@ -119,9 +144,11 @@ class CollectiveKind(BenchKind):
     result_columns, required_columns, sample_columns = RESULT_COLUMNS, REQUIRED_COLUMNS, SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     gpu_sample_columns = GPU_SAMPLE_COLUMNS
+    iteration_columns = ITERATION_COLUMNS
     identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing")
     # runs written before these columns
     column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE}
+    # root: the rows of runs written before it leave it empty (broadcast's root was rank 0 then)
     comparability = ("schema_version", "backend", "device", "world_size")
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
     plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size", "commbench.report.collective_plots:busbw_vs_size"),
@@ -139,18 +166,24 @@ class CollectiveKind(BenchKind):
                                 oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
         spec = SweepSpec(
             collectives=options.collectives or DEFAULT_COLLECTIVES,
-            impls=options.impls or default_impls(target.backend, target.device), ring_chunks=options.ring_chunks,
+            impls=options.impls or (BUILTIN,), ring_chunks=options.ring_chunks,
             sizes=parse_size_spec(options.sizes), dtypes=options.dtypes or ("float32",), ops=options.ops or ("sum",),
-            placement=options.placement, backend=target.backend, device=target.device, nproc=target.nproc,
-            warmup=options.warmup, iters=options.iters, timings=options.timings or (PER_ITERATION,),
+            placement=options.placement or DEFAULT_PLACEMENT, backend=target.backend, device=target.device,
+            nproc=target.nproc,
+            warmup=options.warmup, iters=options.iters, timings=options.timings or (DEFAULT_TIMING,),
             batch_calls=_batch_calls(options.batch_calls), target_ci_pct=options.target_ci,
-            max_time_s=_max_time(options), check=options.check, timeout_s=options.timeout,
+            max_time_s=_max_time(options), check=options.check, check_iters=options.check_iters,
+            timeout_s=options.timeout, root=options.root, agg_iters=options.agg_iters, average=options.average,
+            blocking=options.blocking, cuda_graph=options.cuda_graph, iteration_times=options.iteration_times,
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version)
         _check_ops_apply(options.ops, spec.collectives)
+        few = [f"{spec.iters} sample(s) per point: a 95 % CI of the median needs {MIN_SAMPLES_FOR_CI} (±CI shows n/a)"
+               ] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
         return Bench(self, spec, plan(spec, spec.nproc),
-                     notes=tuple(placement_notes(spec) + size_notes(spec, spec.nproc)), cores=target.cores)
+                     notes=tuple((placement_notes(spec) if options.placement else []) + size_notes(spec, spec.nproc)
+                                 + few), cores=target.cores)
 
     def spec_from_json(self, text):
         from commbench.spec import SweepSpec
@@ -167,25 +200,29 @@ class CollectiveKind(BenchKind):
 
         return measure_point(spec, point, run)
 
-    def table(self, results) -> str:
+    def table(self, results, verbose: bool = False) -> str:
         from commbench.table import format_tables
 
-        return format_tables(results)
+        return format_tables(results, verbose=verbose)
 
     def key_numbers(self, results):
         import pandas as pd
 
         from commbench.stats import stored_half_width_pct
         from commbench.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
+        from commbench.units import format_bytes
 
         keys = ["source", "collective", "impl", "backend", "dtype"]
         sources = results["source"] if "source" in results.columns else pd.Series(None, index=results.index)
         results = results.assign(source=sources.fillna(COMMBENCH_SOURCE))  # imported rows say their tool
-        large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES]
-        grouped = (large if not large.empty else results).groupby(keys, sort=False)
-        table = grouped.agg(**{"avg busbw ≥ 1 MiB (GB/s)": ("busbw_gbps", "mean"),
-                               "max busbw (GB/s)": ("busbw_gbps", "max"), "sizes averaged": ("size_bytes", "count"),
-                               "#wrong": ("n_wrong", "sum")}).round(3)
+        # nccl-tests' Avg bus bandwidth is the mean over every row and placement; the mean over the sizes that
+        # measure bandwidth rather than latency gets a name of its own
+        table = results.groupby(keys, sort=False).agg(**{
+            "Avg bus bandwidth (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max"),
+            "#wrong": ("n_wrong", "sum")})
+        large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES].groupby(keys, sort=False)["busbw_gbps"]
+        table.insert(1, f"mean busbw ≥ {format_bytes(AVERAGE_FROM_BYTES)} (GB/s)", large.mean().reindex(table.index))
+        table = table.round(3)
         # over every size, not only the large ones: a noisy small point is as untrustworthy as a large one
         widths = results.apply(lambda row: stored_half_width_pct(row, "time_us"), axis=1)
         by_group = (~(widths <= NOISY_CI_PCT)).groupby([results[key] for key in keys], sort=False)
@@ -200,7 +237,7 @@ class CollectiveKind(BenchKind):
         from commbench.units import format_bytes  # exact (1 MiB, 1000 B, never a rounded 1.0 MiB): labels stay unique
 
         placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
-        timing = "" if row.get("timing", PER_ITERATION) == PER_ITERATION else f" {row['timing']}"
+        timing = "" if row.get("timing", PER_ITERATION) == DEFAULT_TIMING else f" {row['timing']}"
         return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
                 f"{format_bytes(int(row['size_bytes']))}{timing}")
 

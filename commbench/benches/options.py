@@ -38,6 +38,8 @@ class Option:
     positional: bool = False
     """On the command line the values are arguments (commbench replay TRACE...), not a flag; the suite key stays
     the flag's name."""
+    aliases: tuple[tuple[str, str], ...] = ()
+    """(another name, the choice it means): nccl-tests' type names for --dtype (float → float32)."""
 
     @property
     def flag(self) -> str:
@@ -126,6 +128,7 @@ def _one(described: Option, value):
         if not math.isfinite(number):  # TOML and float() both read nan and inf: no timeout, rate or size means them
             raise CommbenchError(f"{flag} {text!r} is not a finite number; it must be {_allowed(described)}")
         return _in_range(described, text, number)
+    text = dict(described.aliases).get(text, text)
     if described.choices is not None and text not in described.choices:
         raise CommbenchError(f"unknown {flag} {text!r}; choose from {', '.join(described.choices)}")
     return text

@@ -147,7 +147,7 @@ class TrainingKind(BenchKind):
 
         return measure_config(spec, point, run)
 
-    def table(self, results) -> str:
+    def table(self, results, verbose: bool = False) -> str:  # one layout: a row per configuration is short
         from commbench.training.table import format_training_table
 
         return format_training_table(results)

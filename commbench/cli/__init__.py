@@ -20,6 +20,7 @@ from commbench.cli.env import env
 from commbench.cli.fit import fit
 from commbench.cli.import_results import import_group
 from commbench.cli.model import model
+from commbench.cli.perf import perf
 from commbench.cli.report import report
 from commbench.cli.run import run
 from commbench.cli.selftest import selftest
@@ -83,5 +84,5 @@ def main() -> None:
 
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
-for _command in (run, suites, selftest, env, trace, model, fit, compare_command, report, import_group, slurm):
+for _command in (perf, run, suites, selftest, env, trace, model, fit, compare_command, report, import_group, slurm):
     main.add_command(_command)

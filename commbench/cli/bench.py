@@ -14,9 +14,9 @@ from commbench.cli.shared import (
     bench_document,
     finish_run,
     other_rank_exit,
-    run_options,
     show_bench,
     show_warnings,
+    table_run_options,
     verdict,
 )
 
@@ -59,27 +59,29 @@ def bench_command(kind: BenchKind) -> click.Command:
     """`commbench <kind.command>`: resolve the options for this machine, run the bench, print its table (or the
     --json document, or with -q the run folder alone), exit with its verdict."""
     @click.pass_context
-    def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, **raw) -> None:
+    def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, verbose: bool,
+                **raw) -> None:
         from commbench import torch_host
 
         if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
             from commbench.cli.run import run_suite_command
 
             run_suite_command(kind.bare_suite, overrides={}, into=None, out=out, run_id=run_id, quiet=quiet,
-                              as_json=as_json)
+                              as_json=as_json, verbose=verbose)
         torch_host.start()
         import pandas  # noqa: F401 - the tables' import, here on one core while the host imports torch on another
 
         machine = torch_host.machine()
         bench = kind.resolve(parse_options(kind.options, raw), machine)
-        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json)
+        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json, verbose=verbose)
 
     command.__doc__ = kind.help()
-    command = run_options(click_options(kind.options)(command))
+    command = table_run_options(click_options(kind.options)(command))
     return click.command(name=kind.command, help=kind.help())(command)
 
 
-def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, as_json: bool) -> None:
+def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, as_json: bool,
+                 verbose: bool = False) -> None:
     from commbench import session
 
     show_warnings()  # the input is accepted: say what it will not measure as it seems, before the run
@@ -87,7 +89,7 @@ def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, 
     ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=argv, quiet=quiet)
     if outcome is None:
         other_rank_exit(ok)
-    show_bench(bench, outcome, quiet=quiet, as_json=as_json)
+    show_bench(bench, outcome, quiet=quiet, as_json=as_json, verbose=verbose)
     code = verdict(bench.kind, outcome, name=bench.kind.command)
     finish_run(outcome.run_dir, code, {"command": argv, **bench_document(bench, outcome, code)}, quiet=quiet,
                as_json=as_json)

@@ -9,9 +9,9 @@ from commbench.cli.shared import (
     bench_document,
     finish_run,
     other_rank_exit,
-    run_options,
     show_bench,
     show_warnings,
+    table_run_options,
     verdict,
 )
 from commbench.cli.suites import complete_suite
@@ -30,8 +30,8 @@ _SEVERITY = {ExitCode.OK: 0, ExitCode.WRONG_RESULTS: 1, ExitCode.RUN_FAILED: 2}
               help="Allow more CPU ranks than cores (as the suite key oversubscribe = true).")
 @click.option("--into", type=click.Path(path_type=Path, file_okay=False), default=None, hidden=True,
               help="Fill this existing run folder (made by `commbench slurm submit`) instead of a new one.")
-@run_options
-def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet, as_json) -> None:
+@table_run_options
+def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet, as_json, verbose) -> None:
     """Run the benches of SUITE (a .toml file, or a shipped suite's name: `commbench suites` lists them) into one run
     folder, in one launch where the benches allow.
 
@@ -39,11 +39,12 @@ def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet, 
     3 a bench failed (the benches after it do not run).
     """
     overrides = {"backend": backend, "device": device, "nproc": nproc, "oversubscribe": oversubscribe or None}
-    run_suite_command(suite, overrides=overrides, into=into, out=out, run_id=run_id, quiet=quiet, as_json=as_json)
+    run_suite_command(suite, overrides=overrides, into=into, out=out, run_id=run_id, quiet=quiet, as_json=as_json,
+                      verbose=verbose)
 
 
 def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Path, run_id: str | None,
-                      quiet: bool, as_json: bool = False) -> None:
+                      quiet: bool, as_json: bool = False, verbose: bool = False) -> None:
     from commbench import torch_host
     from commbench.store import STATUS_COMPLETE, STATUS_FAILED
     from commbench.suite.load import load_suite
@@ -61,9 +62,11 @@ def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Pa
         other_rank_exit(outcome.ok)
     codes, benches = [], []
     for bench, result in outcome.benches:
-        if not (quiet or as_json):  # the tables; otherwise stdout is one line (-q) or one document (--json)
+        # a heading between the tables of several benches (a lone bench's failure is said by its verdict); -q and
+        # --json print none: stdout is one line or one document
+        if len(suite.benches) > 1 and not (quiet or as_json):
             click.echo(f"\n## {bench.name} ({bench.command}): {result.status}")
-        show_bench(bench.bench, result, quiet=quiet, as_json=as_json)
+        show_bench(bench.bench, result, quiet=quiet, as_json=as_json, verbose=verbose)
         codes.append(verdict(bench.bench.kind, result, name=f"bench {bench.name}"))
         benches.append({"name": bench.name, "kind": bench.command,
                         **bench_document(bench.bench, result, codes[-1])})

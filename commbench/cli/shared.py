@@ -23,7 +23,7 @@ def split_commas(ctx, param, values) -> tuple[str, ...]:
 
 def run_options(function):
     """--out, --run-id, --quiet and --json: options of the run as a whole (a suite sets them once, on `commbench
-    run`)."""
+    run`; `commbench import` has them too)."""
     options = [
         click.option("--out", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
                      help="Folder that receives results/<run-id>/."),
@@ -38,15 +38,24 @@ def run_options(function):
     return function
 
 
+def table_run_options(function):
+    """run_options and --verbose: the options of a run that ends in a bench's tables (the bench commands and
+    `commbench run`)."""
+    verbose = click.option("--verbose", is_flag=True,
+                           help="The full tables: every placement's columns, a legend under each table, flags spelt "
+                                "out, the ring/builtin ratio in detail (no effect with -q or --json).")
+    return run_options(verbose(function))
+
+
 def show_notes(bench, *, err: bool = False) -> None:
     for note in bench.notes:
         click.echo(f"# note: {note}", err=err)
 
 
-def show_results(bench, outcome) -> None:
+def show_results(bench, outcome, *, verbose: bool = False) -> None:
     show_notes(bench)
     if outcome.results is not None and not outcome.results.empty:
-        click.echo(bench.kind.table(outcome.results))
+        click.echo(bench.kind.table(outcome.results, verbose=verbose))
 
 
 def show_teardown(teardown: str | None, *, err: bool = False) -> None:
@@ -54,11 +63,12 @@ def show_teardown(teardown: str | None, *, err: bool = False) -> None:
         click.echo(f"# note: every row was stored and checked, then ranks failed on the way out: {teardown}", err=err)
 
 
-def show_bench(bench, outcome, *, quiet: bool, as_json: bool) -> None:
-    """A finished bench's notes, table and teardown note: all on stdout in the text mode; with --json the notes and
-    the teardown on stderr (stdout is the document); with -q only the teardown, on stderr (stdout is the path)."""
+def show_bench(bench, outcome, *, quiet: bool, as_json: bool, verbose: bool = False) -> None:
+    """A finished bench's notes, table (short, or with --verbose the full one) and teardown note: all on stdout in
+    the text mode; with --json the notes and the teardown on stderr (stdout is the document); with -q only the
+    teardown, on stderr (stdout is the path)."""
     if not (quiet or as_json):
-        show_results(bench, outcome)
+        show_results(bench, outcome, verbose=verbose)
         show_teardown(outcome.teardown)
         return
     if as_json:

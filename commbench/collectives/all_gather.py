@@ -28,7 +28,7 @@ class AllGather(PerRankCollective):
         return ring.all_gather(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
                                batched=setup.p2p_batched, ring_chunks=setup.ring_chunks)
 
-    def expected(self, layout, *, rank, world):
+    def expected(self, layout, *, rank, world, root=0):
         from commbench.collectives import check_data
 
         return [check_data.Segment(layout.count, source=source) for source in range(world)]

@@ -24,7 +24,7 @@ class AllReduce(WholeMessageCollective):
         return ring.all_reduce(buffers.recv, rank=setup.rank, world=setup.world, batched=setup.p2p_batched, op=setup.op,
                                ring_chunks=setup.ring_chunks)
 
-    def expected(self, layout, *, rank, world):
+    def expected(self, layout, *, rank, world, root=0):
         from commbench.collectives import check_data
 
         return [check_data.Segment(layout.count)]  # the reduction of every rank's whole input

@@ -23,7 +23,7 @@ class AllToAll(PerRankCollective):
 
         return partial(dist.all_to_all_single, buffers.recv, buffers.send)
 
-    def expected(self, layout, *, rank, world):
+    def expected(self, layout, *, rank, world, root=0):
         from commbench.collectives import check_data
 
         # chunk p of the output is chunk `rank` of rank p's input

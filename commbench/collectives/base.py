@@ -52,6 +52,7 @@ class RunSetup:
     p2p_batched: bool  # send and receive of a ring step go in one group (NCCL's batch_isend_irecv)
     op: str  # sum, max, min, avg, or "none" for collectives that do not reduce
     ring_chunks: int | None = None  # pieces in flight per ring step; None = ring.default_pieces
+    root: int = 0  # the rank a broadcast sends from and a reduce reduces to (--root)
 
     @property
     def reduce_op(self):
@@ -66,7 +67,7 @@ class Collective:
     name: str = ""
     reduces: bool = False  # takes a reduction op (sum, max, …)
     inplace_choices: tuple[bool, ...] = (False, True)  # placements torch.distributed can express
-    root: int = -1  # the root rank nccl-tests prints; -1 for collectives without one
+    has_root: bool = False  # sends from or gathers to one rank (--root); nccl-tests prints -1 for the others
     implementations: tuple[str, ...] = ("builtin",)
 
     def layout(self, size_bytes: int, elt_bytes: int, world: int) -> Layout:
@@ -93,7 +94,7 @@ class Collective:
                      rank: int, world: int) -> Buffers:
         raise NotImplementedError
 
-    def fill_inputs(self, buffers: Buffers, *, rank: int, world: int) -> None:
+    def fill_inputs(self, buffers: Buffers, *, rank: int, world: int, op: str = "none") -> None:
         """Poison the output, then write this rank's check pattern into the input (also the data that is timed).
 
         The poison comes first because in place the input is part of the output; it makes a collective that writes
@@ -102,9 +103,9 @@ class Collective:
         from commbench.collectives import check_data
 
         buffers.recv.fill_(check_data.POISON)
-        check_data.write_input(buffers.send, rank=rank, world=world)
+        check_data.write_input(buffers.send, rank=rank, world=world, op=op)
 
-    def refill_for_check(self, buffers: Buffers, *, rank: int, world: int) -> None:
+    def refill_for_check(self, buffers: Buffers, *, rank: int, world: int, op: str = "none") -> None:
         """Fresh inputs and a poisoned output for the check run, after the timed runs.
 
         In place the timed runs overwrote the input, so everything is filled again (poison first, as above). Out of
@@ -115,7 +116,7 @@ class Collective:
         from commbench.collectives import check_data
 
         if buffers.shared:
-            self.fill_inputs(buffers, rank=rank, world=world)
+            self.fill_inputs(buffers, rank=rank, world=world, op=op)
         else:
             buffers.recv.fill_(check_data.POISON)
 
@@ -127,16 +128,33 @@ class Collective:
         """The hand-written ring (collectives/ring.py); its runner counts the bytes it sends in `bytes_sent`."""
         raise NotImplementedError
 
-    def expected(self, layout: Layout, *, rank: int, world: int) -> list[check_data.Segment]:
+    def expected(self, layout: Layout, *, rank: int, world: int, root: int = 0) -> list[check_data.Segment] | None:
         """The exact output this rank must hold after one run on freshly filled inputs, in order: which pattern
         (a rank's input, or the reduction of all) each part of the output holds. check_data compares it slice by
-        slice, never building a buffer-sized expected tensor."""
+        slice, never building a buffer-sized expected tensor. None: this rank's output is not defined (a reduce's
+        ranks other than the root), so nothing is checked there."""
         raise NotImplementedError
 
     def runner(self, impl: str, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
         if impl not in self.implementations:
             raise ValueError(f"{self.name} has no implementation {impl!r}")
         return getattr(self, impl)(buffers, setup)
+
+    def iteration(self, impl: str, buffers: Buffers, setup: RunSetup, calls: int) -> Callable[[], object]:
+        """One timed iteration of `calls` calls (nccl-tests -m): the backend's own calls as one group, the ring's
+        one after another (its sends are already grouped per step)."""
+        call = self.runner(impl, buffers, setup)
+        if calls == 1:
+            return call
+        if impl == "builtin":
+            from commbench.collectives import torch_api
+
+            return torch_api.grouped(call, calls)
+
+        def one_after_another():
+            for _ in range(calls):
+                call()
+        return one_after_another
 
 
 class WholeMessageCollective(Collective):

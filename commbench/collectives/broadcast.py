@@ -1,15 +1,14 @@
-"""broadcast from rank 0: every rank ends with rank 0's input; S = count·elt, busbw factor 1."""
+"""broadcast from the root (--root, rank 0 by default): every rank ends with the root's input; S = count·elt, busbw
+factor 1."""
 
 from functools import partial
 
 from commbench.collectives.base import WholeMessageCollective
 
-ROOT = 0
-
 
 class Broadcast(WholeMessageCollective):
     name = "broadcast"
-    root = ROOT
+    has_root = True
 
     def busbw_factor(self, world):
         return 1.0
@@ -17,12 +16,12 @@ class Broadcast(WholeMessageCollective):
     def builtin(self, buffers, setup):
         import torch.distributed as dist
 
-        return partial(dist.broadcast, buffers.recv, src=ROOT)
+        return partial(dist.broadcast, buffers.recv, src=setup.root)
 
-    def expected(self, layout, *, rank, world):
+    def expected(self, layout, *, rank, world, root=0):
         from commbench.collectives import check_data
 
-        return [check_data.Segment(layout.count, source=ROOT)]
+        return [check_data.Segment(layout.count, source=root)]
 
 
 COLLECTIVE = Broadcast()

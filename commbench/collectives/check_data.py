@@ -1,11 +1,13 @@
 """Exactly representable check data: small integers by rank, and the exact result each reduction must give.
 
-Rank r's input element i is (i + 3·r) mod q with q ≤ 7, so every input and every reduction of them repeats every q
-elements. Nothing here is therefore computed per element: one period is computed exactly (float64, q values),
-tiled into a row of about 64 Ki elements (a whole number of periods, so every row starts at the same phase), and the
-row is written into a buffer, or compared with it, through a broadcasting 2-D view of the buffer. Filling needs no
-memory besides the buffer; checking needs the row and the comparison's mask of one slice of rows. (Building the
-values with a buffer-sized int64 index cost 6-12× the buffer, more than the GPU had at large sizes.)
+Rank r's input element i is (i + 3·r) mod q with q ≤ 7 (for prod: 2 where i mod (n + 1) = r, else 1, so a
+product over the n ranks is 2 or 1, exact in every type at any world size, and a rank's missing factor shows at
+its own positions), so every input and every reduction of them repeats every q elements. Nothing here is therefore
+computed per element: one period is computed exactly (float64, q values), tiled into a row of about 64 Ki elements
+(a whole number of periods, so every row starts at the same phase), and the row is written into a buffer, or
+compared with it, through a broadcasting 2-D view of the buffer. Filling needs no memory besides the buffer;
+checking needs the row and the comparison's mask of one slice of rows. (Building the values with a buffer-sized
+int64 index cost 6-12× the buffer, more than the GPU had at large sizes.)
 """
 
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ _MAX_LEVEL = 6  # values run over 0..level; small enough that sums stay exact in
 _RANK_STRIDE = 3  # shifts the pattern per rank so a chunk from the wrong rank or offset is caught
 _ROW_ELEMENTS = 1 << 16  # target row length; a whole number of periods is used
 _CHECK_SLICE_ELEMENTS = 1 << 20  # elements compared at once: bounds the mask (and avg's float64 copy) a check holds
+PROD = "prod"
 
 
 @dataclass(frozen=True)
@@ -32,33 +35,41 @@ class Segment:
 def _exact_integer_limit(dtype: torch.dtype) -> int:
     if dtype.is_floating_point:
         return round(2 / torch.finfo(dtype).eps)  # 2^precision: every integer up to it is exact
-    return torch.iinfo(dtype).max
+    return torch.iinfo(dtype).max - 1  # uint8's POISON (-1) reads 255: no reduction may reach it
 
 
-def _levels(dtype: torch.dtype, world: int) -> int:
-    """How many distinct values a rank's pattern uses; a sum over all ranks must stay exactly representable."""
+def _levels(dtype: torch.dtype, world: int, op: str) -> int:
+    """How many distinct values a rank's pattern uses; a reduction over all ranks must stay exactly representable
+    (a sum of values up to `levels - 1`, or for prod a product of ones and twos)."""
+    if op == PROD:
+        return max(world, 1) + 1  # the period: one position per rank, and one where no rank puts its 2
     return max(1, min(_MAX_LEVEL, _exact_integer_limit(dtype) // max(world, 1))) + 1
 
 
-def _pattern(rank: int, index: torch.Tensor, levels: int) -> torch.Tensor:
+def _pattern(rank: int, index: torch.Tensor, levels: int, op: str) -> torch.Tensor:
+    if op == PROD:  # ones (a zero would hide every other rank) and one 2 per period, where index ≡ rank
+        return 1 + (index % levels == rank % levels).double()
     return (index + _RANK_STRIDE * rank) % levels
 
 
 def _period(source: int | None, *, world: int, op: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """One period (q elements, from pattern index 0) of rank `source`'s pattern or of the reduction over ranks."""
-    levels = _levels(dtype, world)
+    levels = _levels(dtype, world, op)
     phase = torch.arange(levels, dtype=torch.float64)
     if source is not None:
-        values = _pattern(source, phase, levels)
+        values = _pattern(source, phase, levels, op)
     else:
-        per_rank = torch.stack([_pattern(rank, phase, levels) for rank in range(world)])
+        per_rank = torch.stack([_pattern(rank, phase, levels, op) for rank in range(world)])
         values = {
             "sum": lambda: per_rank.sum(0),
+            PROD: lambda: per_rank.prod(0),
             "avg": lambda: per_rank.sum(0) / world,
             "max": lambda: per_rank.max(0).values,
             "min": lambda: per_rank.min(0).values,
         }[op]()
-    return values.to(dtype).to(device)
+    # via float32: torch converts float64 to every type commbench runs, fp8 included, through it exactly (the values
+    # are small integers)
+    return values.to(torch.float32).to(dtype).to(device)
 
 
 class _Rows:
@@ -94,16 +105,16 @@ def write_expected(out: torch.Tensor, segments: list[Segment], *, world: int, op
         rows.tail.copy_(rows.row[:rows.tail.numel()])
 
 
-def write_input(buffer: torch.Tensor, *, rank: int, world: int) -> None:
-    """Rank `rank`'s input pattern, from element 0, written over the whole buffer."""
-    write_expected(buffer, [Segment(buffer.numel(), source=rank)], world=world)
+def write_input(buffer: torch.Tensor, *, rank: int, world: int, op: str = "none") -> None:
+    """Rank `rank`'s input pattern for a point reduced by `op`, from element 0, written over the whole buffer."""
+    write_expected(buffer, [Segment(buffer.numel(), source=rank)], world=world, op=op)
 
 
 def rank_pattern(rank: int, start: int, length: int, *, world: int, dtype: torch.dtype,
-                 device: torch.device) -> torch.Tensor:
+                 device: torch.device, op: str = "none") -> torch.Tensor:
     """Elements start..start+length of rank `rank`'s input, as a new tensor: ((i + 3·rank) mod q), q ≤ 7."""
     values = torch.empty(length, dtype=dtype, device=device)
-    write_expected(values, [Segment(length, start, source=rank)], world=world)
+    write_expected(values, [Segment(length, start, source=rank)], world=world, op=op)
     return values
 
 

@@ -29,7 +29,7 @@ class ReduceScatter(PerRankCollective):
         return ring.reduce_scatter(buffers.send, buffers.recv, rank=setup.rank, world=setup.world,
                                    batched=setup.p2p_batched, op=setup.op, ring_chunks=setup.ring_chunks)
 
-    def expected(self, layout, *, rank, world):
+    def expected(self, layout, *, rank, world, root=0):
         from commbench.collectives import check_data
 
         return [check_data.Segment(layout.count, start=rank * layout.count)]  # chunk `rank` of the reduction

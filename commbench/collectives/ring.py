@@ -27,6 +27,7 @@ def default_pieces(chunk_bytes: int) -> int:
 
 _REDUCE = {
     "sum": torch.add,
+    "prod": torch.mul,
     "avg": torch.add,  # avg = sum, then one division of the rank's own chunk
     "max": torch.maximum,
     "min": torch.minimum,

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from commbench import nccl_tests
 from commbench.errors import CommbenchError
-from commbench.imports import nccl_tests_json, nccl_tests_names, nccl_tests_text, param_text
+from commbench.imports import nccl_tests_json, nccl_tests_text, param_text
 from commbench.imports.model import ImportedFile
 
 
@@ -25,13 +26,14 @@ class Source:
 
 
 def _read_nccl_tests(name: str, sha256: str, text: str, **options) -> ImportedFile:
-    if nccl_tests_json.looks_like_json(text):
-        version, tests = nccl_tests_json.parse(text, name, collective=options["collective"],
-                                               world_size=options["world_size"])
+    reader = nccl_tests_json if nccl_tests_json.looks_like_json(text) else nccl_tests_text
+    if reader is nccl_tests_json:
+        version, tests = reader.parse(text, name, collective=options["collective"], world_size=options["world_size"])
     else:
-        version, tests = nccl_tests_text.parse(text, name, **options)
-    return ImportedFile(name, sha256, nccl_tests_names.TOOL, version, nccl_tests_names.BACKEND,
-                        nccl_tests_names.DEVICE, nccl_tests_names.TIMING_METHOD, tests)
+        version, tests = reader.parse(text, name, **options)
+    # commbench perf prints nccl-tests' layout from whatever backend it ran on: its own header says which
+    backend, device = reader.written_by_commbench(text) or (nccl_tests.BACKEND, nccl_tests.DEVICE)
+    return ImportedFile(name, sha256, nccl_tests.TOOL, version, backend, device, nccl_tests.TIMING_METHOD, tests)
 
 
 def _read_param(name: str, sha256: str, text: str, **options) -> ImportedFile:
@@ -42,7 +44,7 @@ def _read_param(name: str, sha256: str, text: str, **options) -> ImportedFile:
 
 
 SOURCES = {
-    "nccl-tests": Source("nccl-tests", _read_nccl_tests, nccl_tests_names.factor, nccl_tests_names.collective_option),
+    "nccl-tests": Source("nccl-tests", _read_nccl_tests, nccl_tests.factor, nccl_tests.collective_option),
     "param": Source("param", _read_param, param_text.factor, lambda text: text.strip()),
 }
 

@@ -5,8 +5,8 @@ out_of_bounds and average_bus_bandwidth."""
 
 import json
 
+from commbench import nccl_tests as names
 from commbench.errors import CommbenchError
-from commbench.imports import nccl_tests_names as names
 from commbench.imports.figures import check_busbw, mean_agrees, number
 from commbench.imports.model import ImportedRow, ImportedTest
 
@@ -15,6 +15,21 @@ _PLACEMENTS = (("out_of_place", False), ("in_place", True))
 
 def looks_like_json(text: str) -> bool:
     return text.lstrip().startswith("{")
+
+
+def written_by_commbench(text: str) -> tuple[str, str] | None:
+    """(backend, device) of a file `commbench perf -J` wrote (its args start with commbench; nccl_version is null on
+    gloo, and its devices say cpu on CPU ranks); None for nccl-tests' own files."""
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    args = document.get("args") if isinstance(document, dict) else None
+    if not (isinstance(args, list) and args and str(args[0]).endswith("commbench")):
+        return None
+    devices = (document.get("config") or {}).get("devices") or []
+    on_cpu = any(device.get("device_hex") == "cpu" for device in devices if isinstance(device, dict))
+    return ("gloo" if document.get("nccl_version") is None else "nccl"), ("cpu" if on_cpu else "cuda")
 
 
 def parse(text: str, file_name: str, *, collective: str | None, world_size: int | None

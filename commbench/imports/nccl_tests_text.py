@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from commbench import nccl_tests as names
 from commbench.errors import CommbenchError
-from commbench.imports import nccl_tests_names as names
 from commbench.imports.figures import check_busbw, mean_agrees, number
 from commbench.imports.model import ImportedRow, ImportedTest
 
@@ -34,6 +34,10 @@ _ROW = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
 _OUT_OF_BOUNDS = re.compile(r"^#?\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)")
 _AVERAGE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
 _TIME_COLUMNS = ("time", "cputime")
+NOT_MEASURED = "N/A"
+"""A body's time as `commbench perf` prints a placement torch.distributed does not have (nccl-tests itself prints
+N/A only in #wrong)."""
+_COMMBENCH = re.compile(r"#\s*commbench (\S+) perf, nccl-tests \S+ output: torch \S+, (\S+)")
 _WRONG_COLUMNS = ("#wrong", "error", "res")
 
 
@@ -97,8 +101,23 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
 
 
 def _version(line: str) -> str | None:
-    match = _VERSION.match(line.strip())
-    return f"{match.group(1)} {match.group(2)}" if match else None
+    match = _VERSION.match(line.strip()) or _COMMBENCH.match(line.strip())
+    if match is None:
+        return None
+    return f"commbench {match.group(1)} perf" if match.re is _COMMBENCH else f"{match.group(1)} {match.group(2)}"
+
+
+def written_by_commbench(text: str) -> tuple[str, str] | None:
+    """(backend, device) of a log `commbench perf` printed (its first line says so, its rank lines say [cpu] on CPU
+    ranks); None for nccl-tests' own logs, which ran NCCL on CUDA."""
+    lines = text.splitlines()
+    for line in lines[:50]:
+        match = _COMMBENCH.match(_PREFIX.sub("", line, count=1).strip())
+        if match:
+            on_cpu = any((rank := _RANK.match(_PREFIX.sub("", other, count=1).strip())) and rank.group(6) == "cpu"
+                         for other in lines[:200])
+            return match.group(2), "cpu" if on_cpu else "cuda"
+    return None
 
 
 def _table_without_header(current: _Open | None, line: str) -> bool:
@@ -184,6 +203,8 @@ def _read_row(current: _Open, fields: list[str], where: str) -> None:
     for inplace, group in zip((False, True), layout.groups):
         values = dict(zip(group, fields[offset:offset + len(group)]))
         offset += len(group)
+        if values[_time_column(group)] == NOT_MEASURED:  # commbench perf: torch has no such placement
+            continue
         time_text = _microseconds(values[_time_column(group)], layout.ms)
         n_wrong, note = _wrong(values)
         more = {"time_us_mean": number(time_text)}  # nccl-tests' time is a mean per call over one batch

@@ -110,7 +110,7 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
 def _busbw_factor(name: str, world: int) -> float:
     """commbench's factor for what it runs; nccl-tests' for the collectives only an import has (sendrecv, reduce,
     gather, scatter); NaN where neither gives one."""
-    from commbench.imports.nccl_tests_names import factor
+    from commbench.nccl_tests import factor
 
     collective = COLLECTIVES.get(name)
     if collective is not None:

@@ -8,7 +8,7 @@ Name", "Process Group Ranks", "Group size"). On CPU, gloo's spans name what gloo
 reduce-scatter runs as an all-reduce) and record the input only (an all-gather's output goes unseen): a span takes
 its kind and message from the c10d operator that enqueued it (the k-th operator for the k-th span: gloo works its
 queue in order), where the two lists have the same length. algbw = bytes / duration and busbw = algbw × nccl-tests'
-factor for the collective at its group size (commbench/imports/nccl_tests_names.py), bytes being nccl-tests' size:
+factor for the collective at its group size (commbench/nccl_tests.py), bytes being nccl-tests' size:
 the larger of the input and output. A call of unknown size or kind has no bandwidth.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commbench.imports.nccl_tests_names import factor as nccl_tests_factor
+from commbench.nccl_tests import factor as nccl_tests_factor
 from commbench.profiling.overlap import classify, enclosing_calls, event_kinds
 from commbench.profiling.skew import DTYPE_NAMES
 from commbench.profiling.trace_file import TraceEvents

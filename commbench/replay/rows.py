@@ -4,7 +4,7 @@ traced vs replayed time and busbw) and one for the whole sequence; samples are e
 from statistics import median
 
 from commbench.bandwidth import algbw_gbps, busbw_gbps
-from commbench.imports.nccl_tests_names import factor
+from commbench.nccl_tests import factor
 from commbench.stats import summarize
 from commbench.store import SCHEMA_VERSION
 

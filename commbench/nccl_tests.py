@@ -1,7 +1,7 @@
-"""What nccl-tests' names and formulas mean in commbench's terms (nccl-tests src/*.cu getBw, doc/PERFORMANCE.md).
+"""nccl-tests' vocabulary in commbench's terms (nccl-tests src/*.cu getBw, src/common.cu, doc/PERFORMANCE.md).
 
-Shared by the text and JSON readers: the collective a program measures, dtype names, the busbw factor of each
-collective, and how nccl-tests times."""
+One home for the importers (commbench import nccl-tests) and `commbench perf`: the collective a program measures,
+type and op names both ways, the busbw factor of each collective, and how nccl-tests times."""
 
 import re
 
@@ -31,8 +31,17 @@ _FACTORS = {
 """busbw = algbw × factor, algbw = S / t with S the size column. hypercube's algbw counts (n − 1) × S and
 alltoallv's sizes vary by rank: neither is recomputed from the size column."""
 
-DTYPES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32"}
-"""nccl-tests' type names that commbench spells otherwise; int8, bfloat16, ... are the same in both."""
+DTYPES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "char": "int8",
+          "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
+"""nccl-tests' type names that commbench spells otherwise (int and char are nccl-tests' names before NCCL 2); int8,
+bfloat16, ... are the same in both."""
+TYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3",
+              "f8e5m2")
+"""What -d takes, in nccl-tests' order (src/common.cu test_typenames); `all` runs every one this backend has."""
+NO_TORCH_TYPE = {"uint32": "int32 or int64", "uint64": "int64"}
+"""nccl-tests types torch's backends do not run (NCCL's and gloo's dtype tables lack them), with what to use."""
+OP_NAMES = ("sum", "prod", "max", "min", "avg")
+"""What -o takes, in nccl-tests' order (test_opnames; mulsum, a PreMulSum, has no torch.distributed op)."""
 
 _PROGRAM = re.compile(r"(?<![A-Za-z0-9])([a-z_]+?)_perf(?:_mpi)?(?![A-Za-z0-9])")
 
@@ -80,6 +89,17 @@ def collective_option(text: str) -> str:
 
 def dtype(name: str) -> str:
     return DTYPES.get(name, name)
+
+
+def type_name(commbench_dtype: str) -> str:
+    """The name nccl-tests prints for a commbench dtype (float32 → float)."""
+    return next((name for name, ours in DTYPES.items() if ours == commbench_dtype and name in TYPE_NAMES),
+                commbench_dtype)
+
+
+def program(collective: str) -> str:
+    """The nccl-tests program of a commbench collective (all_to_all → alltoall_perf)."""
+    return next(name for name, ours in COLLECTIVES.items() if ours == collective) + "_perf"
 
 
 def op(collective: str, redop: str) -> str:

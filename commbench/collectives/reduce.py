@@ -1,0 +1,29 @@
+"""reduce to the root (--root, rank 0 by default): the root ends with the reduction of all inputs; S = count·elt,
+busbw factor 1 (nccl-tests' reduce). torch.distributed.reduce works in place; only the root's output is defined."""
+
+from functools import partial
+
+from commbench.collectives.base import WholeMessageCollective
+
+
+class Reduce(WholeMessageCollective):
+    name = "reduce"
+    reduces = True
+    has_root = True
+
+    def busbw_factor(self, world):
+        return 1.0
+
+    def builtin(self, buffers, setup):
+        import torch.distributed as dist
+
+        return partial(dist.reduce, buffers.recv, dst=setup.root, op=setup.reduce_op)
+
+    def expected(self, layout, *, rank, world, root=0):
+        from commbench.collectives import check_data
+
+        # the other ranks' buffers hold whatever the backend left there (gloo writes partial results into them)
+        return [check_data.Segment(layout.count)] if rank == root else None
+
+
+COLLECTIVE = Reduce()

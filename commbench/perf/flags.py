@@ -1,0 +1,302 @@
+"""nccl-tests' command-line flags (README and src/common.cu of nccl-tests 2.19), each with its meaning, and how each
+becomes the equivalent `commbench sweep` option: `commbench perf` parses its flags into the sweep's options, so a perf
+run is a sweep with nccl-tests' method (batch timing, both placements, the backend's own collective)."""
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from commbench import nccl_tests
+from commbench.errors import CommbenchError
+from commbench.names import BATCH, BUILTIN, RANK_AVERAGES
+from commbench.units import format_bytes
+
+
+@dataclass(frozen=True)
+class Flag:
+    short: str
+    names: tuple[str, ...]
+    """Long forms: nccl-tests' own first (--warmup_iters), then dashed spellings (--warmup-iters)."""
+    meaning: str
+    """nccl-tests' meaning of the flag, as its README and usage text say it."""
+    metavar: str
+    default: str | None
+    """nccl-tests' default; None where commbench's target decides (-g)."""
+
+    @property
+    def key(self) -> str:
+        """The Python name of the option's value (minbytes, warmup_iters, ...)."""
+        return self.names[0].lstrip("-").replace("-", "_")
+
+    @property
+    def spelled(self) -> str:
+        return f"{self.short}/{self.names[0]}"
+
+
+def _flag(short: str, long: str, meaning: str, metavar: str, default: str | None, *aliases: str) -> Flag:
+    dashed = long.replace("_", "-")
+    names = (long, *((dashed,) if dashed != long else ()), *aliases)
+    return Flag(short, names, meaning, metavar, default)
+
+
+FLAGS = (
+    _flag("-b", "--minbytes", "minimum size to start with (K/M/G: 1024-based)", "SIZE", "32M"),
+    _flag("-e", "--maxbytes", "maximum size to end at (K/M/G: 1024-based)", "SIZE", "32M"),
+    _flag("-i", "--stepbytes", "fixed increment between sizes, used when -f is 1", "SIZE", "1M"),
+    _flag("-f", "--stepfactor", "multiplication factor between sizes (1 = use -i)", "FACTOR", "1"),
+    _flag("-g", "--ngpus", "ranks on this node, one GPU each [default: every visible GPU, else 2 CPU ranks]",
+          "N", None),
+    _flag("-n", "--iters", "number of iterations: back-to-back calls timed as one batch", "N", "20"),
+    _flag("-w", "--warmup_iters", "number of warmup iterations (not timed)", "N", "1"),
+    _flag("-m", "--agg_iters", "number of operations to aggregate together in each iteration", "N", "1"),
+    _flag("-c", "--check", "check iterations: verify the results N times per size (0 = no check)", "N", "1"),
+    _flag("-d", "--datatype", f"datatype: {', '.join(nccl_tests.TYPE_NAMES)} or all", "TYPE", "float"),
+    _flag("-o", "--op", f"reduction: {', '.join(nccl_tests.OP_NAMES)} or all", "OP", "sum"),
+    _flag("-r", "--root", "root rank of broadcast and reduce", "RANK", "0"),
+    _flag("-a", "--average", "report the time over ranks as 0 rank 0's, 1 their average, 2 the minimum, 3 the "
+                             "maximum", "0-3", "1"),
+    _flag("-z", "--blocking", "0 non-blocking; 1 wait and barrier after each iteration; 2 wait after each, no "
+                              "barrier; 3 wait and barrier after each, the barrier not timed", "0-3", "0"),
+    _flag("-G", "--cudagraph", "capture the iterations as a CUDA graph and replay it N times (GPUs only)", "N", "0"),
+    _flag("-N", "--run_cycles", "run and print each size this many cycles", "N", "1"),
+    _flag("-I", "--per_iter_timing", "1 = also time each iteration (i_min, i_max, i_p99, i_cv% columns)", "0|1",
+          "0", "--per-iteration"),
+    _flag("-J", "--output_file", "write nccl-tests' JSON to FILE (never over an existing file: FILE.0, FILE.1, ...)",
+          "FILE", None, "--output-json"),
+    _flag("-T", "--timeout", "seconds without progress before the run is ended as failed (0 = commbench's 300)",
+          "SECONDS", "0"),
+)
+BY_SHORT = {flag.short: flag for flag in FLAGS}
+
+UNSUPPORTED = {
+    "-t": ("--nthreads", "1", "commbench runs one process per rank, not threads: use -g N for N ranks"),
+    "-p": ("--parallel_init", "0", "torch initialises the process group; there is nothing to run in parallel"),
+    "-y": ("--stream_null", "0", "torch issues collectives on its own streams"),
+    "-C": ("--report_cputime", "0", "the host time per call is what -z 0 reports already on CPU; on GPUs commbench "
+                                    "reports the time after the device finished"),
+    "-S": ("--report_timestamps", "0", "the run folder's meta.json records start and end times"),
+    "-R": ("--local_register", "0", "torch allocates and registers the buffers itself"),
+    "-x": ("--cta_policy", "-1", "torch sets NCCL's communicator config; use NCCL_CTA_POLICY in the environment"),
+    "-D": ("--device_implementation", "0", "device-API kernels are nccl-tests' own, not torch.distributed's"),
+    "-V": ("--device_cta_count", "16", "device-API kernels are nccl-tests' own, not torch.distributed's"),
+    "-M": ("--memory", "0", "GPU memory per point is in the run folder (gpu_mem columns) on GPUs"),
+    "-u": ("--unalign", "0", "torch allocates aligned buffers; misaligned views are not offered"),
+    "-K": ("--per_iter_skip", "0", "iteration_times.csv keeps every iteration; skip leading ones when you read it"),
+}
+"""nccl-tests flags commbench perf does not offer: (long name, the default it accepts as a no-op, why)."""
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([KkMmGg])(?:i?[Bb])?)?\s*$")
+_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
+AVERAGES = dict(enumerate(RANK_AVERAGES))
+"""-a 0/1/2/3 → commbench's --average (names.RANK_AVERAGES is in nccl-tests' order)."""
+
+
+@dataclass(frozen=True)
+class PerfRequest:
+    """A parsed `commbench perf` command line: the sweep options it equals and what only perf does."""
+
+    collective: str
+    options: dict
+    """The collective sweep's options (benches/collective.py CollectiveOptions field names) the flags equal."""
+    settings: dict
+    """nccl-tests' view of the run for its header and JSON config (minBytes, step, iters, ...)."""
+    json_path: str | None
+    """-J FILE."""
+    per_iteration: bool
+    """-I 1: per-iteration columns in the text and *_per_iter objects in the JSON."""
+    notes: tuple[str, ...] = ()
+
+
+def collective_of(text: str) -> str:
+    """COLLECTIVE as commbench or nccl-tests names it: all_reduce, all_reduce_perf, alltoall, all_to_all, ..."""
+    from commbench.collectives import COLLECTIVES
+
+    name = text.strip().removesuffix("_perf")
+    name = nccl_tests.COLLECTIVES.get(name, name)
+    if name not in COLLECTIVES:
+        runnable = ", ".join(nccl_tests.program(ours) for ours in COLLECTIVES)
+        raise CommbenchError(f"unknown collective {text!r}; commbench perf runs {runnable} (or their commbench "
+                             "names, e.g. all_reduce)")
+    return name
+
+
+def parse(collective_text: str, values: dict) -> PerfRequest:
+    """The request a command line makes, checked without the machine: values maps each flag's key (Flag.key) to its
+    text or None. A bad value is a CommbenchError in one line naming the flag and nccl-tests' meaning of it. `-d all`
+    and `-o all` hold every type and op torch runs somewhere; fit_to() keeps those the run's backend has."""
+    from commbench.collectives import get_collective
+
+    collective = collective_of(collective_text)
+    given = {key: value for key, value in values.items() if value is not None}
+    text = {flag.key: given.get(flag.key, flag.default) for flag in FLAGS}
+    minimum, maximum = _size(text, "-b"), _size(text, "-e")
+    step, factor = _size(text, "-i"), _whole(text, "-f", lowest=1)
+    if minimum > maximum:
+        raise _bad(BY_SHORT["-b"], text["minbytes"], f"above -e {text['maxbytes']} ({minimum} > {maximum} B); "
+                                                     "give -b ≤ -e")
+    if minimum == 0 and factor > 1:
+        raise _bad(BY_SHORT["-b"], text["minbytes"], "0 B times a factor never grows; start at 1 B or more")
+    if factor <= 1 and step == 0 and minimum < maximum:
+        raise _bad(BY_SHORT["-i"], text["stepbytes"], "adds nothing, so the sizes never reach -e; give -f 2 or -i "
+                                                      "above 0")
+    sizes = f"{max(minimum, 1)}:{maximum}:" + (f"x{factor}" if factor > 1 else f"+{max(step, 1)}")
+    cycles = _whole(text, "-N", lowest=0)
+    if cycles == 0:
+        raise _bad(BY_SHORT["-N"], "0", "runs forever in nccl-tests; commbench runs a count it can store: give -N 1 "
+                                        "or more")
+    check = _whole(text, "-c", lowest=0)
+    reduces = get_collective(collective).reduces
+    options = {
+        "collectives": (collective,), "sizes": sizes, "dtypes": _types(text["datatype"]),
+        "ops": _ops(text["op"]) if reduces else None, "root": str(_root(text)),
+        "nproc": None if "ngpus" not in given else str(_whole(text, "-g", lowest=1)),
+        "impls": (BUILTIN,), "timings": (BATCH,), "placement": "both",
+        "batch_calls": str(_whole(text, "-n", lowest=1)), "warmup": str(_whole(text, "-w", lowest=0)),
+        "agg_iters": str(_whole(text, "-m", lowest=1)), "iters": str(cycles),
+        "check": check > 0, "check_iters": str(max(check, 1)),
+        "average": AVERAGES[_choice(text, "-a", AVERAGES)], "blocking": str(_choice(text, "-z", range(4))),
+        "cuda_graph": str(_whole(text, "-G", lowest=0)),
+        "iteration_times": _choice(text, "-I", (0, 1)) == 1,
+    }
+    timeout = _whole(text, "-T", lowest=0)
+    if timeout:
+        options["timeout"] = str(timeout)
+    settings = {"program": nccl_tests.program(collective), "min_bytes": minimum, "max_bytes": maximum,
+                "step": factor if factor > 1 else step, "step_kind": "factor" if factor > 1 else "bytes",
+                "warmup_iters": int(options["warmup"]), "iters": int(options["batch_calls"]),
+                "agg_iters": int(options["agg_iters"]), "validation": check, "graph": int(options["cuda_graph"]),
+                "blocking": int(options["blocking"]), "per_iter_timing": options["iteration_times"],
+                "run_cycles": cycles, "op": text["op"], "datatype": text["datatype"]}
+    return PerfRequest(collective, options, settings, given.get("output_file"), options["iteration_times"])
+
+
+def fit_to(request: PerfRequest, *, backend: str, device: str) -> PerfRequest:
+    """`-d all` and `-o all` narrowed to what this backend runs, each left-out type or op named in a note (nccl-tests
+    runs every one NCCL has; a single type the backend lacks is refused by the sweep's own check, by name)."""
+    from commbench.backends import unsupported_reason
+
+    def why(dtype: str, op: str) -> str | None:
+        reason = unsupported_reason(backend=backend, device=device, collective=request.collective, dtype=dtype, op=op)
+        return reason.split(";")[0] if reason else None
+
+    options, notes = dict(request.options), list(request.notes)
+    if request.settings["datatype"] == "all":
+        kept = [dtype for dtype in options["dtypes"] if not why(dtype, "sum")]
+        notes += [f"-d all: {nccl_tests.type_name(dtype)} left out ({why(dtype, 'sum')})"
+                  for dtype in options["dtypes"] if dtype not in kept]
+        notes += [f"-d all: {name} left out (torch's NCCL and gloo backends have no {name} collectives)"
+                  for name in nccl_tests.NO_TORCH_TYPE]
+        options["dtypes"] = tuple(kept)
+    if options["ops"] and request.settings["op"] == "all":
+        kept = [op for op in options["ops"] if not any(why(dtype, op) for dtype in options["dtypes"])]
+        notes += [f"-o all: {op} left out ({next(filter(None, (why(dtype, op) for dtype in options['dtypes'])))})"
+                  for op in options["ops"] if op not in kept]
+        options["ops"] = tuple(kept)
+    return PerfRequest(request.collective, options, request.settings, request.json_path, request.per_iteration,
+                       tuple(notes))
+
+
+SWEEP_OPTIONS = {"--nproc": "-g", "--batch-calls": "-n", "--warmup": "-w", "--agg-iters": "-m",
+                 "--check-iters": "-c", "--dtype": "-d", "--op": "-o", "--root": "-r", "--average": "-a",
+                 "--blocking": "-z", "--cuda-graph": "-G", "--iters": "-N", "--iteration-times": "-I",
+                 "--timeout": "-T"}
+"""The sweep option each flag becomes, for messages the sweep's own checks raise about a perf run."""
+
+
+def in_flags_terms(message: str) -> str:
+    """A refusal of the sweep's checks said in nccl-tests' flags, with nccl-tests' meaning of the first one."""
+    named = None
+    for option, short in sorted(SWEEP_OPTIONS.items(), key=lambda item: -len(item[0])):
+        pattern = re.compile(re.escape(option) + r"(?![\w-])")
+        if pattern.search(message):
+            message = pattern.sub(short, message)
+            named = named or BY_SHORT[short]
+    return f"{message} (nccl-tests {named.spelled}: {named.meaning})" if named else message
+
+
+def refuse_unsupported(short: str, value: str) -> None:
+    """An nccl-tests flag commbench perf lacks: its default is accepted as a no-op, any other value refused."""
+    name, default, why = UNSUPPORTED[short]
+    if value.strip() != default:
+        raise CommbenchError(f"{short}/{name} {value} is not available in commbench perf: {why} "
+                             f"(only its default, {short} {default}, is accepted)")
+
+
+def resembling(option: str) -> str:
+    """What to say of an unknown flag: the nccl-tests flag it resembles, with its meaning."""
+    spelled = {name: flag for flag in FLAGS for name in (flag.short, *flag.names)}
+    bare = option.split("=", 1)[0]
+    close = difflib.get_close_matches(bare, list(spelled), n=1, cutoff=0.6)
+    if not close and bare.startswith("--"):  # --warmup, --bytes: a word inside a flag's name
+        word = bare[2:].replace("-", "_")
+        close = [name for name in spelled if name.startswith("--") and word and word in name][:1]
+    if not close:
+        return f"unknown flag {bare}: it is not an nccl-tests flag commbench perf knows (`commbench perf --help`)"
+    flag = spelled[close[0]]
+    return f"unknown flag {bare}; the nccl-tests flag it resembles is {flag.spelled} ({flag.meaning})"
+
+
+def _bad(flag: Flag, value: str, why: str) -> CommbenchError:
+    return CommbenchError(f"{flag.spelled} {value}: {why} (nccl-tests: {flag.meaning})")
+
+
+def _size(text: dict, short: str) -> int:
+    flag = BY_SHORT[short]
+    match = _SIZE.match(text[flag.key])
+    if match is None:
+        raise _bad(flag, text[flag.key], "not a size; give bytes, or a number with K, M or G (1024-based), e.g. 8G")
+    number = float(match.group(1)) * _UNITS.get((match.group(2) or "").lower(), 1)
+    if number >= 2**63:
+        raise _bad(flag, text[flag.key], f"larger than any buffer ({format_bytes(2**62)} is already absurd)")
+    return int(number)
+
+
+def _whole(text: dict, short: str, *, lowest: int) -> int:
+    flag = BY_SHORT[short]
+    try:
+        number = int(text[flag.key].strip(), 0)  # nccl-tests reads numbers with strtol(base 0): 0x10 is 16
+    except ValueError:
+        raise _bad(flag, text[flag.key], "not a whole number") from None
+    if number < lowest:
+        raise _bad(flag, text[flag.key], f"must be {lowest} or more")
+    return number
+
+
+def _choice(text: dict, short: str, allowed) -> int:
+    number = _whole(text, short, lowest=0)
+    if number not in allowed:
+        raise _bad(BY_SHORT[short], text[BY_SHORT[short].key], f"choose {', '.join(map(str, allowed))}")
+    return number
+
+
+def _root(text: dict) -> int:
+    value = text["root"].strip()
+    if value in ("all", "-1"):
+        raise _bad(BY_SHORT["-r"], value, "every rank as root in turn is not offered: commbench measures one root "
+                                          "per run; give -r N")
+    return _whole(text, "-r", lowest=0)
+
+
+def _types(value: str) -> tuple[str, ...]:
+    flag = BY_SHORT["-d"]
+    if value == "all":
+        return tuple(nccl_tests.dtype(name) for name in nccl_tests.TYPE_NAMES if name not in nccl_tests.NO_TORCH_TYPE)
+    if value not in nccl_tests.TYPE_NAMES:
+        ours = {ours: theirs for theirs, ours in nccl_tests.DTYPES.items() if theirs in nccl_tests.TYPE_NAMES}
+        hint = f"nccl-tests calls it {ours[value]}" if value in ours else \
+            f"choose {', '.join(nccl_tests.TYPE_NAMES)} or all"
+        raise _bad(flag, value, f"not an nccl-tests type; {hint}")
+    if value in nccl_tests.NO_TORCH_TYPE:
+        raise _bad(flag, value, f"torch's NCCL and gloo backends have no {value} collectives; use "
+                                f"{nccl_tests.NO_TORCH_TYPE[value]}")
+    return (nccl_tests.dtype(value),)
+
+
+def _ops(value: str) -> tuple[str, ...]:
+    if value == "all":
+        return nccl_tests.OP_NAMES
+    if value not in nccl_tests.OP_NAMES:
+        hint = " (PreMulSum has no torch.distributed op)" if value == "mulsum" else ""
+        raise _bad(BY_SHORT["-o"], value, f"not an nccl-tests op{hint}; choose {', '.join(nccl_tests.OP_NAMES)} or "
+                                          "all")
+    return (value,)

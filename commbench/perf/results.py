@@ -1,0 +1,166 @@
+"""A perf run read back as nccl-tests reports it: one line per size and cycle, each with an out-of-place and an
+in-place body (None where torch has no such placement), from the stored rows, samples and iteration times. The text
+and the JSON writers both print these lines, so the two outputs and the run folder cannot disagree."""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from commbench import nccl_tests, store
+from commbench.backends import DTYPE_BYTES
+from commbench.bandwidth import algbw_gbps, busbw_gbps
+from commbench.collectives import get_collective
+
+
+@dataclass(frozen=True)
+class IterationStats:
+    """nccl-tests' per-iteration summary of one body (src/util.cu computeIterStats, times in µs per call)."""
+
+    times_us: list[float]
+    """Each iteration's time, the slowest rank's (nccl-tests: the max over process rows)."""
+    per_rank_us: list[list[float]]
+    """Each rank's own iteration times (nccl-tests' per_process_max_times_us: one process per rank here)."""
+    min: float
+    max: float
+    avg: float
+    p50: float
+    p95: float
+    p99: float
+    stdev: float
+
+    @property
+    def cv_pct(self) -> float:
+        return self.stdev / self.avg * 100 if self.avg > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Body:
+    time_us: float
+    algbw_gbps: float
+    """NaN where nothing moves (in place at one rank): nccl-tests would print the call's overhead as bandwidth."""
+    busbw_gbps: float
+    n_wrong: int | None
+    """None: not checked (-c 0), printed N/A."""
+    iterations: IterationStats | None = None
+
+
+@dataclass(frozen=True)
+class Line:
+    size_bytes: int
+    count: int
+    type_name: str
+    redop: str
+    root: int
+    cycle: int
+    out_of_place: Body | None
+    in_place: Body | None
+
+    @property
+    def bodies(self) -> list[Body]:
+        return [body for body in (self.out_of_place, self.in_place) if body is not None]
+
+
+@dataclass(frozen=True)
+class PerfRun:
+    run_dir: Path
+    meta: dict
+    collective: str
+    lines: list[Line]
+
+    @property
+    def settings(self) -> dict:
+        return self.meta.get("nccl_tests") or {}
+
+    @property
+    def average_busbw_gbps(self) -> float:
+        """nccl-tests' `# Avg bus bandwidth`: the mean busbw of every body printed, out-of-place and in-place."""
+        values = [body.busbw_gbps for line in self.lines for body in line.bodies]
+        return sum(values) / len(values) if values else math.nan
+
+    @property
+    def out_of_bounds(self) -> int:
+        """Bodies whose check found wrong elements (nccl-tests counts them per GPU; a rank is one GPU here, but the
+        stored count is summed over ranks, so this counts results, not ranks)."""
+        return sum(1 for line in self.lines for body in line.bodies if body.n_wrong)
+
+
+def read_perf_run(run_dir: Path) -> PerfRun:
+    from commbench.benches.collective import KIND
+
+    meta = store.read_meta(run_dir)
+    results = store.read_results(run_dir, KIND) if (run_dir / store.RESULTS_FILE).exists() else None
+    if results is None or results.empty:
+        return PerfRun(run_dir, meta, "", [])
+    samples = store.read_samples(run_dir, KIND) if (run_dir / store.SAMPLES_FILE).exists() else None
+    iterations = store.read_rows(run_dir / store.ITERATIONS_FILE, KIND.iteration_columns, store.NUMERIC_COLUMNS) \
+        if (run_dir / store.ITERATIONS_FILE).exists() else None
+    collective = str(results["collective"].iloc[0])
+    cycles = max(int(results["iters"].max()), 1)
+    lines = []
+    # nccl-tests' order: type, op (and root), then each cycle over every size
+    for (dtype, op, root), group in results.groupby(["dtype", "op", "root"], sort=False):
+        for cycle in range(cycles):
+            for size, rows in group.groupby("size_bytes", sort=False):
+                bodies = {bool(row["inplace"]): _body(row, cycle, samples, iterations)
+                          for _, row in rows.iterrows()}
+                first = rows.iloc[0]
+                lines.append(Line(int(size), int(first["count"]), nccl_tests.type_name(str(dtype)),
+                                  _redop(collective, str(op), meta), int(root), cycle,
+                                  bodies.get(False), bodies.get(True)))
+    return PerfRun(run_dir, meta, collective, lines)
+
+
+def _redop(collective: str, op: str, meta: dict) -> str:
+    """nccl-tests' redop column: the op; none for the collectives that take none, except sendrecv, whose program
+    prints the -o op it was given (sum by default)."""
+    if collective == "sendrecv":
+        given = (meta.get("nccl_tests") or {}).get("op", "sum")
+        return "sum" if given == "all" else given
+    return op
+
+
+def _body(row, cycle: int, samples, iterations) -> Body:
+    collective = get_collective(str(row["collective"]))
+    world, inplace = int(row["world_size"]), bool(row["inplace"])
+    key = _matching(samples, row)
+    cycle_times = sorted(zip(key["iteration"], key["time_us"])) if key is not None and len(key) else []
+    time_us = float(cycle_times[cycle][1]) if cycle < len(cycle_times) else float(row["time_us_p50"])
+    layout = collective.layout(int(row["size_bytes"]), DTYPE_BYTES[str(row["dtype"])], world)
+    moved, seconds = collective.algbw_bytes(layout, world), time_us / 1e6
+    noop = collective.is_noop(world=world, inplace=inplace)
+    algbw = math.nan if noop else algbw_gbps(moved, seconds)
+    busbw = 0.0 if noop else busbw_gbps(moved, seconds, collective.busbw_factor(world))
+    n_wrong = None if math.isnan(float(row["n_wrong"])) else int(row["n_wrong"])
+    return Body(time_us, algbw, busbw, n_wrong, _iteration_stats(_matching(iterations, row), cycle))
+
+
+def _matching(frame, row):
+    """The rows of a samples-like file that belong to result row `row` (its key columns)."""
+    if frame is None:
+        return None
+    mask = None
+    for column in ("collective", "dtype", "op", "inplace", "size_bytes", "timing"):
+        match = frame[column].astype(str) == str(row[column])
+        mask = match if mask is None else mask & match
+    return frame[mask]
+
+
+def _iteration_stats(rows, cycle: int) -> IterationStats | None:
+    if rows is None or rows.empty:
+        return None
+    rows = rows[rows["batch"] == cycle]
+    if rows.empty:
+        return None
+    per_rank = [list(group.sort_values("iteration")["time_us"].astype(float))
+                for _, group in rows.groupby("rank", sort=True)]
+    times = [max(values) for values in zip(*per_rank)]
+    ordered, n = sorted(times), len(times)
+    mean = sum(times) / n
+    return IterationStats(times, per_rank, ordered[0], ordered[-1], mean, ordered[n // 2],
+                          ordered[_percentile_index(n, 95)], ordered[_percentile_index(n, 99)],
+                          math.sqrt(sum((value - mean) ** 2 for value in times) / n))
+
+
+def _percentile_index(n: int, percentile: int) -> int:
+    """nccl-tests' nearest-rank percentile (src/util.cu percentileIndex)."""
+    return min(n - 1, (n * percentile + 99) // 100 - 1)
