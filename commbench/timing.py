@@ -220,10 +220,12 @@ def _spans_s(marks: list, *, paired: bool, agg: int) -> list[float]:
 
 
 def _capture(run: Callable[[], object], iterations: int, stream):
-    """The batch's iterations captured once as a CUDA graph (nccl-tests -G), on a side stream as torch requires."""
+    """The batch's iterations captured once as a CUDA graph (nccl-tests -G), on a side stream as torch requires.
+    Thread-local capture, as nccl-tests' (cudaStreamCaptureModeThreadLocal): the process group's watchdog thread keeps
+    querying its events meanwhile, which a global capture would forbid."""
     graph = torch.cuda.CUDAGraph()
     stream.synchronize()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for _ in range(iterations):
             run()
     torch.cuda.synchronize()

@@ -135,12 +135,15 @@ def test_the_change_column_agrees_with_the_sign_of_worse_pct(launches, commbench
 
 def test_collective_labels_show_sizes_in_binary_units_and_stay_unique():
     base = {"collective": "all_reduce", "impl": "builtin", "dtype": "float32", "op": "sum", "inplace": False,
-            "timing": "per-iteration"}
+            "timing": "batch"}
     sizes = (1000, 1024, 1536, 65536, 1048576, 16 * 1048576, 1048576 + 1)
     labels = [COLLECTIVE.row_label(pd.Series({**base, "size_bytes": size})) for size in sizes]
     assert labels[:2] == ["all_reduce builtin float32 sum out 1000 B", "all_reduce builtin float32 sum out 1 KiB"]
     assert labels[4:6] == ["all_reduce builtin float32 sum out 1 MiB", "all_reduce builtin float32 sum out 16 MiB"]
     assert len(set(labels)) == len(sizes) and all("\n" not in label for label in labels)
+    # the default timing goes unsaid; the other mode is named, so a row of each stays apart
+    assert COLLECTIVE.row_label(pd.Series({**base, "size_bytes": 1024, "timing": "per-iteration"})) == \
+        "all_reduce builtin float32 sum out 1 KiB per-iteration"
 
 
 @pytest.mark.distributed

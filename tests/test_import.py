@@ -296,8 +296,8 @@ def test_an_imported_param_run_compares_with_a_commbench_sweep(tmp_path):
     document = json.loads(result.stdout)
     joined = [entry for entry in document["entries"] if entry.get("metric") == "busbw"]
     assert len(joined) == 6  # every PARAM size meets commbench's builtin batch row of the same size
-    assert all(entry["row"].endswith("[source param vs commbench]") and " batch " in entry["row"]
-               for entry in joined)
+    assert all(entry["row"].endswith("[source param vs commbench]") and " per-iteration " not in entry["row"]
+               for entry in joined)  # joined with the batch rows (the default timing, unnamed in labels)
     # PARAM records no samples: no significance test; the sources are a key of every row
     assert all(entry["p_value"] is None and entry["source"] == "param vs commbench" for entry in joined)
     notes = " ".join(document["notes"])
@@ -305,5 +305,5 @@ def test_an_imported_param_run_compares_with_a_commbench_sweep(tmp_path):
     _, nccl_run = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[4][0], run_id="nccl")
     across = json.loads(invoke(["compare", str(nccl_run), str(tmp_path / "results" / "sweep"), "--json"]).stdout)
     met = [entry for entry in across["entries"] if entry["verdict"] == "not comparable"]
-    assert [entry["row"].split(" [")[0] for entry in met] == ["all_reduce builtin float32 sum in 1 MiB batch"]
+    assert [entry["row"].split(" [")[0] for entry in met] == ["all_reduce builtin float32 sum in 1 MiB"]
     assert "backend nccl vs gloo" in met[0]["why"] and "device cuda vs cpu" in met[0]["why"]

@@ -174,9 +174,9 @@ def test_fit_of_a_real_sweep_writes_files(bare_sweep):
     first = fits[1].split(",")
     backend = json.loads((run_dir / "meta.json").read_text())["backend"]
     assert first[1:4] == ["all_reduce", "builtin", backend] and first[8:10] == ["batch", "15"]
-    # one fit per collective and impl, and one residual per measured point
-    assert len(fits) == 1 + 6
-    assert len((run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 90
+    # one fit per collective and impl (the default suite: the three builtin collectives), one residual per point
+    assert len(fits) == 1 + 3
+    assert len((run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 45
     comm = CliRunner().invoke(main, ["model", "comm", "--params", "1B", "--ranks", "4", "--from", str(run_dir)])
     assert comm.exit_code == 0, comm.output
     assert "fitted from" in comm.output and "time (ms)" in comm.output

@@ -239,6 +239,25 @@ def test_the_text_imports_back_to_the_same_rows_and_average(all_reduce_run, tmp_
     assert printed == pytest.approx(measured["busbw_gbps"].mean(), rel=1e-5)  # %g keeps six digits
 
 
+@pytest.mark.distributed
+def test_the_run_folder_is_an_ordinary_run_and_the_json_imports_as_the_text_does(all_reduce_run, tmp_path):
+    text, run_dir, json_path = all_reduce_run
+    assert invoke(["compare", str(run_dir), str(run_dir)]).exit_code == 0
+    fitted = invoke(["fit", str(run_dir), "--json"])
+    assert fitted.exit_code == 0, fitted.output
+    (tmp_path / "perf.txt").write_text(text)
+    rows = {}
+    for name, source in (("text", tmp_path / "perf.txt"), ("json", json_path)):
+        imported = invoke(["import", "nccl-tests", str(source), "--out", str(tmp_path / name), "--run-id", "run", "-q"])
+        assert imported.exit_code == 0, imported.output
+        frame = pd.read_csv(tmp_path / name / "run" / "results.csv")
+        rows[name] = frame[["size_bytes", "inplace", "time_us_p50", "busbw_gbps", "n_wrong", "backend", "device"]]
+    # the JSON keeps full precision where the text rounds: the same rows, the figures within the text's rounding
+    assert rows["text"][["size_bytes", "inplace", "n_wrong", "backend", "device"]].equals(
+        rows["json"][["size_bytes", "inplace", "n_wrong", "backend", "device"]])
+    assert ((rows["text"]["time_us_p50"] - rows["json"]["time_us_p50"]).abs() <= 0.05).all()
+
+
 _BODY = {"time": float, "alg_bw": (float, str), "bus_bw": (float, str), "nwrong": (float, type(None))}
 _CONFIG = {"nthreads": int, "ngpus": int, "minimum_bytes": int, "maximum_bytes": int, "warmup_iters": int,
            "iterations": int, "aggregated_iterations": int, "validation": int, "graph": int,
