@@ -84,12 +84,26 @@ def commbench_env(**extra: str) -> dict:
 
 @pytest.fixture(scope="session")
 def bare_sweep(tmp_path_factory) -> subprocess.CompletedProcess:
-    """`commbench sweep` with no option but where to write: the default suite (shared, it takes ~20 s); the run
-    folder is results/bare under completed.args' cwd, returned as .run_dir."""
-    cwd = tmp_path_factory.mktemp("bare")
-    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "--out", "results", "--run-id", "bare",
-                                "--quiet"], cwd=cwd, env=commbench_env(), capture_output=True, text=True, timeout=300)
-    completed.run_dir = cwd / "results" / "bare"
+    """`commbench sweep` with no option but where to write: the default suite, as a person reads it (stdout and
+    stderr kept); the run folder is returned as .run_dir. One run for the whole test session: the pytest workers share
+    it through the base temporary folder they have in common (the first to come runs it under a lock, the others
+    read what it printed), so it costs one launch however the test files are spread."""
+    shared = tmp_path_factory.getbasetemp().parent / "bare-sweep"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        printed = shared / "printed.json"
+        if not printed.exists():
+            completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "--out", "results", "--run-id",
+                                        "bare"], cwd=shared, env=commbench_env(), capture_output=True, text=True,
+                                       timeout=300)
+            printed.write_text(json.dumps({"returncode": completed.returncode, "stdout": completed.stdout,
+                                           "stderr": completed.stderr}))
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    outcome = json.loads(printed.read_text())
+    completed = subprocess.CompletedProcess(["commbench", "sweep"], outcome["returncode"], outcome["stdout"],
+                                            outcome["stderr"])
+    completed.run_dir = shared / "results" / "bare"
     return completed
 
 

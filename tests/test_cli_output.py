@@ -373,15 +373,14 @@ NOISE_SUMMARY = "# ±CI (%) = half-width of the median time's 95 % CI; "
 
 
 @pytest.fixture(scope="module")
-def printed(tmp_path_factory):
-    """What a person reads: the bare `commbench sweep` (the default suite), and a small sweep and a one-bench suite
-    with --verbose (started together)."""
+def printed(tmp_path_factory, bare_sweep):
+    """What a person reads: the bare `commbench sweep` (the default suite, the session's shared run), and a small
+    sweep and a one-bench suite with --verbose (started together)."""
     cwd = tmp_path_factory.mktemp("printed")
     (cwd / "suite.toml").write_text(ONE_BENCH)
     tiny = ("--backend", "gloo", "--device", "cpu", "-c", "all_reduce,all_gather", "--sizes", "1K,4K", "--impl",
             "builtin", "--warmup", "1", "--iters", "6")
-    commands = {"bare": ["sweep"], "verbose": ["sweep", *tiny, "--verbose"],
-                "run": ["run", "suite.toml", "--verbose"]}
+    commands = {"verbose": ["sweep", *tiny, "--verbose"], "run": ["run", "suite.toml", "--verbose"]}
     started = {name: subprocess.Popen([sys.executable, "-m", "commbench", *args, "--out", "results", "--run-id", name],
                                       cwd=cwd, env=commbench_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True)
@@ -391,7 +390,7 @@ def printed(tmp_path_factory):
         stdout, stderr = process.communicate(timeout=300)
         done[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
         done[name].run_dir = cwd / "results" / name
-    return done
+    return {**done, "bare": bare_sweep}
 
 
 @pytest.mark.distributed

@@ -179,8 +179,7 @@ class CollectiveKind(BenchKind):
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version)
         _check_ops_apply(options.ops, spec.collectives)
-        few = [f"{spec.iters} sample(s) per point: a 95 % CI of the median needs {MIN_SAMPLES_FOR_CI} (±CI shows n/a)"
-               ] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
+        few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
         return Bench(self, spec, plan(spec, spec.nproc),
                      notes=tuple((placement_notes(spec) if options.placement else []) + size_notes(spec, spec.nproc)
                                  + few), cores=target.cores)
@@ -240,6 +239,10 @@ class CollectiveKind(BenchKind):
         timing = "" if row.get("timing", PER_ITERATION) == DEFAULT_TIMING else f" {row['timing']}"
         return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
                 f"{format_bytes(int(row['size_bytes']))}{timing}")
+
+
+def few_samples_note(iters: int) -> str:
+    return f"{iters} sample(s) per point: a 95 % CI of the median needs {MIN_SAMPLES_FOR_CI} (±CI shows n/a)"
 
 
 def _check_ops_apply(ops: tuple[str, ...], collectives: tuple[str, ...]) -> None:

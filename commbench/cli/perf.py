@@ -106,9 +106,11 @@ def _reserve_json(request):
 
 def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, quiet: bool, as_json: bool) -> None:
     from commbench import runinfo, session
+    from commbench.benches.collective import few_samples_note
     from commbench.perf import json_file
     from commbench.perf.results import read_perf_run
     from commbench.perf.text import nccl_tests_text
+    from commbench.stats import MIN_SAMPLES_FOR_CI
 
     show_warnings()
     argv = ["commbench", *sys.argv[1:]]
@@ -120,7 +122,10 @@ def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, 
     if json_path is not None:
         json_file.write(json_path, run, argv=argv, env=runinfo.relevant_env())
     if not (quiet or as_json):
-        notes = (*bench.notes, *request.notes)
+        notes = [note for note in (*bench.notes, *request.notes) if note != few_samples_note(bench.spec.iters)]
+        if bench.spec.iters < MIN_SAMPLES_FOR_CI:  # nccl-tests' method: one batch per size and cycle
+            notes.append(f"{bench.spec.iters} batch(es) per size (-N {bench.spec.iters}): the run folder's rows have "
+                         f"no 95 % CI; -N {MIN_SAMPLES_FOR_CI} or more gives one")
         header = [f"# Writing JSON output to {json_path}"] if json_path is not None else []
         click.echo("\n".join([*header, nccl_tests_text(run, notes=notes)]))
     code = verdict(bench.kind, outcome, name="perf")
