@@ -196,6 +196,11 @@ def _validate_batch_options(spec: SweepSpec) -> None:
     if asked and not ({BATCH, AUTO} & set(spec.timings)):
         raise CommbenchError(f"{', '.join(asked)} shape{'s' if len(asked) == 1 else ''} batch timing, and this sweep "
                              f"times per iteration only: add --timing batch, or drop {' and '.join(asked)}")
+    grouped = [option for option, value in (("--agg-iters", spec.agg_iters != 1), ("--cuda-graph", spec.cuda_graph))
+               if value]
+    if grouped and AUTO in spec.timings:
+        raise CommbenchError(f"{' and '.join(grouped)} change what a batch issues, and --timing auto may time a point "
+                             "per iteration instead (one call): give --timing batch")
     if spec.cuda_graph:
         if spec.device != CUDA or spec.backend == GLOO:
             where = "on CPU" if spec.device == CPU else "with gloo, which cannot be captured"

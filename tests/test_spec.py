@@ -41,6 +41,7 @@ def test_in_place_only_collectives_fall_back_and_say_so():
     (dict(average="median"), "unknown --average 'median'"),
     (dict(agg_iters=0), "--agg-iters 0 must be 1 or more"),
     (dict(timings=("per-iteration",), iteration_times=True), "--iteration-times shapes batch timing"),
+    (dict(timings=("auto",), agg_iters=4), "--agg-iters change what a batch issues"),
     (dict(collectives=("reduce",), root=2), "--root 2 is not a rank of this run"),
     (dict(warmup=-1), "negative"),
     (dict(target_ci_pct=2.0), "--max-time"),
