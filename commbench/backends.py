@@ -38,8 +38,12 @@ _NCCL_AVG_AND_BF16 = (2, 10)  # ncclAvg and ncclBfloat16 appeared in NCCL 2.10
 _NCCL_FP8 = (2, 24)  # ncclFloat8e4m3 and ncclFloat8e5m2 appeared in NCCL 2.24 (torch maps fp8 to them from there)
 
 
+_FP8_CAPABILITY = (9, 0)  # NCCL's fp8 types need SM 90 (Hopper) or newer; nccl-tests leaves them out below it
+
+
 def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str, op: str, impl: str = "builtin",
-                       nccl_version: tuple[int, ...] | None = None) -> str | None:
+                       nccl_version: tuple[int, ...] | None = None,
+                       gpu_capability: tuple[int, ...] | None = None) -> str | None:
     """Why this backend cannot run this combination, or None when it can."""
     if backend == GLOO and device == CUDA and impl == "ring":
         return "gloo cannot send/recv CUDA tensors, which the ring needs; use --impl builtin or --device cpu"
@@ -52,6 +56,10 @@ def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str
     if backend == NCCL and dtype in FP8_DTYPES and nccl_version is not None and nccl_version < _NCCL_FP8:
         found = ".".join(map(str, nccl_version))
         return f"NCCL {found} has no {dtype} (NCCL 2.24 added fp8); use bfloat16 or float16"
+    if dtype in FP8_DTYPES and gpu_capability is not None and tuple(gpu_capability) < _FP8_CAPABILITY:
+        found = ".".join(map(str, gpu_capability))
+        return (f"{dtype} needs GPUs of compute capability 9.0 (Hopper) or newer, and these are {found}; use bfloat16 "
+                "or float16")
     if backend == GLOO and op == "avg" and dtype not in FLOATING_DTYPES:
         return f"gloo cannot average {dtype} (it refuses AVG on integers); use --op sum or a floating dtype"
     if backend == NCCL and nccl_version is not None and nccl_version < _NCCL_AVG_AND_BF16:

@@ -38,6 +38,8 @@ class Machine:
     """Ranks of the job on this machine, which share its GPUs."""
     cpus: int | None = None
     """CPU cores this process may run on; None when not known (a machine stated for other nodes): no core limit."""
+    gpu_capability: tuple[int, ...] | None = None
+    """The lowest CUDA compute capability of its GPUs (NVML's), None when unknown: fp8 collectives need 9.0."""
 
     @property
     def in_job(self) -> bool:
@@ -57,11 +59,16 @@ class Machine:
 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         nccl = bool(dist.is_available() and dist.is_nccl_available())
-        version = None
+        version = capability = None
         if gpus and nccl:
             found = torch.cuda.nccl.version()
             version = list(found) if isinstance(found, tuple) else None
-        return {"gpus": gpus, "nccl_available": nccl, "nccl_version": version}
+        if gpus:
+            from commbench.nvml import lowest_capability
+
+            found_capability = lowest_capability()
+            capability = list(found_capability) if found_capability else None
+        return {"gpus": gpus, "nccl_available": nccl, "nccl_version": version, "gpu_capability": capability}
 
     @classmethod
     def here_from(cls, facts: dict, environ: dict[str, str] | None = None) -> "Machine":
@@ -69,7 +76,9 @@ class Machine:
         environ = os.environ if environ is None else environ
         version = tuple(facts["nccl_version"]) if facts["nccl_version"] else None
         in_job = "RANK" in environ and "WORLD_SIZE" in environ
+        capability = tuple(facts["gpu_capability"]) if facts.get("gpu_capability") else None
         return cls(gpus=facts["gpus"], nccl_available=facts["nccl_available"], nccl_version=version,
+                   gpu_capability=capability,
                    rank=int(environ["RANK"]) if in_job else None,
                    world_size=int(environ["WORLD_SIZE"]) if in_job else None,
                    local_rank=int(environ.get("LOCAL_RANK") or environ.get("SLURM_LOCALID") or 0),

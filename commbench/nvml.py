@@ -19,6 +19,7 @@ def gpu_inventory() -> dict:
                 "name": _text(pynvml.nvmlDeviceGetName(handle)),
                 "memory_total_bytes": int(memory.total),
                 "nvlink_active_links": _active_nvlinks(pynvml, handle),
+                "compute_capability": _capability(pynvml, handle),
             })
         return {"available": True, "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()), "gpus": gpus}
     finally:
@@ -33,6 +34,21 @@ def _active_nvlinks(pynvml, handle) -> int:
         except Exception:  # links past the last one, or a GPU without NVLink, raise NotSupported
             break
     return active
+
+
+def _capability(pynvml, handle) -> list[int] | None:
+    """(major, minor), from NVML: no CUDA context is made (the torch host reads it before it forks launchers)."""
+    try:
+        return list(pynvml.nvmlDeviceGetCudaComputeCapability(handle))
+    except Exception:  # an old driver without the call
+        return None
+
+
+def lowest_capability() -> tuple[int, int] | None:
+    """The lowest compute capability among this machine's GPUs (what every rank can run), None when unknown."""
+    inventory = gpu_inventory()
+    found = [tuple(gpu["compute_capability"]) for gpu in inventory.get("gpus", []) if gpu.get("compute_capability")]
+    return min(found) if found else None
 
 
 def _text(value) -> str:

@@ -121,9 +121,10 @@ class Point:
         return f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}{timing}"
 
 
-def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) -> None:
-    """Refuse anything that cannot run, naming the fix; called before any process is launched. nccl_version: the
-    machine's (None when unknown), for what old NCCL versions lack."""
+def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None,
+             gpu_capability: tuple[int, ...] | None = None) -> None:
+    """Refuse anything that cannot run, naming the fix; called before any process is launched. nccl_version and
+    gpu_capability: the machine's (None when unknown), for what old NCCL versions and older GPUs lack."""
     for name in spec.collectives:
         get_collective(name)
     _check_choices("--impl", spec.impls, IMPLEMENTATIONS)
@@ -173,7 +174,7 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None) ->
         for impl, dtype, op in itertools.product(impls_for(spec, name), spec.dtypes, ops_for(spec, name)):
             reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, impl=impl,
                                         dtype=dtype, op=op,
-                                        nccl_version=nccl_version)
+                                        nccl_version=nccl_version, gpu_capability=gpu_capability)
             if reason:
                 raise CommbenchError(reason)
     plan(spec, spec.nproc)

@@ -111,3 +111,26 @@ def test_bind_cores_gives_each_launched_cpu_rank_a_core_of_its_own():
 def test_bind_cores_refuses_what_it_cannot_pin(options, fragment):
     with pytest.raises(CommbenchError, match=fragment):
         resolve(**options)
+
+
+@pytest.mark.parametrize("capability, refused", [((8, 0), True), ((9, 0), False), ((10, 0), False), (None, False)])
+def test_fp8_needs_hopper_or_newer_as_nccl_tests_says(capability, refused):
+    """nccl-tests leaves fp8 out below compute capability 9.0 (NCCL's fp8 types need SM 90); so does commbench, from
+    the capability NVML reports (None: unknown, not refused here)."""
+    from commbench.backends import unsupported_reason
+
+    reason = unsupported_reason(backend="nccl", device="cuda", collective="all_reduce", dtype="float8_e4m3", op="sum",
+                                nccl_version=(2, 27, 3), gpu_capability=capability)
+    assert (reason is not None) == refused
+    if refused:
+        assert "compute capability 9.0" in reason and "8.0" in reason
+    assert unsupported_reason(backend="nccl", device="cuda", collective="all_reduce", dtype="bfloat16", op="sum",
+                              nccl_version=(2, 27, 3), gpu_capability=capability) is None
+
+
+def test_the_machine_carries_the_gpus_capability_from_its_facts():
+    from commbench.machine import Machine
+
+    facts = {"gpus": 8, "nccl_available": True, "nccl_version": [2, 27, 3], "gpu_capability": [9, 0]}
+    assert Machine.here_from(facts, environ={}).gpu_capability == (9, 0)
+    assert Machine.here_from({**facts, "gpu_capability": None}, environ={}).gpu_capability is None

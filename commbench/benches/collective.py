@@ -177,7 +177,7 @@ class CollectiveKind(BenchKind):
             blocking=options.blocking, cuda_graph=options.cuda_graph, iteration_times=options.iteration_times,
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
-        validate(spec, nccl_version=machine.nccl_version)
+        validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
         _check_ops_apply(options.ops, spec.collectives)
         few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
         return Bench(self, spec, plan(spec, spec.nproc),

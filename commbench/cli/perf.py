@@ -85,7 +85,8 @@ def perf(collective, backend, device, out, run_id, quiet, as_json, **values) -> 
     try:
         target = resolve_target(machine, backend=backend, device=device,
                                 nproc=None if request.options["nproc"] is None else int(request.options["nproc"]))
-        request = perf_flags.fit_to(request, backend=target.backend, device=target.device)
+        request = perf_flags.fit_to(request, backend=target.backend, device=target.device,
+                                    nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
         bench = KIND.resolve(parse_options(KIND.options, {**request.options, "backend": backend, "device": device}),
                              machine)
     except CommbenchError as error:  # the sweep's checks name sweep options: say them as the flags given

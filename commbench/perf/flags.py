@@ -170,13 +170,15 @@ def parse(collective_text: str, values: dict) -> PerfRequest:
     return PerfRequest(collective, options, settings, given.get("output_file"), options["iteration_times"])
 
 
-def fit_to(request: PerfRequest, *, backend: str, device: str) -> PerfRequest:
+def fit_to(request: PerfRequest, *, backend: str, device: str, nccl_version: tuple[int, ...] | None = None,
+           gpu_capability: tuple[int, ...] | None = None) -> PerfRequest:
     """`-d all` and `-o all` narrowed to what this backend runs, each left-out type or op named in a note (nccl-tests
     runs every one NCCL has; a single type the backend lacks is refused by the sweep's own check, by name)."""
     from commbench.backends import unsupported_reason
 
     def why(dtype: str, op: str) -> str | None:
-        reason = unsupported_reason(backend=backend, device=device, collective=request.collective, dtype=dtype, op=op)
+        reason = unsupported_reason(backend=backend, device=device, collective=request.collective, dtype=dtype, op=op,
+                                    nccl_version=nccl_version, gpu_capability=gpu_capability)
         return reason.split(";")[0] if reason else None
 
     options, notes = dict(request.options), list(request.notes)
