@@ -135,14 +135,10 @@ def _body(row, cycle: int, samples, iterations) -> Body:
 
 
 def _matching(frame, row):
-    """The rows of a samples-like file that belong to result row `row` (its key columns)."""
-    if frame is None:
-        return None
-    mask = None
-    for column in ("collective", "dtype", "op", "inplace", "size_bytes", "timing"):
-        match = frame[column].astype(str) == str(row[column])
-        mask = match if mask is None else mask & match
-    return frame[mask]
+    """The rows of samples.csv or iteration_times.csv that belong to result row `row` (the kind's sample keys)."""
+    from commbench.benches.collective import KIND
+
+    return None if frame is None else frame[KIND.samples_of(frame, row)]
 
 
 def _iteration_stats(rows, cycle: int) -> IterationStats | None:
