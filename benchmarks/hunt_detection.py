@@ -1,8 +1,11 @@
 """Detection and false-alarm rates of `commbench hunt` on this machine: 4 "nodes" (4 torchrun launches with
---nnodes 4 and one rank each, distinct COMMBENCH_NODE_NAME) run clean, with one slow node (COMMBENCH_SLOW_NODE) and
-with one slow link (COMMBENCH_SLOW_LINK), each --runs times, alternated.
+--nnodes 4 and one rank each, distinct COMMBENCH_NODE_NAME) run clean (--clean-runs times), and --runs times each
+with one slow node (every send slower: COMMBENCH_SLOW_NODE), one slow link (COMMBENCH_SLOW_LINK), one stalling node
+(COMMBENCH_STALL_NODE: some exchanges delayed) and one node whose processes run under a real CPU quota (a cgroup:
+tests/cpu_quota.py; left out with the reason where /sys/fs/cgroup is not writable), alternated.
 
-    python benchmarks/hunt_detection.py --runs 10 --fault-pct 300 -- --threshold 50
+    python benchmarks/hunt_detection.py --runs 10 --clean-runs 20          # hunt at its defaults
+    python benchmarks/hunt_detection.py --runs 10 -- --threshold 50        # options after -- go to commbench hunt
 
 With --slurm the same scenarios run as Slurm jobs (`commbench slurm submit` of a one-bench hunt suite, --nodes 4) on a
 local cluster of 4 virtual nodes started here (tests/local_slurm.py: root, Debian packages), each node named by Slurm.
@@ -32,8 +35,20 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_hunt(out: Path, run_id: str, fault_env: dict, extra: list[str]) -> tuple[int, dict, float]:
-    """4 torchrun launches, one per node; (rank 0's exit code, hunt.json, seconds)."""
+def run_hunt(out: Path, run_id: str, fault_env: dict, extra: list[str], throttled: str | None = None,
+             quota_pct: float = 20.0) -> tuple[int, dict, float]:
+    """4 torchrun launches, one per node (`throttled`'s under a CPU quota); (rank 0's exit code, hunt.json,
+    seconds)."""
+    with contextlib.ExitStack() as stack:
+        quota = None
+        if throttled:
+            from tests.cpu_quota import CpuQuota
+
+            quota = stack.enter_context(CpuQuota(quota_pct))
+        return _run_hunt(out, run_id, fault_env, extra, {throttled: quota.enter} if quota else {})
+
+
+def _run_hunt(out: Path, run_id: str, fault_env: dict, extra: list[str], preexec: dict) -> tuple[int, dict, float]:
     port = free_port()
     env = {key: value for key, value in os.environ.items() if not key.startswith(("COMMBENCH_", "SLURM"))}
     env.update(fault_env)
@@ -46,7 +61,7 @@ def run_hunt(out: Path, run_id: str, fault_env: dict, extra: list[str]) -> tuple
                    "--run-id", run_id, "--quiet", *extra]
         logs.append(tempfile.TemporaryFile(mode="w+"))  # not a pipe: an unread pipe that fills blocks its writer
         launches.append(subprocess.Popen(command, env={**env, "COMMBENCH_NODE_NAME": node}, stdout=logs[-1],
-                                         stderr=subprocess.STDOUT, text=True))
+                                         stderr=subprocess.STDOUT, text=True, preexec_fn=preexec.get(node)))
     for launch in launches:
         launch.wait(timeout=600)
     outputs = []
@@ -90,15 +105,28 @@ def named(doc: dict) -> tuple[list[str], list[tuple[str, ...]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--clean-runs", type=int, default=None, help="clean runs [default: --runs]")
     parser.add_argument("--fault-pct", type=float, default=300.0)
+    parser.add_argument("--stall", default="10:50", help="PERCENT:MS of the stalling node's exchanges delayed")
+    parser.add_argument("--quota-pct", type=float, default=20.0, help="the throttled node's CPU quota, % of a core")
     parser.add_argument("--keep-wrong", type=Path, help="copy the run folders of wrong runs here")
     parser.add_argument("--slurm", action="store_true", help="run each scenario as a job on a local 4-node Slurm")
     parser.add_argument("extra", nargs="*", help="options for commbench hunt (after --)")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.cpu_quota import unavailable
+
     scenarios = {"clean": ({}, ([], [])),
                  "slow node": ({"COMMBENCH_SLOW_NODE": f"{SLOW_NODE}:{args.fault_pct:g}"}, ([SLOW_NODE], [])),
                  "slow link": ({"COMMBENCH_SLOW_LINK": f"{','.join(SLOW_LINK)}:{args.fault_pct:g}"},
-                               ([], [SLOW_LINK]))}
+                               ([], [SLOW_LINK])),
+                 "stalling": ({"COMMBENCH_STALL_NODE": f"{SLOW_NODE}:{args.stall}"}, ([SLOW_NODE], [])),
+                 "throttled": ({}, ([SLOW_NODE], []))}
+    if args.slurm or unavailable():
+        print(f"throttled node left out: {'a Slurm job step is not started here' if args.slurm else unavailable()}")
+        del scenarios["throttled"]
+    clean_runs = args.clean_runs if args.clean_runs is not None else args.runs
+    runs = {name: clean_runs if name == "clean" else args.runs for name in scenarios}
     tally = {name: {"right": 0, "false_suspects": 0, "missed": 0, "seconds": []} for name in scenarios}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         cluster = None
@@ -108,11 +136,15 @@ def main() -> None:
 
             (Path(tmp) / "slurm").mkdir()
             cluster = stack.enter_context(LocalSlurm(nodes=4, workdir=Path(tmp) / "slurm"))
-        for index in range(args.runs):
+        for index in range(max(runs.values())):
             for name, (fault_env, expected) in scenarios.items():
+                if index >= runs[name]:
+                    continue
                 run_id = f"{name.replace(' ', '-')}-{index}"
+                throttled = SLOW_NODE if name == "throttled" else None
                 code, doc, seconds = (run_slurm_job(cluster, Path(tmp), run_id, fault_env, args.extra) if cluster
-                                      else run_hunt(Path(tmp), run_id, fault_env, args.extra))
+                                      else run_hunt(Path(tmp), run_id, fault_env, args.extra, throttled,
+                                                    args.quota_pct))
                 nodes, links = named(doc)
                 right = (nodes, links) == expected and code == (1 if expected != ([], []) else 0)
                 found = set(nodes) | set(links)
@@ -125,14 +157,16 @@ def main() -> None:
                 if not right and args.keep_wrong:
                     shutil.copytree(Path(tmp) / run_id, args.keep_wrong / run_id)
                 print(f"{name:9s} run {index + 1}: exit {code}, nodes {nodes}, links {links}, cleared "
-                      f"{len(doc['cleared'])}, {seconds:.1f} s{'' if right else '  <-- WRONG'}", flush=True)
+                      f"{len(doc['cleared'])}, detectable {doc.get('detectable_slowdown_pct')}, {seconds:.1f} s"
+                      f"{'' if right else '  <-- WRONG'}", flush=True)
     where = "Slurm jobs" if args.slurm else "torchrun launches"
     options = " ".join(args.extra) or "(defaults)"
-    print(f"\n{where}, fault {args.fault_pct:g} %, options {options}, {args.runs} runs each")
+    print(f"\n{where}, fault {args.fault_pct:g} %, stall {args.stall}, CPU quota {args.quota_pct:g} %, options "
+          f"{options}")
     print(f"{'scenario':10s} {'right':>6s} {'false suspect':>14s} {'missed':>7s} {'median s':>9s}")
     for name, counts in tally.items():
         seconds = sorted(counts["seconds"])
-        print(f"{name:10s} {counts['right']:>3d}/{args.runs:<2d} {counts['false_suspects']:>14d} "
+        print(f"{name:10s} {counts['right']:>3d}/{runs[name]:<2d} {counts['false_suspects']:>14d} "
               f"{counts['missed']:>7d} {seconds[len(seconds) // 2]:>9.1f}")
 
 

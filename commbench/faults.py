@@ -20,9 +20,13 @@ COMMBENCH_SLOW_NODE="NODE:P" makes every send of the ranks on node NODE (their n
 P percent slower, and COMMBENCH_SLOW_LINK="NODE_A,NODE_B:P" every send between those two nodes (either way): a sleep
 of that share of the transfer's own time inside the timed interval, in `commbench hunt` and `commbench p2p`. A sleep,
 not a busy wait: on a machine whose cores all run ranks, a spinning rank would slow the other pairs of its round too.
+COMMBENCH_STALL_NODE="NODE:P:MS" delays P percent of the exchanges of the ranks on node NODE by MS milliseconds (a
+sleep after the transfer, drawn at random per exchange): a node that is slow sometimes (throttling, retransmits, a
+noisy neighbour), which a median or a 10th percentile does not see.
 """
 
 import os
+import random
 import signal
 import time
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
 SLOW_NODE_ENV_VAR = "COMMBENCH_SLOW_NODE"
 SLOW_LINK_ENV_VAR = "COMMBENCH_SLOW_LINK"
+STALL_NODE_ENV_VAR = "COMMBENCH_STALL_NODE"
 _KINDS = ("wrong", "kill", "hang", "leak", "abort", "zero", "skew")
 EVERY_POINT = -1
 SKEW_S = 0.02
@@ -163,3 +168,42 @@ def slowed_by(run, share: float):
         return result
 
     return slow_run
+
+
+@dataclass(frozen=True)
+class Stall:
+    percent: float
+    """Share of exchanges delayed, in percent."""
+    seconds: float
+
+
+def node_stall(my_node: str) -> Stall | None:
+    """COMMBENCH_STALL_NODE's stall when it names this rank's node; None otherwise."""
+    text = os.environ.get(STALL_NODE_ENV_VAR)
+    if not text:
+        return None
+    node, _, rest = text.partition(":")
+    percent, _, milliseconds = rest.partition(":")
+    try:
+        stall = Stall(float(percent), float(milliseconds) / 1000)
+    except ValueError:
+        stall = Stall(-1.0, -1.0)
+    if not node or not 0 < stall.percent <= 100 or stall.seconds <= 0:
+        raise ValueError(f"{STALL_NODE_ENV_VAR}={text!r}: give NODE:PERCENT:MS, e.g. n2:10:50 (10 % of n2's exchanges "
+                         "delayed by 50 ms)")
+    return stall if node == my_node else None
+
+
+def stalled(run, stall: Stall | None):
+    """run itself, or run followed, in stall.percent of the calls (drawn at random), by a sleep of stall.seconds."""
+    if stall is None:
+        return run
+    draw = random.Random()
+
+    def stalling_run():
+        result = run()
+        if draw.random() * 100 < stall.percent:
+            time.sleep(stall.seconds)
+        return result
+
+    return stalling_run

@@ -77,7 +77,7 @@ def commbench_env(**extra: str) -> dict:
     env = {key: value for key, value in os.environ.items()
            if key not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "COMMBENCH_FAULT",
                           "COMMBENCH_SLOWDOWN_PCT", "COMMBENCH_SLOW_NODE", "COMMBENCH_SLOW_LINK",
-                          "COMMBENCH_NODE_NAME", "SLURMD_NODENAME")}
+                          "COMMBENCH_STALL_NODE", "COMMBENCH_NODE_NAME", "SLURMD_NODENAME")}
     env.update(extra)
     return env
 

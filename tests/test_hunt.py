@@ -14,6 +14,7 @@ import sys
 import pandas as pd
 import pytest
 
+from tests import cpu_quota
 from tests.virtual_nodes import run_on_nodes
 
 pytestmark = pytest.mark.distributed
@@ -41,12 +42,19 @@ def test_a_clean_allocation_names_nothing_and_every_node_exits_0(tmp_path):
     first = results[results["phase"] == "pairs"]
     assert len(first) == 12 and set(first["test"]) == {"bandwidth", "latency"}  # 6 pairs × 2 tests
     assert (first["n_wrong"] == 0).all()
-    assert first.groupby("test")["iters"].unique().to_dict() == {"bandwidth": [10], "latency": [20]}
+    # every pair measured twice (all rounds, then all again), its samples pooled
+    assert first.groupby("test")["iters"].unique().to_dict() == {"bandwidth": [20], "latency": [40]}
     samples = pd.read_csv(run.run_dir / "samples.csv")
-    assert len(samples[samples["phase"] == "pairs"]) == 6 * (10 + 20)
+    assert len(samples[samples["phase"] == "pairs"]) == 6 * 2 * (10 + 20)
+    # what this clean verdict could have seen, per test, from its threshold and its own noise
+    assert set(doc["detectable_slowdown_pct"]) == {"bandwidth", "latency", "stalls"}
+    assert all(value >= 100 for value in doc["detectable_slowdown_pct"].values())  # never under --threshold
+    # one rank per node: no node group; the pairs run on the world's communicator
+    assert json.loads((run.run_dir / "meta.json").read_text())["communicators_created"] == 1
     assert "intra-node all_reduce skipped on n[1-4]: one rank each" in doc["notes"]
     rank0 = next(output for output in run.outputs if "# healthy" in output)
-    assert "# healthy: no suspect among 4 node(s)" in rank0 and "Traceback" not in rank0
+    assert "# healthy: no suspect among 4 node(s); a node this much slower would have been named (bandwidth ≥" in rank0
+    assert "Traceback" not in rank0
     report = subprocess.run([sys.executable, "-m", "commbench", "report", str(run.run_dir), "--out",
                              str(tmp_path / "report")], capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
@@ -77,6 +85,33 @@ def test_a_slow_node_is_named_as_a_node_and_a_slow_link_as_a_link_and_nothing_el
     table = rank0[rank0.index("# SUSPECT"):]
     assert table.startswith("# SUSPECT node n2:") and "\n# SUSPECT link n4–n5:" in table  # suspects first
     assert "hunt: 2 suspect(s)" in rank0
+
+
+@pytest.mark.exclusive
+def test_a_stalling_node_is_named_by_the_time_its_pairs_lose(tmp_path):
+    # n2 delays 20 % of its exchanges by 50 ms (COMMBENCH_STALL_NODE): its pairs' medians and 10th percentiles barely
+    # move, only their tails; the stall test names it from the time lost
+    run = run_on_nodes(tmp_path, NODES, *HUNT, env={"COMMBENCH_STALL_NODE": "n2:20:50"})
+    doc = json.loads((run.run_dir / "hunt.json").read_text())
+    assert run.codes == [1] * 4, run.outputs
+    assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"] and doc["suspect_links"] == []
+    stalls = next(entry for entry in doc["suspect_nodes"][0]["evidence"] if entry["test"] == "stalls")
+    assert stalls["slow_with"] == ["n1", "n3", "n4"] and stalls["p"] < 0.01 / 4 and stalls["lost_ms"] > 0
+    assert stalls["second_pass"]["p"] < 0.01  # and again against known-good nodes
+    rank0 = next(output for output in run.outputs if "SUSPECT" in output)
+    assert "# SUSPECT node n2: stalls in " in rank0 and " ms lost" in rank0
+
+
+@pytest.mark.exclusive
+@pytest.mark.skipif(cpu_quota.unavailable() is not None, reason=f"no CPU-quota cgroup: {cpu_quota.unavailable()}")
+def test_a_node_under_a_real_cpu_quota_is_named(tmp_path):
+    # n2's torchrun launch and its rank run in a cgroup allowed 20 % of one core: most of its exchanges run at full
+    # speed, some wait for the next CFS period. Hunt at its defaults but for sizes small enough for a test.
+    with cpu_quota.CpuQuota(20) as quota:
+        run = run_on_nodes(tmp_path, NODES, "hunt", "--pair-size", "1M", preexec={"n2": quota.enter})
+    doc = json.loads((run.run_dir / "hunt.json").read_text())
+    assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"], doc
+    assert doc["suspect_links"] == [] and run.codes == [1] * 4
 
 
 def test_hunt_launched_on_one_machine_says_there_are_no_pairs(run_commbench):

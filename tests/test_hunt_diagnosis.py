@@ -2,12 +2,14 @@
 figures are written out here; the real runs are tests/test_hunt.py."""
 
 import json
+import random
 
 import pytest
 
 from commbench.cluster import diagnosis as judge
 from commbench.cluster.baseline import read_baseline
 from commbench.cluster.gpu_health import findings
+from commbench.cluster.hunt_rows import describe
 from commbench.cluster.nodes import Layout, node_name
 from commbench.errors import CommbenchError
 from commbench.faults import send_slowdown
@@ -128,6 +130,64 @@ def test_a_link_slow_again_with_one_end_slow_against_a_good_node_names_that_end(
     node = judge.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 4.0},
                                  (n3_partner, "n3"): {"busbw_gbps": 10.0}}, {}, SETTINGS, controls=controls)
     assert list(node.suspect_nodes) == ["n1"] and not node.suspect_links
+
+
+def samples_of(slow: dict, *, nodes=NODES, count: int = 40, stalls: dict | None = None, seed: int = 0) -> dict:
+    """Exchange times (s) of every pair: ~1 ms with a few % of jitter, `slow` pairs that many times longer, and in
+    `stalls` pairs (pair → share) that share of the exchanges 50 ms late."""
+    draw = random.Random(seed)
+    found = {}
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            factor = slow.get((a, b), slow.get((b, a), 1.0))
+            share = (stalls or {}).get((a, b), (stalls or {}).get((b, a), 0.0))
+            found[(a, b)] = [1e-3 * factor * draw.uniform(0.97, 1.03) + (0.05 if draw.random() < share else 0.0)
+                             for _ in range(count)]
+    return found
+
+
+def test_a_stalling_node_is_named_by_its_lost_time_and_a_clean_run_by_nobody():
+    n2_pairs = {("n1", "n2"): 0.15, ("n2", "n3"): 0.15, ("n2", "n4"): 0.15}
+    samples = {"bandwidth": samples_of({}, stalls=n2_pairs), "latency": samples_of({}, stalls=n2_pairs, seed=1)}
+    figures = pairs_of({})  # the medians do not move
+    found = judge.diagnose(NODES, figures, {}, SETTINGS, samples=samples)
+    assert list(found.suspect_nodes) == ["n2"] and not found.suspect_links
+    evidence = found.suspect_nodes["n2"][0]
+    assert evidence["test"] == "stalls" and evidence["slow_with"] == ["n1", "n3", "n4"]
+    assert evidence["p"] < 0.01 / 4 and evidence["lost_ms"] > 0 and evidence["stalls"] > 0
+    assert "stalls in " in describe(evidence) and " ms lost" in describe(evidence)
+    clean = {"bandwidth": samples_of({}), "latency": samples_of({}, seed=1)}
+    healthy = judge.diagnose(NODES, figures, {}, SETTINGS, samples=clean)
+    assert not healthy.suspect_nodes and not healthy.suspect_links
+    assert set(healthy.detectable) == {"bandwidth", "latency", "stalls"}
+    assert all(value >= SETTINGS.threshold_pct for value in healthy.detectable.values())
+
+
+def test_slow_figures_whose_samples_do_not_stand_out_name_nobody():
+    # the figures say n2 is 2× slower, but its pairs' exchanges are drawn like every other pair's: the rank test
+    # (corrected for the 4 nodes tested) finds nothing, and a figure is not a verdict by itself
+    figures = pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5})
+    found = judge.diagnose(NODES, figures, {}, SETTINGS, samples={"bandwidth": samples_of({})})
+    assert "n2" not in found.suspect_nodes or all(entry["test"] != "bandwidth"
+                                                  for entry in found.suspect_nodes["n2"])
+    slow = judge.diagnose(NODES, figures, {}, SETTINGS,
+                          samples={"bandwidth": samples_of({("n2", "n1"): 2, ("n2", "n3"): 2, ("n2", "n4"): 2})})
+    assert slow.suspect_nodes["n2"][0]["p"] < 0.01 / 4
+
+
+def test_a_node_slow_in_one_repeat_only_is_not_a_suspect_and_the_noise_raises_the_bar():
+    slow = {("n2", "n1"): 2, ("n2", "n3"): 2, ("n2", "n4"): 2}
+    figures = pairs_of({pair: 5 for pair in slow})
+    once = [{"bandwidth": samples_of(slow)}, {"bandwidth": samples_of({}, seed=1)}]  # slow, then not
+    found = judge.diagnose(NODES, figures, {}, SETTINGS, samples={"bandwidth": samples_of(slow)}, repeats=once)
+    assert all(entry["test"] != "bandwidth" for entry in found.suspect_nodes.get("n2", []))
+    # the two repeats of a pair disagree by ~2× for n2's pairs: the run's own noise, which the detectable slowdown
+    # reports, well above the threshold
+    assert found.detectable["bandwidth"] > SETTINGS.threshold_pct
+    twice = [{"bandwidth": samples_of(slow)}, {"bandwidth": samples_of(slow, seed=1)}]
+    named = judge.diagnose(NODES, figures, {}, SETTINGS, samples={"bandwidth": samples_of(slow)}, repeats=twice)
+    bandwidth = next(entry for entry in named.suspect_nodes["n2"] if entry["test"] == "bandwidth")
+    assert bandwidth["repeats_slower_pct"][0] >= 90
 
 
 def test_better_middle_and_spread():

@@ -1,5 +1,6 @@
 """`commbench p2p`: the rank × rank matrix, launched on this machine and on 3 "nodes" of it with a slow link."""
 
+import json
 import subprocess
 import sys
 
@@ -29,6 +30,9 @@ def test_every_ordered_pair_at_every_size_checked_with_matrix_files(run_commbenc
         assert matrix.shape == (3, 3) and matrix.isna().to_numpy().diagonal().all()
         assert matrix.notna().sum().sum() == 6
     assert "# busbw (GB/s) at 1 MiB" in run.stdout and "src \\ dst" in run.stdout
+    # every pair of every round at every size on the world's own communicator: none made per pair, round or size
+    # (the serial test below, 1 pair at 1 size, counts the same)
+    assert json.loads((run.run_dir / "meta.json").read_text())["communicators_created"] == 1
     assert_symmetric(results[results["size_bytes"] == 1 << 20])
     report = subprocess.run([sys.executable, "-m", "commbench", "report", str(run.run_dir), "--out",
                              str(run.run_dir / "report")], capture_output=True, text=True, timeout=120)
@@ -48,6 +52,7 @@ def test_serial_schedule_measures_the_same_pairs(run_commbench):
     assert run.returncode == 0, run.stderr
     assert sorted(zip(run.results["src"], run.results["dst"])) == [(0, 1), (1, 0)]
     assert (run.results["schedule"] == "serial").all()
+    assert json.loads((run.run_dir / "meta.json").read_text())["communicators_created"] == 1
 
 
 @pytest.mark.exclusive

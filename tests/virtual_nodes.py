@@ -26,7 +26,8 @@ def _free_port() -> int:
 
 
 def run_on_nodes(tmp_path: Path, nodes: list[str], *args: str, run_id: str = "run", env: dict | None = None,
-                 timeout: float = 240) -> NodesRun:
+                 timeout: float = 240, preexec: dict | None = None) -> NodesRun:
+    """preexec: node → a function its torchrun launch runs before exec (e.g. tests/cpu_quota.py's enter)."""
     port = _free_port()
     launches, logs = [], []
     for node in nodes:
@@ -37,7 +38,8 @@ def run_on_nodes(tmp_path: Path, nodes: list[str], *args: str, run_id: str = "ru
         logs.append(tempfile.TemporaryFile(mode="w+"))  # a file, not a pipe: an unread full pipe blocks its writer
         launches.append(subprocess.Popen(command, cwd=tmp_path, env=commbench_env(COMMBENCH_NODE_NAME=node,
                                                                                   **(env or {})),
-                                         stdout=logs[-1], stderr=subprocess.STDOUT, text=True))
+                                         stdout=logs[-1], stderr=subprocess.STDOUT, text=True,
+                                         preexec_fn=(preexec or {}).get(node)))
     try:
         codes = [launch.wait(timeout=timeout) for launch in launches]
     finally:

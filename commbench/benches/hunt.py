@@ -45,13 +45,23 @@ class HuntOptions(TargetOptions):
                               show_default=True,
                               help="Percent slower (in time) than the reference that counts as slow.")
     min_z: float = option("--min-z", type=float, lowest=0, default=3.0, show_default=True,
-                          help="Robust z-score (median absolute deviation) a slow figure must also reach.")
+                          help="Robust z-score (median absolute deviation of the node scores) a slow figure must "
+                               "also reach.")
+    alpha: float = option("--alpha", type=float, above_zero=True, default=0.01, show_default=True,
+                          help="Significance of the rank and stall tests (divided by the number of nodes or pairs "
+                               "tested, Bonferroni).")
+    stall_factor: float = option("--stall-factor", type=float, above_zero=True, default=3.0, show_default=True,
+                                 help="An exchange slower than this many times its pair's median is a stall (the "
+                                      "stall test: time lost to stalls).")
     baseline: str | None = option("--baseline",
                                   help="A previous hunt's run folder or hunt.json (or a JSON of expected "
                                        "bandwidth/latency/intra_all_reduce): its reference replaces the "
                                        "allocation's median.")
     confirm_partners: int = option("--confirm-partners", type=int, lowest=1, default=2, show_default=True,
                                    help="Known-good nodes each suspect node is re-paired with in the second pass.")
+    confirm_repeats: int = option("--confirm-repeats", type=int, lowest=1, default=3, show_default=True,
+                                  help="Times each second-pass pair is measured, its samples pooled: one lucky "
+                                       "measurement cannot clear a suspect.")
     seed: int = option("--seed", type=int, lowest=0, default=0, show_default=True, help="Seed of --pairs random.")
     timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0,
                             show_default=True, help="Seconds without a finished phase before the hunt is ended as "
@@ -74,6 +84,9 @@ class HuntSpec(JsonSpec):
     min_z: float
     baseline: dict | None
     confirm_partners: int
+    confirm_repeats: int
+    alpha: float
+    stall_factor: float
     random_rounds: int
     pairs_at_once: int
     seed: int
@@ -141,7 +154,8 @@ class HuntKind(ClusterKind):
             threshold_pct=options.threshold,
             min_z=options.min_z,
             baseline=read_baseline(options.baseline) if options.baseline else None,
-            confirm_partners=options.confirm_partners, random_rounds=_random_rounds(options.pairs),
+            confirm_partners=options.confirm_partners, confirm_repeats=options.confirm_repeats,
+            alpha=options.alpha, stall_factor=options.stall_factor, random_rounds=_random_rounds(options.pairs),
             pairs_at_once=options.pairs_at_once, seed=options.seed,
             timeout_s=options.timeout)
         notes = () if machine.in_job else (

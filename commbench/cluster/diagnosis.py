@@ -17,14 +17,25 @@ suspect node, and each end is fine with at least half of its other partners (the
 2↔4 are fine is the fabric between 1 and 2, not either node). Every suspect is then measured again against
 known-good nodes (confirm()) before it is named.
 
+The figures alone do not name a node: its slowdown must also stand out from the run's own noise. The samples of its
+pairs (every exchange) must be slower than the other pairs' by a one-sided Mann–Whitney U test at alpha divided by
+the number of nodes tested (Bonferroni), and a link's samples likewise against every other pair's, divided by the
+number of pairs. A third test, stalls (commbench/cluster/stalls.py), names a node whose pairs lose time to
+exchanges far slower than their median. Each test reports detectable_pct: the smallest slowdown this run could have
+named, from its threshold and its noise.
+
 The second pass is judged against itself, not against the first pass: each of its rounds is filled with control
 pairs of known-good nodes, so that it runs under the same load as a first-pass round (on one shared host a pair
 measured alone ran twice as fast as in a full round), and its reference is the controls' better middle.
 """
 
+import math
 from dataclasses import dataclass, field
 
+from scipy.stats import mannwhitneyu
+
 from commbench.cluster.pairing import disjoint_rounds
+from commbench.cluster.stalls import Exchanges, permutation_test
 
 SPREAD_FLOOR_PCT = 2.0
 MAD_TO_SIGMA = 1.4826
@@ -39,6 +50,7 @@ class PairMetric:
 
 
 BANDWIDTH = PairMetric("bandwidth", "busbw_gbps", "GB/s", True)
+STALLS = "stalls"
 LATENCY = PairMetric("latency", "latency_us", "us", False)
 INTRA = PairMetric("intra_all_reduce", "busbw_gbps", "GB/s", True)
 PAIR_METRICS = (BANDWIDTH, LATENCY)
@@ -50,6 +62,12 @@ class Settings:
     """How much slower than the reference a figure must be to count as slow."""
     min_z: float
     """How far outside the allocation's spread (robust z-score) it must also be."""
+    alpha: float = 0.01
+    """Significance of the rank and stall tests, before the correction for the number of nodes or pairs tested."""
+    stall_factor: float = 3.0
+    """An exchange slower than this many times its pair's median is a stall."""
+    statistic: str = "median"
+    """Each measurement's figure from its samples: median or p10."""
 
 
 @dataclass
@@ -65,6 +83,73 @@ class Diagnosis:
     cleared: list[dict] = field(default_factory=list)
     """Suspects of the first pass that the second pass did not confirm, with both passes' figures."""
     notes: list[str] = field(default_factory=list)
+    detectable: dict[str, float] = field(default_factory=dict)
+    """Per test, the smallest slowdown (percent) this run could have named: its threshold, or its noise's."""
+    noise_bar: dict[str, float] = field(default_factory=dict)
+    """Per test, the slowdown (percent) a pair must reach beyond its repeats' noise: max(threshold, min_z · the
+    repeat noise); links and second-pass figures are held to it."""
+
+    def bar(self, test: str, threshold: float) -> float:
+        return max(threshold, self.noise_bar.get(test, threshold))
+
+
+Samples = dict[str, dict[tuple[str, str], list[float]]]
+"""Per test (bandwidth, latency), each pair's exchange times in seconds."""
+
+
+def rank_p(mine: list[float], others: list[float]) -> float | None:
+    """One-sided Mann–Whitney U: are `mine` (times) larger than `others`? None without enough of either."""
+    if len(mine) < 3 or len(others) < 3:
+        return None
+    return float(mannwhitneyu(mine, others, alternative="greater").pvalue)
+
+
+def _figure(times: list[float], statistic: str) -> float:
+    ordered = sorted(times)
+    if statistic == "p10":  # numpy's linear percentile
+        position = 0.1 * (len(ordered) - 1)
+        low = int(position)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    return _median(ordered)
+
+
+def repeat_noise_pct(repeats: list[Samples], test: str, statistic: str) -> float | None:
+    """How much one pair's figure moves between its repeats, as a robust standard deviation in percent (1.4826 ·
+    the median absolute deviation of the log ratios of its repeats, over √2 for the two measurements in each)."""
+    if len(repeats) < 2:
+        return None
+    logs = []
+    for pair, first in repeats[0].get(test, {}).items():
+        second = repeats[1].get(test, {}).get(pair)
+        if first and second:
+            logs.append(math.log(_figure(second, statistic) / _figure(first, statistic)))
+    if len(logs) < 2:
+        return None
+    middle = _median(sorted(logs))
+    return 100 * MAD_TO_SIGMA * _median(sorted(abs(value - middle) for value in logs)) / math.sqrt(2)
+
+
+def repeat_slowdowns(node: str, test: str, repeats: list[Samples], statistic: str,
+                     among: set[tuple[str, str]] | None = None) -> list[float]:
+    """The node's percent slower in each repeat on its own: its middle pair time against that repeat's middle node
+    score (among: only these pairs count as the node's)."""
+    found = []
+    for repeat in repeats:
+        times = {pair: _figure(values, statistic) for pair, values in repeat.get(test, {}).items() if values}
+        nodes = {end for pair in times for end in pair}
+        scores = {name: better_middle([value for pair, value in times.items() if name in pair],
+                                      higher_is_better=False) for name in nodes}
+        mine = [value for pair, value in times.items() if node in pair and (among is None or pair in among)]
+        others = [score for name, score in scores.items() if name != node]
+        if mine and others:
+            reference = better_middle(others, higher_is_better=False)
+            found.append((better_middle(mine, higher_is_better=False) / reference - 1) * 100)
+    return found
+
+
+def _pooled(samples: dict[tuple[str, str], list[float]], pairs) -> list[float]:
+    return [value for pair in pairs for value in samples.get(pair, ())]
 
 
 def slower_pct(value: float, reference: float, *, higher_is_better: bool) -> float:
@@ -96,9 +181,12 @@ def _partners(pairs: dict[tuple[str, str], float], node: str) -> dict[str, float
 
 
 def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], intra: dict[str, float],
-             settings: Settings, baseline: dict[str, float] | None = None) -> Diagnosis:
-    """The first pass: suspects from every pair's figures (pairs[(a, b)][metric column]) and each node's intra-node
-    all_reduce bandwidth (intra; nodes with one rank have none)."""
+             settings: Settings, baseline: dict[str, float] | None = None, samples: Samples | None = None,
+             repeats: list[Samples] | None = None) -> Diagnosis:
+    """The first pass: suspects from every pair's figures (pairs[(a, b)][metric column]), their samples (the rank
+    and stall tests; without them the figures decide alone) and each node's intra-node all_reduce bandwidth (intra;
+    nodes with one rank have none)."""
+    samples = samples or {}
     diagnosis = Diagnosis(reference_source="baseline" if baseline else "allocation")
     if len(nodes) == 2 and pairs and not baseline:
         diagnosis.notes.append("2 nodes: one pair has nothing to be compared with; give --baseline to judge it")
@@ -107,12 +195,14 @@ def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], i
         values = {pair: figures[metric.column] for pair, figures in pairs.items()
                   if figures.get(metric.column) is not None}
         if values:
-            measured[metric] = _node_suspects(diagnosis, nodes, values, metric, settings, baseline)
+            measured[metric] = _node_suspects(diagnosis, nodes, values, metric, settings, baseline,
+                                              samples.get(metric.name, {}), repeats or [])
+    _stall_suspects(diagnosis, nodes, samples, settings)
     if intra:
         _diagnose_intra(diagnosis, intra, settings, baseline)
     named = set(diagnosis.suspect_nodes)
     for metric, (values, slow, partners) in measured.items():
-        _link_suspects(diagnosis, values, slow, partners, metric, settings, named)
+        _link_suspects(diagnosis, values, slow, partners, metric, settings, named, samples.get(metric.name, {}))
     return diagnosis
 
 
@@ -123,7 +213,8 @@ def _reference(diagnosis, name, scores: list[float], metric: PairMetric, baselin
 
 
 def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[str, str], float],
-                   metric: PairMetric, settings: Settings, baseline):
+                   metric: PairMetric, settings: Settings, baseline, samples: dict[tuple[str, str], list[float]],
+                   repeats: list[Samples]):
     """Nodes slow with most partners; returns what the link test needs: (values, percent slower by pair, each
     node's partners)."""
     up = metric.higher_is_better
@@ -135,27 +226,84 @@ def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[st
     node_slow = {node: slower_pct(score, reference, higher_is_better=up) for node, score in scores.items()}
     node_spread = robust_spread(list(node_slow.values()))
     threshold = settings.threshold_pct
+    noise = repeat_noise_pct(repeats, metric.name, settings.statistic)
+    detectable = max(threshold, settings.min_z * node_spread, settings.min_z * (noise or 0.0))
+    diagnosis.detectable[metric.name] = detectable
+    diagnosis.noise_bar[metric.name] = max(threshold, settings.min_z * (noise or 0.0))
+    tested = max(1, len(scores))
     for node, slower in node_slow.items():
         slow_with = sorted(peer for peer in partners[node] if slow[_key(node, peer, values)] >= threshold)
         z = slower / node_spread
-        if (len(partners[node]) >= 2 and slower >= threshold and z >= settings.min_z
+        if not (len(partners[node]) >= 2 and slower >= detectable and z >= settings.min_z
                 and len(slow_with) * 2 > len(partners[node])):
-            diagnosis.suspect_nodes.setdefault(node, []).append(_evidence(
-                metric, scores[node], reference, slower, z, slow_with=slow_with,
-                fine_with=sorted(set(partners[node]) - set(slow_with))))
+            continue
+        each = [] if baseline else repeat_slowdowns(node, metric.name, repeats, settings.statistic)
+        if any(value < threshold for value in each):
+            continue  # slow in one measurement of its pairs, not in the other: the host, not the node
+        mine = [pair for pair in values if node in pair]
+        p = None if baseline else rank_p(_pooled(samples, mine), _pooled(samples, set(values) - set(mine)))
+        if p is not None and p >= settings.alpha / tested:
+            continue  # slow by its figures, but its exchanges do not stand out from the others' (noise)
+        diagnosis.suspect_nodes.setdefault(node, []).append(_evidence(
+            metric, scores[node], reference, slower, z, slow_with=slow_with,
+            fine_with=sorted(set(partners[node]) - set(slow_with)), p=_p(p), tested=tested,
+            repeats_slower_pct=[round(value, 2) for value in each], noise_pct=_rounded(noise)))
     return values, slow, partners
 
 
+def _p(p: float | None) -> float | None:
+    return None if p is None else float(f"{p:.3g}")
+
+
+def _stall_suspects(diagnosis: Diagnosis, nodes: list[str], samples: Samples, settings: Settings) -> None:
+    """Nodes whose pairs lose time to stalls: significantly more than the other pairs' exchanges (a permutation test
+    at alpha / nodes tested), at least --threshold of their time, and with most of their partners."""
+    by_pair: dict[tuple[str, str], list[Exchanges]] = {}
+    for per_pair in samples.values():
+        for pair, times in per_pair.items():
+            by_pair.setdefault(pair, []).append(Exchanges.of(times, settings.stall_factor))
+    stalls = {pair: Exchanges.pooled(parts) for pair, parts in by_pair.items()}
+    tested = [node for node in nodes if sum(node in pair for pair in stalls) >= 2]
+    if not tested or len(stalls) < 3:
+        return
+    threshold = settings.threshold_pct
+    alpha = settings.alpha / len(tested)
+    detectable = []
+    for node in tested:
+        mine = [pair for pair in stalls if node in pair]
+        found = Exchanges.pooled([stalls[pair] for pair in mine])
+        result = permutation_test(found, Exchanges.pooled([stalls[pair] for pair in stalls if node not in pair]),
+                                  alpha)
+        if result is None:
+            continue
+        detectable.append(result.detectable_pct)
+        partners = {b if a == node else a: stalls[(a, b)].lost_pct for a, b in mine}
+        slow_with = sorted(peer for peer, lost in partners.items() if lost >= threshold)
+        if found.lost_pct >= threshold and result.p < alpha and len(slow_with) * 2 > len(partners):
+            diagnosis.suspect_nodes.setdefault(node, []).append(_stall_evidence(
+                found, result.p, slow_with=slow_with, fine_with=sorted(set(partners) - set(slow_with)),
+                tested=len(tested)))
+    if detectable:
+        diagnosis.detectable[STALLS] = max(threshold, sorted(detectable)[(len(detectable) - 1) // 2])
+
+
+def _stall_evidence(found: Exchanges, p: float, **more) -> dict:
+    return {"test": STALLS, "stall_pct": round(found.stall_pct, 2), "stalls": found.stalls,
+            "exchanges": found.count, "lost_ms": round(float(found.lost_s.sum()) * 1e3, 3),
+            "slower_pct": round(found.lost_pct, 2), "p": _p(p), **more}
+
+
 def _link_suspects(diagnosis: Diagnosis, values, slow, partners, metric: PairMetric, settings: Settings,
-                   named: set[str]) -> None:
+                   named: set[str], samples: dict[tuple[str, str], list[float]]) -> None:
     """Slow pairs whose ends are both fine with at least half of their other partners in this test. An end named as
     a node by another test does not stop it: the second pass settles which it is (confirm() drops a link whose end
     it names), and a node the second pass clears must not hide a real link."""
     threshold = settings.threshold_pct
+    bar = diagnosis.bar(metric.name, threshold)
     pair_spread = robust_spread([value for pair, value in slow.items() if not named & set(pair)])
     for pair, slower in slow.items():
         z = slower / pair_spread
-        if slower < threshold or z < settings.min_z:
+        if slower < bar or z < settings.min_z:
             continue
         ends_fine = {}
         for end in pair:
@@ -163,7 +311,11 @@ def _link_suspects(diagnosis: Diagnosis, values, slow, partners, metric: PairMet
             ends_fine[end] = None if not others else sum(other < threshold for other in others) * 2 >= len(others)
         if any(fine is False for fine in ends_fine.values()):
             continue  # an end slow with most others too but not named (e.g. a noisy node): no triangle to stand on
-        evidence = _evidence(metric, values[pair], diagnosis.references[metric.name], slower, z)
+        p = rank_p(samples.get(pair, []), _pooled(samples, [other for other in values if other != pair]))
+        if p is not None and p >= settings.alpha / len(values):
+            continue  # its exchanges do not stand out from the other pairs' (corrected for the pairs tested)
+        evidence = _evidence(metric, values[pair], diagnosis.references[metric.name], slower, z, p=_p(p),
+                             tested=len(values))
         evidence["ends_fine_elsewhere"] = {end: fine for end, fine in ends_fine.items()}
         if any(fine is None for fine in ends_fine.values()):
             evidence["note"] = "an end has no other partner: a slow node cannot be told from a slow link"
@@ -218,7 +370,7 @@ def confirm_plan(nodes: list[str], diagnosis: Diagnosis, *, partners: int) -> Pl
 
     turn = 0
     for node, evidence in diagnosis.suspect_nodes.items():
-        if not any(entry["test"] in (BANDWIDTH.name, LATENCY.name) for entry in evidence):
+        if not any(entry["test"] in (BANDWIDTH.name, LATENCY.name, STALLS) for entry in evidence):
             continue
         chosen = good[:partners] or [peer for entry in evidence for peer in entry.get("slow_with", [])][:partners]
         for peer in chosen:
@@ -269,12 +421,17 @@ def second_references(first: Diagnosis, controls: dict[tuple[str, str], dict[str
 
 def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, float]],
             second_intra: dict[str, float], settings: Settings,
-            controls: dict[tuple[str, str], dict[str, float]] | None = None) -> Diagnosis:
+            controls: dict[tuple[str, str], dict[str, float]] | None = None,
+            samples: Samples | None = None, first_samples: Samples | None = None,
+            repeats: list[Samples] | None = None) -> Diagnosis:
     """The named suspects: those of the first pass that the second pass measured slow again against its own
-    reference (second_references). A link measured slow again with one end also slow against a good node names that
-    end."""
+    reference (second_references), with its samples (every repeat of each re-pair, pooled) slower than the control
+    pairs' by the rank test, or (stalls) losing significantly more time to stalls than the controls. A link
+    measured slow again with one end also slow against a good node names that end."""
     final = Diagnosis(references=dict(first.references), reference_source=first.reference_source,
-                      notes=list(first.notes))
+                      notes=list(first.notes), detectable=dict(first.detectable), noise_bar=dict(first.noise_bar))
+    samples = samples or {}
+    control_pairs = set(controls or {})
     final.second_references = second_references(first, controls or {}, second_intra)
     threshold = settings.threshold_pct
     metrics = {metric.name: metric for metric in (*PAIR_METRICS, INTRA)}
@@ -289,6 +446,10 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
     suspects = set(first.suspect_nodes) | {end for link in first.suspect_links for end in link}
     for node, evidence in first.suspect_nodes.items():
         for entry in evidence:
+            if entry["test"] == STALLS:
+                _settle(final, node, *_stalls_again(node, entry, samples, first_samples or {}, control_pairs,
+                                                    suspects, settings))
+                continue
             metric = metrics[entry["test"]]
             if metric is INTRA:
                 value = second_intra.get(node)
@@ -302,8 +463,20 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
                 # the verdict rests on its known-good partners: a suspect link's other end (measured again as the
                 # link) is slow with it by that link, whatever the node
                 repaired = {peer: slower for peer, slower in paired.items() if peer not in suspects} or paired
-                slow_again = [slower for slower in repaired.values() if slower is not None and slower >= threshold]
+                bar = first.bar(metric.name, threshold)
+                slow_again = [slower for slower in repaired.values() if slower is not None and slower >= bar]
                 confirmed = bool(repaired) and len(slow_again) * 2 > len(repaired)
+                measured = samples.get(metric.name, {})
+                p = rank_p(_pooled(measured, [pair for pair in measured if node in pair and (set(pair) - {node})
+                                              <= set(repaired)]), _pooled(measured, control_pairs))
+                if p is not None:
+                    second["p"] = _p(p)
+                    confirmed = confirmed and p < settings.alpha
+                among = {pair for pair in measured if node in pair and (set(pair) - {node}) <= set(repaired)}
+                each = repeat_slowdowns(node, metric.name, repeats or [], settings.statistic, among=among)
+                if each:  # slow in most repeats, not in their pool only: one lucky (or unlucky) repeat decides nothing
+                    second["repeats_slower_pct"] = [round(value, 2) for value in each]
+                    confirmed = confirmed and sum(value >= threshold for value in each) * 2 > len(each)
             _settle(final, node, {**entry, "second_pass": second}, confirmed)
     for link, evidence in first.suspect_links.items():
         for entry in evidence:
@@ -316,11 +489,12 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
                       **{f"{end} with": {peer: _rounded(value) for peer, value in found.items()}
                          for end, found in with_good.items()}}
             record = {**entry, "second_pass": second}
-            if link_again is None or link_again < threshold:
+            bar = first.bar(metric.name, threshold)
+            if link_again is None or link_again < bar:
                 final.cleared.append({"link": list(link), **record})
                 continue
             slow_ends = [end for end, found in with_good.items()
-                         if found and all(value is not None and value >= threshold for value in found.values())]
+                         if found and all(value is not None and value >= bar for value in found.values())]
             if len(slow_ends) == 1:
                 node = slow_ends[0]
                 final.suspect_nodes.setdefault(node, []).append(
@@ -335,6 +509,27 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
         for record in final.suspect_links.pop(link):  # a named node explains its slow pairs
             final.cleared.append({"link": list(link), **record, "note": "explained by a suspect node at its end"})
     return final
+
+
+def _stalls_again(node: str, entry: dict, samples: Samples, first_samples: Samples, controls: set, suspects: set,
+                  settings: Settings) -> tuple[dict, bool]:
+    """The stall test again: the node's re-pairs with known-good nodes (every repeat) against the control pairs, or
+    where the second pass had none (too few known-good nodes), against the first pass's pairs without the node."""
+    def exchanges(measured: Samples, wanted) -> Exchanges:
+        return Exchanges.pooled([Exchanges.of(times, settings.stall_factor) for per_pair in measured.values()
+                                 for pair, times in per_pair.items() if wanted(pair)])
+
+    mine = exchanges(samples, lambda pair: node in pair and not (set(pair) - {node}) & suspects)
+    if not mine.count:  # no known-good partner left: its re-pairs with the other suspects
+        mine = exchanges(samples, lambda pair: node in pair)
+    others = exchanges(samples, lambda pair: pair in controls)
+    if not others.count:
+        others = exchanges(first_samples, lambda pair: node not in pair)
+    result = permutation_test(mine, others, settings.alpha)
+    second = {"stall_pct": round(mine.stall_pct, 2), "lost_ms": round(float(mine.lost_s.sum()) * 1e3, 3),
+              "slower_pct": round(mine.lost_pct, 2), "p": None if result is None else _p(result.p)}
+    confirmed = result is not None and result.p < settings.alpha and mine.lost_pct >= settings.threshold_pct
+    return {**entry, "second_pass": second}, confirmed
 
 
 def _settle(final: Diagnosis, node: str, record: dict, confirmed: bool) -> None:

@@ -1,49 +1,126 @@
-"""Timed transfers inside small process groups, run by many groups at once: a node pair's lanes (`commbench hunt`),
-a rank pair (`commbench p2p`), a node's own ranks (hunt's intra-node all_reduce).
+"""Timed transfers between rank pairs, many pairs at once, on the job's own communicator: a node pair's lanes
+(`commbench hunt`), a rank pair (`commbench p2p`); and timed all_reduces in a node's own group (hunt's intra-node
+test), that group made once per run.
 
-Every rank of the job creates every group of a round, in the same order (torch.distributed requires it); each rank
-then works only in its own group, so the pairs of a round run concurrently without waiting for one another. Each
-sample is the slowest rank's time of one transfer (a barrier in the group before each), and every transfer is checked
-once after timing: the bytes received must be the sender's pattern (`n_wrong` counts the bytes that are not).
+No communicator is made per pair, per round or per size. Every transfer is a point-to-point send/receive on the
+world group, and a pair synchronises by itself before each iteration (a one-element swap with its peer, not a
+barrier of a group). On NCCL the sends and receives of an iteration are posted in one batch_isend_irecv, and torch
+runs a batch inside the world communicator (ProcessGroupNCCL: "For batch_isend_irecv, ncclGroupStart() would be
+called upfront", the batch then uses the collective communicator instead of a 2-rank one per peer); on gloo a send
+is a tagged message on the world's connections. A group (ncclCommSplit over the whole world on NCCL) costs seconds
+at scale: made per pair per round per size it was 8,128 splits per size at 128 ranks.
+
+Each sample is the slower of the pair's two times for one transfer (a swap of the sample lists after timing), and
+every transfer is checked once after timing: the bytes received must be the sender's pattern (`n_wrong` counts the
+bytes that are not, summed over the pair).
 """
 
-import contextlib
 from dataclasses import dataclass
 from functools import partial
 
 import torch
 import torch.distributed as dist
 
-from commbench.faults import slowed_by
+from commbench.faults import slowed_by, stalled
+
+_groups_made = 0
+"""Groups this process made through new_group (every rank makes every group: the same count on each rank)."""
+
+
+def new_group(ranks: list[int]):
+    """dist.new_group, counted (meta.json's communicators_created)."""
+    global _groups_made
+    _groups_made += 1
+    return dist.new_group(ranks=sorted(ranks))
+
+
+def communicators_created() -> int:
+    """The world's communicator and every group made through new_group so far."""
+    return 1 + _groups_made
 
 
 @dataclass
 class Timed:
     samples_s: list[float]
-    """Per iteration, the slowest rank of the group."""
+    """Per iteration, the slower rank of the pair (or of the group)."""
     n_wrong: int
-    """Wrong bytes (or elements) over the group, in one untimed transfer after timing."""
+    """Wrong bytes (or elements) over the pair (or the group), in one untimed transfer after timing."""
 
+    @staticmethod
+    def of_lanes(lanes: list["Timed"]) -> "Timed":
+        """A node pair's lanes, measured at once: per iteration the slowest lane; the wrong bytes of all."""
+        return Timed([max(values) for values in zip(*(lane.samples_s for lane in lanes))],
+                     sum(lane.n_wrong for lane in lanes))
 
-@contextlib.contextmanager
-def round_groups(members: list[list[int]], rank: int):
-    """One process group per member list (disjoint lists: a round's pairs); yields this rank's group and its members,
-    or (None, None) when the rank sits the round out. The groups are destroyed when the round ends."""
-    mine, my_members = None, None
-    for ranks in members:
-        group = dist.new_group(ranks=sorted(ranks))
-        if rank in ranks:
-            mine, my_members = group, sorted(ranks)
-    try:
-        yield mine, my_members
-    finally:
-        if mine is not None:
-            dist.destroy_process_group(mine)
+    @staticmethod
+    def repeated(measurements: list["Timed"]) -> "Timed":
+        """The same pair measured several times: every sample, every wrong byte."""
+        return Timed([value for timed in measurements for value in timed.samples_s],
+                     sum(timed.n_wrong for timed in measurements))
 
 
 def _pattern(rank: int) -> int:
     """The byte a rank sends: never 0, so that an untouched (zeroed) receive buffer never passes the check."""
     return rank % 251 + 1
+
+
+def _post(ctx, operations: list) -> list:
+    """Start point-to-point operations on the world group: in one batch on NCCL (a send and a receive apart would
+    deadlock, and a batch stays in the world communicator), one by one on gloo."""
+    if ctx.platform.p2p_batched:
+        return dist.batch_isend_irecv(operations)
+    return [operation.op(operation.tensor, operation.peer) for operation in operations]
+
+
+def _swap(ctx, send: torch.Tensor, recv: torch.Tensor, peer: int) -> None:
+    for work in _post(ctx, [dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]):
+        work.wait()
+
+
+def _pair_max(ctx, values: list[float], peer: int) -> list[float]:
+    mine = torch.tensor(values, dtype=torch.float64, device=ctx.device)
+    theirs = torch.empty_like(mine)
+    _swap(ctx, mine, theirs, peer)
+    return torch.maximum(mine, theirs).tolist()
+
+
+def _pair_sum(ctx, value: int, peer: int) -> int:
+    mine = torch.tensor([value], dtype=torch.int64, device=ctx.device)
+    theirs = torch.empty_like(mine)
+    _swap(ctx, mine, theirs, peer)
+    return int((mine + theirs).item())
+
+
+def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, warmup: int, iters: int,
+             slow_share: float = 0.0, stall=None) -> Timed:
+    """This rank's side of timed transfers with `peer` (a global rank): sending, receiving or both at once
+    (bidirectional). The peer calls it too, at the same time, with this rank as its peer."""
+    send = torch.full((size_bytes,), _pattern(ctx.rank), dtype=torch.uint8, device=ctx.device)
+    recv = torch.zeros(size_bytes, dtype=torch.uint8, device=ctx.device)
+    token, token_back = (torch.zeros(1, dtype=torch.uint8, device=ctx.device) for _ in range(2))
+
+    # built once, outside the timed call: each timed iteration only posts and waits
+    operations = []
+    if sends:
+        operations.append(dist.P2POp(dist.isend, send, peer))
+    if receives:
+        operations.append(dist.P2POp(dist.irecv, recv, peer))
+    post = partial(_post, ctx, operations)
+
+    def run() -> None:
+        for work in post():
+            work.wait()
+
+    timer = ctx.platform.timer(partial(_swap, ctx, token, token_back, peer))  # the pair's own barrier
+    timed_run = stalled(slowed_by(run, slow_share), stall)
+    timer.time_iterations(timed_run, warmup)
+    timer.size_spin()
+    samples = _pair_max(ctx, timer.time_iterations(timed_run, iters), peer)
+    recv.zero_()
+    run()
+    ctx.platform.synchronize()
+    wrong = int((recv != _pattern(peer)).sum().item()) if receives else 0
+    return Timed(samples, _pair_sum(ctx, wrong, peer))
 
 
 def _timed(ctx, group, run, *, warmup: int, iters: int) -> list[float]:
@@ -59,39 +136,6 @@ def _group_sum(ctx, group, value: int) -> int:
     total = torch.tensor([value], dtype=torch.int64, device=ctx.device)
     dist.all_reduce(total, group=group)
     return int(total.item())
-
-
-def transfer(ctx, group, *, peer: int | None, sends: bool, receives: bool, size_bytes: int, warmup: int, iters: int,
-             slow_share: float = 0.0) -> Timed:
-    """This rank's side of timed transfers with `peer` (a global rank) in `group`: sending, receiving or both at once
-    (bidirectional). Every rank of the group calls it, each with its own peer; peer None: in the group, idle."""
-    send = torch.full((size_bytes,), _pattern(ctx.rank), dtype=torch.uint8, device=ctx.device)
-    recv = torch.zeros(size_bytes, dtype=torch.uint8, device=ctx.device)
-
-    # built once, outside the timed call: each timed iteration only posts and waits
-    operations = []
-    if sends and peer is not None:
-        operations.append(dist.P2POp(dist.isend, send, peer, group=group))
-    if receives and peer is not None:
-        operations.append(dist.P2POp(dist.irecv, recv, peer, group=group))
-    if ctx.platform.p2p_batched and operations:  # NCCL: the send and the receive in one group, or they deadlock
-        post = partial(dist.batch_isend_irecv, operations)
-    else:
-        posts = [partial(operation.op, operation.tensor, operation.peer, group=group) for operation in operations]
-
-        def post() -> list:
-            return [start() for start in posts]
-
-    def run() -> None:
-        for work in post():
-            work.wait()
-
-    samples = _timed(ctx, group, slowed_by(run, slow_share), warmup=warmup, iters=iters)
-    recv.zero_()
-    run()
-    ctx.platform.synchronize()
-    wrong = int((recv != _pattern(peer)).sum().item()) if receives and peer is not None else 0
-    return Timed(samples, _group_sum(ctx, group, wrong))
 
 
 def all_reduce(ctx, group, members: list[int], *, size_bytes: int, warmup: int, iters: int,

@@ -3,16 +3,19 @@ taking part in each.
 
 1. intra: each node's own ranks all_reduce at a few large sizes, all nodes at once (a node with one rank skips), and
    on GPUs each rank reads its GPU's NVML health facts;
-2. pairs: node pairs round by round (circle method or random rounds), every pair of a round at once in its own process
-   group, each lane (local rank j with local rank j) exchanging both ways: bandwidth at --pair-size, latency at
+2. pairs: node pairs round by round (circle method or random rounds), every pair of a round at once, each lane (local
+   rank j with local rank j) exchanging both ways on the world group: bandwidth at --pair-size, latency at
    --latency-size;
-3. second_pass: rank 0 diagnoses the first two, every suspect is measured again against known-good nodes, and rank 0
-   names the suspects (rows, hunt.json, the node matrices).
+3. second_pass: rank 0 diagnoses the first two, every suspect is measured again against known-good nodes
+   (--confirm-repeats times, the samples pooled), and rank 0 names the suspects (rows, hunt.json, the node matrices).
+
+Communicators: the world's, and one group per node with several ranks (made once, in prepare); none per pair, round
+or size (commbench/cluster/exchange.py). meta.json's communicators_created counts them.
 """
 
 from dataclasses import dataclass, field
 
-from commbench import faults
+from commbench import faults, store
 from commbench.bench_kind import Measured
 from commbench.cluster import exchange, hunt_rows
 from commbench.cluster.nodes import Layout, node_name
@@ -27,18 +30,19 @@ class HuntState:
     intra_members: list[int] | None = None
     rows: list[dict] = field(default_factory=list)
     """Rank 0: every measurement row so far (the diagnosis reads them)."""
+    times: dict[tuple, list[list[float]]] = field(default_factory=dict)
+    """Rank 0: every pair measurement's samples in seconds, one list per repeat, by (phase, test, node_a, node_b)
+    (the rank, stall and repeat tests read them)."""
     gpu_facts: dict[str, list[dict]] = field(default_factory=dict)
 
 
 def prepare(spec, ctx) -> HuntState:
-    import torch.distributed as dist
-
     layout = Layout.from_names(ctx.gather_objects(node_name()))
     state = HuntState(layout, layout.node_of(ctx.rank))
     for node in layout.nodes:  # every rank creates every node's group, in the same order
         members = list(layout.ranks[node])
         if len(members) >= 2:
-            group = dist.new_group(ranks=members)
+            group = exchange.new_group(members)
             if ctx.rank in members:
                 state.intra_group, state.intra_members = group, members
     return state
@@ -51,6 +55,9 @@ def measure(spec, point, run) -> Measured:
         return Measured(None)
     stamped = [{**row, "run_id": run.run_id} for row in rows]
     run.state.rows += stamped
+    for row in stamped:
+        if "_repeats" in row:
+            run.state.times[hunt_rows.times_key(row)] = row.pop("_repeats")
     samples = [sample for row in stamped for sample in row.pop("_samples", [])]
     return Measured(stamped[0] if stamped else None, samples=samples, rows=stamped[1:])
 
@@ -99,42 +106,70 @@ def _rounds(spec, layout: Layout) -> list[list[tuple[str, str]]]:
     return circle_rounds(nodes)
 
 
-def _pairs(spec, ctx, state: HuntState, run, *, rounds=None, phase: str = "pairs", controls=frozenset()) -> list[dict]:
+FIRST_PASS_REPEATS = 2
+"""The first pass measures every round twice (all rounds, then all again): a pair's two measurements minutes apart
+say how much a healthy figure moves on its own, and a node is a suspect only when it is slow in both."""
+
+
+def _pairs(spec, ctx, state: HuntState, run, *, rounds=None, phase: str = "pairs", controls=frozenset(),
+           repeats: int = 1) -> list[dict]:
+    """Every pair of `rounds` measured `repeats` times over (the rounds in turn, then again); a pair's repeats
+    pooled into one row per test. Rank 0 gets the rows."""
     layout = state.layout
-    rows = []
     if rounds is None:
         rounds = _rounds(spec, layout)
         # the first round once untimed: measured first, it read ~40 % slower than the same pairs later (processes
         # still settling after start), enough to make a healthy pair look slow
-        rounds = [*rounds[:1], *rounds] if rounds else rounds
+        rounds = [*rounds[:1], *[round_ for _ in range(FIRST_PASS_REPEATS) for round_ in rounds]] if rounds else rounds
         settling = 1 if rounds else 0
     else:
-        settling = 0
+        rounds, settling = [round_ for _ in range(repeats) for round_ in rounds], 0
     if spec.pairs_at_once:  # a round in parts; the settling round's parts stay untimed
-        settling = sum(len(_parts(round_, spec.pairs_at_once)) for round_ in rounds[:settling])
-        rounds = [part for round_ in rounds for part in _parts(round_, spec.pairs_at_once)]
+        settling = sum(len(_chunks(round_, spec.pairs_at_once)) for round_ in rounds[:settling])
+        rounds = [part for round_ in rounds for part in _chunks(round_, spec.pairs_at_once)]
+    measured: dict[tuple[str, str], list[dict]] = {}
     for index, round_ in enumerate(rounds):
-        lanes = {pair: layout.lanes(*pair) for pair in round_}
-        members = [[rank for lane in lane_list for rank in lane] for lane_list in lanes.values()]
         result = None
-        with exchange.round_groups(members, ctx.rank) as (group, my_members):
-            if group is not None:
-                pair = next(pair for pair, lane_list in lanes.items() if any(ctx.rank in lane for lane in lane_list))
-                lane = next(lane for lane in lanes[pair] if ctx.rank in lane)
-                peer = lane[1] if lane[0] == ctx.rank else lane[0]
-                share = faults.send_slowdown(state.node, layout.node_of(peer))
-                timed = {test: exchange.transfer(ctx, group, peer=peer, sends=True, receives=True, size_bytes=size,
-                                                 warmup=spec.warmup, iters=iters, slow_share=share)
-                         for test, size, iters in _pair_tests(spec)}
-                if ctx.rank == my_members[0]:
-                    result = (pair, len(lanes[pair]), timed)
+        mine = _my_lane(layout, round_, ctx.rank)
+        if mine is not None:
+            pair, lane, peer = mine
+            share = faults.send_slowdown(state.node, layout.node_of(peer))
+            stall = faults.node_stall(state.node)
+            timed = {test: exchange.transfer(ctx, peer=peer, sends=True, receives=True, size_bytes=size,
+                                             warmup=spec.warmup, iters=iters, slow_share=share, stall=stall)
+                     for test, size, iters in _pair_tests(spec)}
+            if ctx.rank == lane[0]:
+                result = (pair, timed)
         for found in ctx.gather_objects(result):
             if found is not None and ctx.rank == 0 and index >= settling:
-                pair, lane_count, timed = found
-                rows += [hunt_rows.pair_row(spec, phase, test, pair, layout, lane_count, size, timed[test],
-                                            control=pair in controls)
-                         for test, size, _ in _pair_tests(spec)]
+                pair, timed = found
+                measured.setdefault(pair, []).append(timed)
+    if ctx.rank != 0:
+        return []
+    rows = []
+    for pair, lane_results in measured.items():
+        lane_count = len(layout.lanes(*pair))
+        for test, size, _ in _pair_tests(spec):
+            # the lanes of one measurement at once (the slowest per iteration), then the repeats one after another
+            per_measurement = [exchange.Timed.of_lanes([found[test] for found in lanes])
+                               for lanes in _chunks(lane_results, lane_count)]
+            row = hunt_rows.pair_row(spec, phase, test, pair, layout, lane_count, size,
+                                     exchange.Timed.repeated(per_measurement), control=pair in controls)
+            rows.append({**row, "_repeats": [timed.samples_s for timed in per_measurement]})
     return rows
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[start:start + size] for start in range(0, len(items), size)]
+
+
+def _my_lane(layout: Layout, round_, rank: int):
+    """(node pair, lane, peer rank) of this rank in a round, or None when it sits the round out."""
+    for pair in round_:
+        for lane in layout.lanes(*pair):
+            if rank in lane:
+                return pair, lane, lane[1] if lane[0] == rank else lane[0]
+    return None
 
 
 def _pair_tests(spec) -> tuple[tuple[str, int, int], ...]:
@@ -142,23 +177,22 @@ def _pair_tests(spec) -> tuple[tuple[str, int, int], ...]:
     return ("bandwidth", spec.pair_size, spec.iters), ("latency", spec.latency_size, spec.latency_iters)
 
 
-def _parts(round_: list, size: int) -> list[list]:
-    return [list(round_[start:start + size]) for start in range(0, len(round_), size)]
-
-
 def _second_pass(spec, ctx, state: HuntState, run) -> list[dict]:
     from commbench.cluster import diagnosis as judge
 
     plan = None
     if ctx.rank == 0:
-        first = hunt_rows.diagnose_rows(state.rows, spec, state.layout)
+        first = hunt_rows.diagnose_rows(state.rows, state.times, spec, state.layout)
         plan = judge.confirm_plan(list(state.layout.nodes), first, partners=spec.confirm_partners)
     plan = ctx.broadcast_object(plan)
-    rows = _pairs(spec, ctx, state, run, rounds=plan.rounds, phase="second_pass", controls=set(plan.controls))
+    rows = _pairs(spec, ctx, state, run, rounds=plan.rounds, phase="second_pass", controls=set(plan.controls),
+                  repeats=spec.confirm_repeats)
     rows += _intra(spec, ctx, state, run, nodes=plan.intra, phase="second_pass")
     if ctx.rank != 0:
         return []
     measured = state.rows + rows  # measure() adds this point's rows to state.rows once it returns
-    final = hunt_rows.confirm_rows(measured, spec, state.layout, state.gpu_facts)
+    times = {**state.times, **{hunt_rows.times_key(row): row["_repeats"] for row in rows if "_repeats" in row}}
+    final = hunt_rows.confirm_rows(measured, times, spec, state.layout, state.gpu_facts)
     hunt_rows.write_outputs(run.run_dir, spec, state.layout, measured, final, state.gpu_facts)
+    store.update_meta(run.run_dir, communicators_created=exchange.communicators_created())
     return rows + hunt_rows.finding_rows(spec, state.layout, final)

@@ -105,21 +105,47 @@ def _finite(value) -> bool:
 
 
 def _settings(spec) -> judge.Settings:
-    return judge.Settings(threshold_pct=spec.threshold_pct, min_z=spec.min_z)
+    return judge.Settings(threshold_pct=spec.threshold_pct, min_z=spec.min_z, alpha=spec.alpha,
+                          stall_factor=spec.stall_factor, statistic=spec.statistic)
 
 
-def diagnose_rows(rows: list[dict], spec, layout) -> judge.Diagnosis:
+def times_key(row: dict) -> tuple[str, str, str, str]:
+    """How a measurement's samples are kept for the diagnosis: (phase, test, node_a, node_b)."""
+    return row["phase"], row["test"], row["node_a"], row["node_b"] or ""
+
+
+def _samples(times: dict[tuple, list[list[float]]], phase: str, repeat: int | None = None) -> judge.Samples:
+    """Per pair test, each pair's exchange times (seconds) of one pass: every repeat's, or one repeat's."""
+    found: judge.Samples = {}
+    for (row_phase, test, a, b), repeats in times.items():
+        if row_phase == phase and test in ("bandwidth", "latency"):
+            chosen = repeats if repeat is None else repeats[repeat:repeat + 1]
+            found.setdefault(test, {})[(a, b)] = [value for values in chosen for value in values]
+    return found
+
+
+def _repeats(times: dict[tuple, list[list[float]]], phase: str) -> list[judge.Samples]:
+    """One Samples per repeat of a pass (as many as its pairs were measured)."""
+    count = min((len(repeats) for (row_phase, *_), repeats in times.items() if row_phase == phase), default=0)
+    return [_samples(times, phase, repeat) for repeat in range(count)]
+
+
+def diagnose_rows(rows: list[dict], times: dict[tuple, list[list[float]]], spec, layout) -> judge.Diagnosis:
     pairs, intra = _figures(rows, FIRST_PASS)
-    return judge.diagnose(list(layout.nodes), pairs, intra, _settings(spec), baseline=spec.baseline)
+    return judge.diagnose(list(layout.nodes), pairs, intra, _settings(spec), baseline=spec.baseline,
+                          samples=_samples(times, FIRST_PASS), repeats=_repeats(times, FIRST_PASS))
 
 
-def confirm_rows(rows: list[dict], spec, layout, gpu_facts: dict) -> judge.Diagnosis:
+def confirm_rows(rows: list[dict], times: dict[tuple, list[list[float]]], spec, layout,
+                 gpu_facts: dict) -> judge.Diagnosis:
     from commbench.cluster.gpu_health import findings
 
-    first = diagnose_rows(rows, spec, layout)
+    first = diagnose_rows(rows, times, spec, layout)
     second_pairs, second_intra = _figures(rows, SECOND_PASS)
     controls, _ = _figures(rows, SECOND_PASS, controls=True)
-    final = judge.confirm(first, second_pairs, second_intra, _settings(spec), controls=controls)
+    final = judge.confirm(first, second_pairs, second_intra, _settings(spec), controls=controls,
+                          samples=_samples(times, SECOND_PASS), first_samples=_samples(times, FIRST_PASS),
+                          repeats=_repeats(times, SECOND_PASS))
     for node, found in findings(gpu_facts).items():
         final.suspect_nodes.setdefault(node, []).extend(found)
     return final
@@ -129,8 +155,14 @@ def describe(evidence: dict) -> str:
     """One line of evidence, for the table and the finding rows."""
     if evidence["test"] == "nvml":
         return f"GPU {evidence['gpu']} {evidence['fact']} = {evidence['value']} (peers: {evidence['peers']})"
-    text = (f"{evidence['test']} {evidence['value']:.4g} {evidence['unit']}, {evidence['slower_pct']:+.0f} % against "
-            f"{evidence['reference']:.4g} (z {evidence['z']:.1f})")
+    if evidence["test"] == judge.STALLS:
+        text = (f"stalls in {evidence['stall_pct']:.1f} % of exchanges, {evidence['lost_ms']:.0f} ms lost "
+                f"({evidence['slower_pct']:+.0f} % time)")
+    else:
+        text = (f"{evidence['test']} {evidence['value']:.4g} {evidence['unit']}, {evidence['slower_pct']:+.0f} % "
+                f"against {evidence['reference']:.4g} (z {evidence['z']:.1f})")
+    if evidence.get("p") is not None:
+        text += f", p {evidence['p']:.2g}"
     if evidence.get("slow_with") is not None:
         text += f", slow with {','.join(evidence['slow_with']) or 'none'}"
         if evidence.get("fine_with"):
@@ -155,9 +187,17 @@ def finding_rows(spec, layout, final: judge.Diagnosis) -> list[dict]:
                   verdict=CLEARED, note=describe(entry)) for entry in final.cleared]
     rows += [note_row(spec, layout, note) for note in final.notes]
     if not final.suspect_nodes and not final.suspect_links:
-        rows.append(_row(spec, layout, "finding", "all", verdict=HEALTHY,
-                         note=f"no suspect among {len(layout.nodes)} node(s)"))
+        rows.append(_row(spec, layout, "finding", "all", verdict=HEALTHY, note=healthy_note(len(layout.nodes), final)))
     return rows
+
+
+def healthy_note(nodes: int, final: judge.Diagnosis) -> str:
+    """A clean verdict, with what it could have seen: "no suspect; a node ≥ 18 % slower would have been named"."""
+    if not final.detectable:
+        return f"no suspect among {nodes} node(s)"
+    seen = ", ".join(f"{test} ≥ {value:.0f} %" for test, value in final.detectable.items())
+    return (f"no suspect among {nodes} node(s); a node this much slower would have been named ({seen}; stalls: "
+            "time lost to them)")
 
 
 def matrices(rows: list[dict], nodes: list[str]) -> dict[str, list[list[float | None]]]:
@@ -181,7 +221,9 @@ def document(spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: 
         "nodes": nodes,
         "ranks": {node: list(layout.ranks[node]) for node in nodes},
         "pairs": f"random:{spec.random_rounds}" if spec.random_rounds else "all",
-        "thresholds": {"slower_pct": spec.threshold_pct, "min_z": spec.min_z},
+        "thresholds": {"slower_pct": spec.threshold_pct, "min_z": spec.min_z, "alpha": spec.alpha,
+                       "stall_factor": spec.stall_factor},
+        "detectable_slowdown_pct": {test: round(value, 2) for test, value in final.detectable.items()},
         "reference": {**final.references, "source": final.reference_source},
         "second_pass_reference": final.second_references,
         "healthy": not final.suspect_nodes and not final.suspect_links,

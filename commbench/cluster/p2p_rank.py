@@ -1,10 +1,10 @@
 """The rank side of `commbench p2p`: every ordered rank pair sends --sizes bytes one way, timed and checked; the pairs
-of a round (circle method over ranks) at once, each in its own process group, or (--schedule serial) one pair at a
-time with every other rank idle."""
+of a round (circle method over ranks) at once, or (--schedule serial) one pair at a time with every other rank idle.
+Every transfer runs on the world group (commbench/cluster/exchange.py): no communicator per pair, round or size."""
 
 from dataclasses import dataclass
 
-from commbench import faults
+from commbench import faults, store
 from commbench.bench_kind import Measured
 from commbench.cluster import exchange, p2p_rows
 from commbench.cluster.nodes import Layout, node_name
@@ -34,17 +34,17 @@ def measure(spec, point, run) -> Measured:
     rows = []
     for round_ in rounds(ctx.world, spec.schedule):
         found = []
-        with exchange.round_groups([list(pair) for pair in round_], ctx.rank) as (group, members):
-            if group is not None:
-                for source, destination in (tuple(members), tuple(reversed(members))):  # one way, then the other
-                    sends = ctx.rank == source
-                    peer = destination if sends else source
-                    share = faults.send_slowdown(state.node, state.layout.node_of(peer)) if sends else 0.0
-                    timed = exchange.transfer(ctx, group, peer=peer, sends=sends, receives=not sends,
-                                              size_bytes=point.size_bytes, warmup=spec.warmup, iters=spec.iters,
-                                              slow_share=share)
-                    if ctx.rank == members[0]:
-                        found.append((source, destination, timed))
+        pair = next((pair for pair in round_ if ctx.rank in pair), None)
+        if pair is not None:
+            for source, destination in (pair, tuple(reversed(pair))):  # one way, then the other
+                sends = ctx.rank == source
+                peer = destination if sends else source
+                share = faults.send_slowdown(state.node, state.layout.node_of(peer)) if sends else 0.0
+                timed = exchange.transfer(ctx, peer=peer, sends=sends, receives=not sends,
+                                          size_bytes=point.size_bytes, warmup=spec.warmup, iters=spec.iters,
+                                          slow_share=share, stall=faults.node_stall(state.node) if sends else None)
+                if ctx.rank == min(pair):
+                    found.append((source, destination, timed))
         for measured in ctx.gather_objects(found):
             if ctx.rank == 0:
                 rows += [p2p_rows.pair_row(spec, state.layout, source, destination, point.size_bytes, timed)
@@ -53,5 +53,6 @@ def measure(spec, point, run) -> Measured:
         return Measured(None)
     rows = [{**row, "run_id": run.run_id} for row in sorted(rows, key=lambda row: (row["src"], row["dst"]))]
     p2p_rows.write_matrices(run.run_dir, rows, ctx.world, point.size_bytes, spec.statistic)
+    store.update_meta(run.run_dir, communicators_created=exchange.communicators_created())
     samples = [sample for row in rows for sample in row.pop("_samples")]
     return Measured(rows[0], samples=samples, rows=rows[1:])
