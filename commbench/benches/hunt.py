@@ -51,8 +51,8 @@ class HuntOptions(TargetOptions):
                           help="Significance of the rank and stall tests (divided by the number of nodes or pairs "
                                "tested, Bonferroni).")
     stall_factor: float = option("--stall-factor", type=float, above_zero=True, default=3.0, show_default=True,
-                                 help="An exchange slower than this many times its pair's median is a stall (the "
-                                      "stall test: time lost to stalls).")
+                                 help="An exchange that takes longer than this many times its pair's median "
+                                      "bandwidth exchange is a stall (the stall test: time lost to stalls).")
     baseline: str | None = option("--baseline",
                                   help="A previous hunt's run folder or hunt.json (or a JSON of expected "
                                        "bandwidth/latency/intra_all_reduce): its reference replaces the "

@@ -258,11 +258,7 @@ def _p(p: float | None) -> float | None:
 def _stall_suspects(diagnosis: Diagnosis, nodes: list[str], samples: Samples, settings: Settings) -> None:
     """Nodes whose pairs lose time to stalls: significantly more than the other pairs' exchanges (a permutation test
     at alpha / nodes tested), at least --threshold of their time, and with most of their partners."""
-    by_pair: dict[tuple[str, str], list[Exchanges]] = {}
-    for per_pair in samples.values():
-        for pair, times in per_pair.items():
-            by_pair.setdefault(pair, []).append(Exchanges.of(times, settings.stall_factor))
-    stalls = {pair: Exchanges.pooled(parts) for pair, parts in by_pair.items()}
+    stalls = {pair: Exchanges.pooled(parts) for pair, parts in _exchanges_by_pair(samples, settings).items()}
     tested = [node for node in nodes if sum(node in pair for pair in stalls) >= 2]
     if not tested or len(stalls) < 3:
         return
@@ -285,6 +281,16 @@ def _stall_suspects(diagnosis: Diagnosis, nodes: list[str], samples: Samples, se
                 tested=len(tested)))
     if detectable:
         diagnosis.detectable[STALLS] = max(threshold, sorted(detectable)[(len(detectable) - 1) // 2])
+
+
+def _exchanges_by_pair(samples: Samples, settings: Settings) -> dict[tuple[str, str], list[Exchanges]]:
+    """Each pair's exchanges of every test, a stall judged against the pair's median bandwidth exchange."""
+    scales = {pair: _median(sorted(times)) for pair, times in samples.get(BANDWIDTH.name, {}).items() if times}
+    by_pair: dict[tuple[str, str], list[Exchanges]] = {}
+    for per_pair in samples.values():
+        for pair, times in per_pair.items():
+            by_pair.setdefault(pair, []).append(Exchanges.of(times, settings.stall_factor, scales.get(pair)))
+    return by_pair
 
 
 def _stall_evidence(found: Exchanges, p: float, **more) -> dict:
@@ -516,8 +522,8 @@ def _stalls_again(node: str, entry: dict, samples: Samples, first_samples: Sampl
     """The stall test again: the node's re-pairs with known-good nodes (every repeat) against the control pairs, or
     where the second pass had none (too few known-good nodes), against the first pass's pairs without the node."""
     def exchanges(measured: Samples, wanted) -> Exchanges:
-        return Exchanges.pooled([Exchanges.of(times, settings.stall_factor) for per_pair in measured.values()
-                                 for pair, times in per_pair.items() if wanted(pair)])
+        return Exchanges.pooled([part for pair, parts in _exchanges_by_pair(measured, settings).items()
+                                 if wanted(pair) for part in parts])
 
     mine = exchanges(samples, lambda pair: node in pair and not (set(pair) - {node}) & suspects)
     if not mine.count:  # no known-good partner left: its re-pairs with the other suspects

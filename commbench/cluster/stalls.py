@@ -1,6 +1,10 @@
 """The stall test of `commbench hunt`: a node that is slow sometimes (CPU throttling, retransmits, a flapping link, a
-noisy neighbour) moves neither a pair's median nor its 10th percentile, only its tail. Per pair and test, an
-exchange slower than --stall-factor × the pair's median is a stall, and what it took beyond the median is time lost.
+noisy neighbour) moves neither a pair's median nor its 10th percentile, only its tail. In a pair, an exchange that
+took longer than --stall-factor × the pair's median bandwidth exchange is a stall (bandwidth and latency exchanges
+alike), and what it took beyond its own test's median is time lost. The bar is the bandwidth exchange's, not the
+latency exchange's own median: an operating system's scheduling hiccup (a time slice, ~10 ms on a shared VM) is 30×
+an 8-byte exchange but less than a large one, while a throttled period, a retransmit timeout or a link flap
+outlasts both.
 
 A node is judged on the time lost in its pairs' exchanges (bandwidth and latency pooled) against the other pairs'
 exchanges, with a permutation test: were the exchanges of the run dealt to the pairs at random, how often would the
@@ -25,12 +29,14 @@ class Exchanges:
     stalls: int
 
     @staticmethod
-    def of(samples_s: list[float], factor: float) -> "Exchanges":
+    def of(samples_s: list[float], factor: float, scale_s: float | None = None) -> "Exchanges":
+        """A stall takes longer than factor × scale_s (the pair's median bandwidth exchange; None: these samples'
+        own median)."""
         times = np.asarray(samples_s, dtype=float)
         if times.size == 0:
             return Exchanges(times, times, 0)
         median = float(np.median(times))
-        stalled = times > factor * median
+        stalled = times > factor * (median if scale_s is None else max(scale_s, median))
         lost = np.where(stalled, times - median, 0.0)
         return Exchanges(lost, times - lost, int(stalled.sum()))
 
