@@ -229,10 +229,12 @@ def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[st
     noise = repeat_noise_pct(repeats, metric.name, settings.statistic)
     detectable = max(threshold, settings.min_z * node_spread, settings.min_z * (noise or 0.0))
     diagnosis.detectable[metric.name] = detectable
-    diagnosis.noise_bar[metric.name] = max(threshold, settings.min_z * (noise or 0.0))
+    bar = diagnosis.noise_bar[metric.name] = max(threshold, settings.min_z * (noise or 0.0))
     tested = max(1, len(scores))
     for node, slower in node_slow.items():
-        slow_with = sorted(peer for peer in partners[node] if slow[_key(node, peer, values)] >= threshold)
+        # slow with a partner: beyond the noise bar, as the node itself must be (the threshold alone is within the
+        # noise on a busy host, where a node's healthy pairs would then count as slow too)
+        slow_with = sorted(peer for peer in partners[node] if slow[_key(node, peer, values)] >= bar)
         z = slower / node_spread
         if not (len(partners[node]) >= 2 and slower >= detectable and z >= settings.min_z
                 and len(slow_with) * 2 > len(partners[node])):
@@ -314,7 +316,7 @@ def _link_suspects(diagnosis: Diagnosis, values, slow, partners, metric: PairMet
         ends_fine = {}
         for end in pair:
             others = [slow[_key(end, peer, values)] for peer in partners[end] if peer not in pair]
-            ends_fine[end] = None if not others else sum(other < threshold for other in others) * 2 >= len(others)
+            ends_fine[end] = None if not others else sum(other < bar for other in others) * 2 >= len(others)
         if any(fine is False for fine in ends_fine.values()):
             continue  # an end slow with most others too but not named (e.g. a noisy node): no triangle to stand on
         p = rank_p(samples.get(pair, []), _pooled(samples, [other for other in values if other != pair]))
