@@ -148,6 +148,19 @@ def repeat_slowdowns(node: str, test: str, repeats: list[Samples], statistic: st
     return found
 
 
+def pair_repeat_slowdowns(pair: tuple[str, str], test: str, repeats: list[Samples], statistic: str,
+                          controls: set[tuple[str, str]]) -> list[float]:
+    """A pair's percent slower in each repeat on its own, against that repeat's control pairs' better middle."""
+    found = []
+    for repeat in repeats:
+        measured = repeat.get(test, {})
+        mine = measured.get(pair) or measured.get((pair[1], pair[0]))
+        references = [_figure(values, statistic) for other, values in measured.items() if other in controls and values]
+        if mine and references:
+            found.append((_figure(mine, statistic) / better_middle(references, higher_is_better=False) - 1) * 100)
+    return found
+
+
 def _pooled(samples: dict[tuple[str, str], list[float]], pairs) -> list[float]:
     return [value for pair in pairs for value in samples.get(pair, ())]
 
@@ -496,13 +509,20 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
             second = {"link": _rounded(link_again),
                       **{f"{end} with": {peer: _rounded(value) for peer, value in found.items()}
                          for end, found in with_good.items()}}
-            record = {**entry, "second_pass": second}
             bar = first.bar(metric.name, threshold)
-            if link_again is None or link_again < bar:
+            each = pair_repeat_slowdowns(link, metric.name, repeats or [], settings.statistic, control_pairs)
+            if each:
+                second["repeats_slower_pct"] = [round(value, 2) for value in each]
+            record = {**entry, "second_pass": second}
+            if (link_again is None or link_again < bar
+                    or (each and sum(value >= bar for value in each) * 2 <= len(each))):
                 final.cleared.append({"link": list(link), **record})
                 continue
+            # an end is slow too when it is about as slow with known-good nodes as over the link (at least half the
+            # link's slowdown): a slow node slows all its pairs alike, a bad link only its own
+            end_bar = max(bar, link_again / 2)
             slow_ends = [end for end, found in with_good.items()
-                         if found and all(value is not None and value >= bar for value in found.values())]
+                         if found and all(value is not None and value >= end_bar for value in found.values())]
             if len(slow_ends) == 1:
                 node = slow_ends[0]
                 final.suspect_nodes.setdefault(node, []).append(
