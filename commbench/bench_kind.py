@@ -121,6 +121,12 @@ class BenchKind:
     wrong_message: str = "{n} wrong result(s) in the check; results are not valid"
     """What exit code 1 says, with {n} the count n_wrong() returns."""
 
+    @property
+    def run_sets(self) -> bool:
+        """Whether the command offers --launches N (a run set): the kinds the gate compares by default (a metric
+        with a default threshold)."""
+        return any(metric.default_threshold_pct is not None for metric in self.metrics)
+
     def help(self) -> str:
         """The command's help text (its first line is the summary `commbench --help` lists)."""
         return type(self).__doc__ or ""

@@ -1,13 +1,20 @@
 """The regression gate: join two runs on their configuration keys and give each row a ratio and a verdict.
 
-A row regresses only when it is worse beyond the threshold AND the per-iteration samples say so: a one-sided
-Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new run's times are larger than the baseline's, p < ALPHA.
-Beyond the threshold without significance is `~` (noise cannot be ruled out). Peak memory has one value per row, no
-samples: it is a deterministic quantity here, so beyond the threshold is a regression by itself.
+Either side may be a run set: a folder of run folders (the same sweep launched several times, e.g. with
+--launches N). A row's value is then the median over the launches. A row regresses only when it is worse beyond the
+threshold AND a one-sided test says the change is more than noise, p < ALPHA:
 
-Either side may be a run set: a folder of run folders (the same sweep launched several times). A row's value is
-then the median over the runs and its samples are pooled, so launch-to-launch variation (which on a shared 2-core
-machine exceeds the variation within a launch) is part of what a difference must stand out from.
+- both sides with two or more launches of the row: a t test (Welch's) on the logs of the per-launch values, each
+  side's launch variance pooled over the rows of the bench (run_set.pooled_log_sd): the launches are the independent
+  units, and launch-to-launch variation is what a difference must stand out from;
+- a side with one launch: a change within the launch-noise floor (the largest change launch noise alone makes in
+  fewer than ALPHA of comparisons of that many rows, from the noise the caller passes, a run set's run_set.json, or
+  run_set.DEFAULT_LAUNCH_NOISE_PCT) is `~`; beyond it, a Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new
+  run's per-iteration times are larger than the baseline's.
+
+Beyond the threshold without significance is `~` (noise cannot be ruled out). Every compared row says the smallest
+change this comparison could have detected (detectable_pct). Peak memory has one value per row, no samples: it is a
+deterministic quantity here, so beyond the threshold is a regression by itself.
 
 Suite runs (`commbench run`) are compared bench by bench, matched by bench name; a folder of suite runs is a run set
 of each bench.
@@ -22,13 +29,15 @@ How the comparison is shown (table, Markdown, JSON, trust notes) is commbench/co
 
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
+from scipy.stats import mannwhitneyu, norm
+from scipy.stats import t as student_t
 
-from commbench import store
+from commbench import run_set, store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
@@ -118,7 +127,7 @@ def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool
     """The rows and samples of a run or run set. allow_empty: a run without rows (one that failed or was killed
     before its first point) reads as no rows, so that the gate can list what it misses."""
     results, samples, kinds, sampled = [], [], {}, True
-    for run_dir in folders or run_folders(path):
+    for launch, run_dir in enumerate(folders or run_folders(path)):
         kind = kind_of(run_dir)
         kinds[kind.name] = kind
         if allow_empty and not (run_dir / store.RESULTS_FILE).exists():
@@ -127,7 +136,7 @@ def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool
         if frame.empty and not allow_empty:
             raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
                                  "measured something")
-        results.append(frame)
+        results.append(frame.assign(**{LAUNCH_COLUMN: launch}))
         if store.imported_without_samples(run_dir):
             sampled = False
             continue
@@ -139,8 +148,12 @@ def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool
                sampled)
 
 
+LAUNCH_COLUMN = "_launch"
+"""Which launch of a run set a result row comes from (its index; a leading _: no results column is named so)."""
+
+
 def _concat(frames: list[pd.DataFrame], columns) -> pd.DataFrame:
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(columns))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*columns, LAUNCH_COLUMN])
 
 
 def _status_folders(path: Path) -> list[Path]:
@@ -182,22 +195,82 @@ def _samples_of(run: Run, row: pd.Series, metric: Metric) -> list[float]:
     return values
 
 
-def _verdict(worse_pct: float, threshold: float, p_worse: float | None, p_better: float | None) -> str:
+def _verdict(worse_pct: float, threshold: float, p_worse: float | None, p_better: float | None,
+             within_floor: bool = False, alpha: float = ALPHA) -> str:
     if abs(worse_pct) <= threshold:
         return OK
+    if within_floor:
+        return NOISE
     if worse_pct > 0:
-        return REGRESSION if p_worse is None or p_worse < ALPHA else NOISE
-    return IMPROVED if p_better is None or p_better < ALPHA else NOISE
+        return REGRESSION if p_worse is None or p_worse < alpha else NOISE
+    return IMPROVED if p_better is None or p_better < alpha else NOISE
 
 
-def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> list[dict]:
+@dataclass(frozen=True)
+class Floor:
+    """The launch noise a comparison with a single launch takes as given (a spread in %, as run_set.json's
+    launch_noise_pct), and where it comes from."""
+
+    noise_pct: float
+    source: str
+
+    def log_bound(self, launches: tuple[int, int], rows: int) -> float:
+        """The change (on the log scale) that launch noise alone exceeds in fewer than ALPHA of comparisons of
+        `rows` rows, between a side of launches[0] launches and one of launches[1]: z(ALPHA / rows) times the
+        spread of the difference of their means, sd * sqrt(1/n1 + 1/n2)."""
+        z = float(norm.isf(ALPHA / max(rows, 1)))
+        return z * run_set.log_spread(self.noise_pct) * math.sqrt(1 / launches[0] + 1 / launches[1])
+
+
+def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | None = None) -> Floor:
+    """The launch noise of this comparison's floor: the one given (--launch-noise), else that of a side that is a
+    run set (its run_set.json, or measured over its launches when it has none), else the default."""
+    if launch_noise_pct is not None:
+        return Floor(launch_noise_pct, "--launch-noise")
+    for side, path in (("baseline", baseline_dir), ("new side", new_dir)):
+        folders = run_folders(path)
+        if len(folders) < 2:
+            continue
+        stored = run_set.stored_noise(path)
+        if stored is not None:
+            return Floor(stored, f"the {side}'s {Path(path) / run_set.RUN_SET_FILE}")
+        measured = run_set.noise_document([folder.name for folder in folders],
+                                          launch_values(path))["launch_noise_pct"]
+        if measured is not None:
+            return Floor(measured, f"measured over the {side}'s {len(folders)} launches ({path})")
+    return Floor(run_set.DEFAULT_LAUNCH_NOISE_PCT, "the default (run_set.DEFAULT_LAUNCH_NOISE_PCT, a 2-core VM "
+                                                   "beside a busy loop)")
+
+
+def _gated_metrics(kind: BenchKind) -> list[Metric]:
+    """The metrics whose launch noise a run set records: timed (they have samples) and gated by default."""
+    return [metric for metric in kind.metrics if metric.samples and metric.default_threshold_pct is not None]
+
+
+def launch_values(path: Path) -> dict[tuple[str, str], list[float]]:
+    """Per row (labelled `[bench] row` in a suite) and metric run_set.json records, the value of each launch of a
+    run or run set at path."""
+    found = {}
+    for name, folders in bench_run_sets(path).items():
+        run = load_run(path, folders, allow_empty=True)
+        prefix = f"[{name}] " if name else ""
+        for row, values in _rows_by_key(run, run.kind.identity).values():
+            for metric in _gated_metrics(run.kind):
+                found[(prefix + run.kind.row_label(row), metric.name)] = values[metric.column]
+    return found
+
+
+def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
+            launch_noise_pct: float | None = None) -> list[dict]:
     """One entry per (row, metric) with a threshold, plus entries for rows (or benches) new, missing or not
-    comparable. Suite runs are compared bench by bench; their rows are labelled `bench: row`."""
+    comparable. Suite runs are compared bench by bench; their rows are labelled `bench: row`. launch_noise_pct: the
+    launch noise of the floor where a side is a single launch (--launch-noise; launch_floor() says what else)."""
     base_sets, new_sets = bench_run_sets(baseline_dir), bench_run_sets(new_dir)
     if (PLAIN in base_sets) != (PLAIN in new_sets):
         raise CommbenchError(f"cannot compare a suite run with a single run ({baseline_dir} vs {new_dir}); compare "
                              "like with like, or pass the bench's folder inside the suite run")
     _check_baseline_complete(baseline_dir)
+    floor = launch_floor(baseline_dir, new_dir, launch_noise_pct)
     entries = [{"row": f"run {folder}", "verdict": INCOMPLETE, "why": why} for folder, why in _not_complete(new_dir)]
     applied = False
     for name in [*base_sets, *(name for name in new_sets if name not in base_sets)]:
@@ -214,7 +287,7 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> 
             continue  # e.g. a training bench of a suite gated on busbw only
         applied = True
         prefix = f"[{name}] " if name else ""
-        entries += [{**entry, "row": prefix + entry["row"]} for entry in _compare_runs(base, new, metrics)]
+        entries += [{**entry, "row": prefix + entry["row"]} for entry in _compare_runs(base, new, metrics, floor)]
     if not applied and any(name in new_sets for name in base_sets):
         kinds = {kind.name: kind for kind in (load_run(baseline_dir, folders).kind for folders in base_sets.values())}
         names = ", ".join(dict.fromkeys(name for kind in kinds.values() for name in _metrics(kind)))
@@ -222,7 +295,27 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float]) -> 
     return entries
 
 
-def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
+@dataclass(frozen=True)
+class _Launches:
+    """What the launch statistics of one metric know across a bench's rows: each side's launch spread (log sd)
+    pooled over the rows, with its degrees of freedom, and how many rows are compared."""
+
+    spreads: tuple[tuple[float, int], tuple[float, int]]
+    rows: int
+
+
+def _pooled_launches(kind: BenchKind, shared: list[tuple], sides) -> dict[str, _Launches]:
+    """Per metric with samples, each side's launch spread pooled over the rows both sides have."""
+    found = {}
+    for metric in kind.metrics:
+        if metric.samples:
+            spreads = tuple(run_set.pooled_log_sd([run_set.log_values(rows[key][1].get(metric.column, []))
+                                                   for key in shared]) for rows in sides)
+            found[metric.name] = _Launches(spreads, len(shared))
+    return found
+
+
+def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) -> list[dict]:
     kind = base.kind
     identity, comparability = kind.identity, kind.comparability
     sources = (_sources(base), _sources(new))
@@ -231,13 +324,14 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
         identity = CROSS_SOURCE_IDENTITY
         base, new = _cross_source_view(base, new), _cross_source_view(new, base)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
+    launches = _pooled_launches(kind, [key for key in base_rows if key in new_rows], (base_rows, new_rows))
     entries = []
-    for row_key, old in base_rows.items():
+    for row_key, (old, old_values) in base_rows.items():
         label = kind.row_label(old) + (f" [source {' vs '.join(sources)}]" if across else "")
         if row_key not in new_rows:
             entries.append({"row": label, "verdict": MISSING, "why": _why_unmatched(old, new.results, identity)})
             continue
-        current = new_rows[row_key]
+        current, current_values = new_rows[row_key]
         differences = [f"{column} {old[column]} vs {current[column]}" for column in comparability
                        if str(old[column]) != str(current[column])]
         if differences:
@@ -248,8 +342,17 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float]) -> list[dict]:
             entries.append({"row": label, "verdict": NO_FIGURE, "why": notes[0]})
             continue
         for name, threshold in metrics.items():
-            entries.append(_compare_metric(name, threshold, old, current, base, new, label, notes))
-    for row_key, current in new_rows.items():
+            column = _metrics(kind)[name].column
+            entries.append(_compare_metric(name, threshold, (old, current), (base, new), label, notes,
+                                           (old_values.get(column, []), current_values.get(column, [])),
+                                           launches.get(name), floor))
+    compared = [key for key in base_rows if key in new_rows and not any(
+        note.startswith("no-op") for note in (_note(base_rows[key][0]), _note(new_rows[key][0])))]
+    for name, threshold in metrics.items():
+        overall = _overall(name, threshold, kind, compared, (base_rows, new_rows)) if len(compared) >= 2 else None
+        if overall is not None:
+            entries.append(overall)
+    for row_key, (current, _) in new_rows.items():
         if row_key not in base_rows:
             entries.append({"row": kind.row_label(current), "verdict": NEW, "why": "not in the baseline"})
     if across:  # the source as a key of every row (the label says it too)
@@ -323,23 +426,28 @@ def _wrong_results(run: Run) -> list[dict]:
             for _, row in wrong.iterrows()]
 
 
-def _rows_by_key(run: Run, identity) -> dict[tuple, pd.Series]:
-    """One row per configuration; in a run set, each metric is the median over the runs, and so is the CI
-    half-width of each sampled quantity (stored under _ci_key)."""
+def _rows_by_key(run: Run, identity) -> dict[tuple, tuple[pd.Series, dict[str, list[float]]]]:
+    """One row per configuration, with each metric's value in every launch that has the row (by metric column; the
+    median where a launch has several rows of one configuration). In a run set, each metric is the median over the
+    launches, and so is the CI half-width of each sampled quantity (stored under _ci_key)."""
     groups: dict[tuple, list[pd.Series]] = {}
     for _, row in run.results.iterrows():
         groups.setdefault(tuple(str(row[column]) for column in identity), []).append(row)
     merged = {}
     for key, rows in groups.items():
-        row = rows[0].copy()
+        row, values = rows[0].copy(), {}
         for metric in run.kind.metrics:
             if metric.column in row.index:
+                by_launch: dict = {}
+                for r in rows:
+                    by_launch.setdefault(r[LAUNCH_COLUMN], []).append(float(r[metric.column]))
+                values[metric.column] = [statistics.median(found) for found in by_launch.values()]
                 row[metric.column] = float(pd.Series([r[metric.column] for r in rows], dtype=float).median())
         for samples in {metric.samples for metric in run.kind.metrics if metric.samples}:
             # an import without samples has no CI: not assessed, rather than infinitely wide
             widths = [_ci_half_width_pct(r, samples) if run.has_samples else None for r in rows]
             row[_ci_key(samples)] = None if None in widths else float(pd.Series(widths, dtype=float).median())
-        merged[key] = row
+        merged[key] = (row, values)
     return merged
 
 
@@ -375,8 +483,10 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
     return "not in the new run"
 
 
-def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Series, base: Run, new: Run,
-                    label: str, notes: list[str]) -> dict:
+def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Series], runs: tuple[Run, Run],
+                    label: str, notes: list[str], values: tuple[list[float], list[float]],
+                    launches: _Launches | None, floor: Floor) -> dict:
+    (old, current), (base, new) = rows, runs
     metric = _metrics(base.kind)[name]
     before, after = float(old[metric.column]), float(current[metric.column])
     if not (math.isfinite(before) and math.isfinite(after) and before > 0):
@@ -385,13 +495,31 @@ def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Ser
         return {"row": label, "metric": name, "verdict": NO_FIGURE, "why": why}
     ratio = after / before
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
-    p_worse = p_better = None
-    if metric.samples and base.has_samples and new.has_samples:
-        # samples are times: worse means larger, for bandwidth and step time alike
-        old_samples, new_samples = _samples_of(base, old, metric), _samples_of(new, current, metric)
-        p_worse = float(mannwhitneyu(new_samples, old_samples, alternative="greater").pvalue)
-        p_better = float(mannwhitneyu(new_samples, old_samples, alternative="less").pvalue)
-    verdict = _verdict(worse_pct, threshold, p_worse, p_better)
+    logs = tuple(run_set.log_values(side) for side in values)
+    p_worse = p_better = test = samples = None
+    within_floor, why, detectable, floor_pct, alpha = False, "", threshold, None, ALPHA
+    if metric.samples and base.has_samples and new.has_samples:  # read for every row, whichever test decides: a
+        samples = (_samples_of(base, old, metric), _samples_of(new, current, metric))  # run without them is refused
+    if launches is None:  # one deterministic value per row (peak memory): beyond the threshold is the verdict
+        pass
+    elif min(len(side) for side in logs) >= 2:
+        # every row is a chance to be wrong: each is tested at ALPHA / rows (Bonferroni), as the floor is
+        alpha = ALPHA / max(launches.rows, 1)
+        p_worse, p_better, needed = _across_launches(logs, launches, metric.higher_is_better, alpha)
+        test, detectable = TEST_LAUNCHES, max(threshold, _worse_pct(metric, needed))
+    else:
+        bound = floor.log_bound((max(len(logs[0]), 1), max(len(logs[1]), 1)), launches.rows)
+        floor_pct = _worse_pct(metric, bound)
+        detectable = max(threshold, floor_pct)
+        within_floor = ratio > 0 and abs(math.log(ratio)) <= bound
+        if within_floor and abs(worse_pct) > threshold:
+            why = (f"within the launch-noise floor: up to {floor_pct:.1f} % worse (or as much "
+                   f"better) can be launch noise ({floor.noise_pct:.1f} % launch noise, from {floor.source})")
+        if samples is not None:  # samples are times: worse means larger, for bandwidth and step time alike
+            p_worse = float(mannwhitneyu(samples[1], samples[0], alternative="greater").pvalue)
+            p_better = float(mannwhitneyu(samples[1], samples[0], alternative="less").pvalue)
+            test = TEST_SAMPLES
+    verdict = _verdict(worse_pct, threshold, p_worse, p_better, within_floor, alpha)
     p_value = p_better if worse_pct < 0 else p_worse
     widths = {side: row.get(_ci_key(metric.samples)) if metric.samples else None
               for side, row in (("baseline", old), ("new", current))}
@@ -399,9 +527,83 @@ def _compare_metric(name: str, threshold: float, old: pd.Series, current: pd.Ser
     assessed = all(width is not None for width in widths.values())
     return {"row": label, "metric": name, "unit": metric_unit(metric.column), "baseline": before, "new": after,
             "ratio": ratio, "worse_pct": worse_pct,
-            "change": change_text(worse_pct), "threshold_pct": threshold, "p_value": p_value, "verdict": verdict,
-            "why": "", "ci_half_width_pct": widths, "wide_ci": bool(wide_sides) if assessed else None,
+            "change": change_text(worse_pct), "threshold_pct": threshold, "p_value": p_value, "test": test,
+            "launches": [len(side) for side in values], "floor_pct": floor_pct, "detectable_pct": detectable,
+            "verdict": verdict,
+            "why": why, "ci_half_width_pct": widths, "wide_ci": bool(wide_sides) if assessed else None,
             "wide_ci_sides": wide_sides}
+
+
+TEST_LAUNCHES, TEST_SAMPLES = "Welch t on launches", "Mann-Whitney U on samples"
+"""Which test gave a row's p: across launches (both sides run sets), or on one launch's samples (the entry's
+`test`; None where no test ran)."""
+
+
+def _worse_pct(metric: Metric, worse_log: float) -> float:
+    """A change on the log scale, worse by worse_log, as this metric's worse_pct: a bandwidth's ratio falls to
+    exp(-worse_log), a time's rises to exp(worse_log)."""
+    return -math.expm1(-worse_log) * 100 if metric.higher_is_better else math.expm1(worse_log) * 100
+
+
+def _across_launches(logs: tuple[list[float], list[float]], launches: _Launches, higher_is_better: bool,
+                     alpha: float) -> tuple[float, float, float]:
+    """(p worse, p better, the worse change on the log scale that p < alpha needs): Welch's t test of the mean log
+    per-launch values, each side's variance its launch spread pooled over the rows (with that pool's degrees of
+    freedom in the Welch–Satterthwaite formula)."""
+    return _welch(logs, launches.spreads, higher_is_better, alpha)
+
+
+def _welch(logs: tuple[list[float], list[float]], spreads, higher_is_better: bool, alpha: float
+           ) -> tuple[float, float, float]:
+    """Welch's t test of two sides' mean log values, each side's (sd, degrees of freedom) given."""
+    (sd_base, df_base), (sd_new, df_new) = spreads
+    worse = statistics.fmean(logs[1]) - statistics.fmean(logs[0])
+    worse = -worse if higher_is_better else worse
+    variances = ((sd_base ** 2 / len(logs[0]), df_base), (sd_new ** 2 / len(logs[1]), df_new))
+    se = math.sqrt(sum(variance for variance, _ in variances))
+    if se == 0:  # launches that agree exactly (copies of one run): any difference is beyond their noise
+        return (0.0 if worse > 0 else 1.0), (0.0 if worse < 0 else 1.0), 0.0
+    df = se ** 4 / sum(variance ** 2 / df for variance, df in variances if variance > 0)
+    t_value = worse / se
+    return (float(student_t.sf(t_value, df)), float(student_t.cdf(t_value, df)),
+            float(student_t.isf(alpha, df)) * se)
+
+
+ALL_ROWS = "all rows (geometric mean)"
+TEST_OVERALL = "Welch t on the launches' geometric means"
+
+
+def _overall(name: str, threshold: float, kind: BenchKind, shared: list[tuple], sides) -> dict | None:
+    """One test over every row both sides have, where both are run sets: per launch, the geometric mean of the
+    metric over those rows, then Welch's t test of the two sides' launch means at ALPHA. A change that moves every
+    row (a slower library, a driver, a busier fabric) stands out here long before it does in any single row tested
+    at ALPHA / rows; its noise is the launches' own, a slow launch being slow at every size."""
+    metric = _metrics(kind)[name]
+    if not metric.samples:
+        return None
+    launch_counts = [{len(rows[key][1].get(metric.column, [])) for key in shared} for rows in sides]
+    if any(len(counts) != 1 or min(counts) < 2 for counts in launch_counts):
+        return None  # not a run set, or launches that do not all hold every row
+    # rows with a figure in every launch of both sides (a no-op's busbw 0 has none)
+    logs = {key: [run_set.log_values(rows[key][1][metric.column]) for rows in sides] for key in shared}
+    usable = [key for key in shared
+              if all(len(found) == len(rows[key][1][metric.column]) for found, rows in zip(logs[key], sides))]
+    if len(usable) < 2:
+        return None
+    per_launch = [[statistics.fmean(logs[key][side][launch] for key in usable) for launch in range(count.pop())]
+                  for side, count in enumerate(launch_counts)]
+    spreads = tuple((statistics.stdev(side), len(side) - 1) for side in per_launch)
+    p_worse, p_better, needed = _welch((per_launch[0], per_launch[1]), spreads, metric.higher_is_better, ALPHA)
+    before, after = (math.exp(statistics.fmean(side)) for side in per_launch)
+    ratio = after / before
+    worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
+    return {"row": f"{ALL_ROWS}, {len(usable)} rows", "metric": name, "unit": metric_unit(metric.column),
+            "baseline": before, "new": after, "ratio": ratio, "worse_pct": worse_pct, "change": change_text(worse_pct),
+            "threshold_pct": threshold, "p_value": p_better if worse_pct < 0 else p_worse, "test": TEST_OVERALL,
+            "launches": [len(side) for side in per_launch], "floor_pct": None,
+            "detectable_pct": max(threshold, _worse_pct(metric, needed)),
+            "verdict": _verdict(worse_pct, threshold, p_worse, p_better), "why": "",
+            "ci_half_width_pct": {"baseline": None, "new": None}, "wide_ci": None, "wide_ci_sides": []}
 
 
 _UNITS = (("_gbps", "GB/s"), ("_us", "us"), ("_ms", "ms"), ("_bytes", "B"))

@@ -2,8 +2,9 @@
 notes on how far its verdicts can be trusted.
 
 The notes say when the verdicts deserve less trust than they look: a side that is one launch rather than a run set
-(launch noise is then outside the test), and rows whose 95 % CI of the median is wider than ±10 % on a side (the
-table's `wide CI` column). They inform; they do not change a verdict or the gate."""
+(launch noise is then outside the test, and only a change beyond the launch-noise floor can be a regression: the
+note says which floor and where it came from), and rows whose 95 % CI of the median is wider than ±10 % on a side
+(the table's `wide CI` column). They inform; they do not change a verdict or the gate."""
 
 import textwrap
 from pathlib import Path
@@ -19,8 +20,11 @@ from commbench.compare import (
     NOT_COMPARABLE,
     OK,
     REGRESSION,
+    TEST_LAUNCHES,
+    TEST_SAMPLES,
     WIDE_CI_PCT,
     WRONG,
+    Floor,
     gate_fails,
     gate_line,
     run_folders,
@@ -29,7 +33,7 @@ from commbench.compare import (
 from commbench.stats import CONFIDENCE
 
 RUN_SET_LAUNCHES = 3
-"""What the notes advise: launches per run set (the committed baseline has 5, .ci/run's gate 3)."""
+"""What the notes advise: launches per run set (--launches; the committed baseline has 5, .ci/run's gate 3)."""
 
 
 def _metric_text(entry: dict) -> str:
@@ -42,7 +46,7 @@ def launches(path: Path) -> int:
     return len(run_folders(path))
 
 
-def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict]) -> list[str]:
+def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict], floor: Floor) -> list[str]:
     """What makes the verdicts less trustworthy than they look, and what to do about it (empty when nothing)."""
     found = []
     counts = {"baseline": launches(baseline_dir), "new": launches(new_dir)}
@@ -56,9 +60,11 @@ def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict]) -> list[
             what = (f"single launch: {names[single[0]]} is one run folder, not a run set ({names[other]} is a run "
                     f"set of {counts[other]})")
         found.append(f"{what}, so launch-to-launch variation (on a shared machine larger than the variation within "
-                     "a launch) is outside the significance test and a verdict may be launch noise. Use run sets: "
-                     f"run the same sweep or suite {RUN_SET_LAUNCHES}+ times into one folder (--out DIR --run-id "
-                     "launchN) on both sides, and compare the two folders")
+                     "a launch) is outside the samples' significance test: a change within the launch-noise floor is "
+                     f"~, never a regression. The floor takes {floor.noise_pct:.1f} % launch noise from "
+                     f"{floor.source}{_detectable_range(entries)}. Use run sets, tested across launches: run the "
+                     f"same sweep or suite with --launches {RUN_SET_LAUNCHES} (or more) on both sides, and compare "
+                     "the two run set folders")
     found += source_notes(baseline_dir, new_dir)
     assessed = [entry for entry in entries if entry.get("wide_ci") is not None]
     wide = [entry for entry in assessed if entry["wide_ci"]]
@@ -70,6 +76,21 @@ def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict]) -> list[
                      f"{WIDE_CI_PCT:g} to sample until the CI is within ±{WIDE_CI_PCT:g} %; training: a larger "
                      "--steps)")
     return found
+
+
+def _detectable_range(entries: list[dict]) -> str:
+    """", so the smallest change a row could show as a regression is 41.0-44.2 % (column detectable)" over the rows
+    the floor judged ("" when none)."""
+    found = [entry["detectable_pct"] for entry in entries if entry.get("floor_pct") is not None]
+    if not found:
+        return ""
+    low, high = f"{min(found):.1f}", f"{max(found):.1f}"
+    shown = low if low == high else f"{low}-{high}"
+    return f", so the smallest change a row could show as a regression is {shown} % (column detectable)"
+
+
+def _detectable_text(entry: dict) -> str:
+    return "-" if entry.get("detectable_pct") is None else f"{entry['detectable_pct']:.1f}"
 
 
 def _wide_text(entry: dict, *, short: bool) -> str:
@@ -86,17 +107,17 @@ def _wide_text(entry: dict, *, short: bool) -> str:
 
 def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: list[str] = ()) -> str:
     lines = [f"{'row':<52} {'metric (unit)':>17} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
-             f"{'wide CI':>8} verdict",
-             f"{'':<52} {'':>17} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(MWU)':>8} "
-             f"{f'(>±{WIDE_CI_PCT:g} %)':>8}"]
+             f"{'detectable':>10} {'wide CI':>8} verdict",
+             f"{'':<52} {'':>17} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(1-sided)':>8} "
+             f"{'(% of b)':>10} {f'(>±{WIDE_CI_PCT:g} %)':>8}"]
     for entry in entries:
         if "ratio" not in entry:
             lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>17} {entry['verdict']}: {entry['why']}")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         lines.append(f"{entry['row']:<52} {_metric_text(entry):>17} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
-                     f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_wide_text(entry, short=True):>8} "
-                     f"{entry['verdict']}")
+                     f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_detectable_text(entry):>10} "
+                     f"{_wide_text(entry, short=True):>8} {entry['verdict']}")
     for note in notes:  # wrapped: a note is a paragraph, the table's lines are what a reader scans
         lines += textwrap.wrap(note, width=118, initial_indent="# note: ", subsequent_indent="#       ",
                                break_on_hyphens=False)
@@ -111,35 +132,37 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_mis
     lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
              f"**{gate}**" if gate_fails(entries, allow_missing=allow_missing) else gate, "",
              "| row | metric (unit) | baseline | new | ratio (new/baseline) | change (% of baseline) | "
-             "p (Mann–Whitney) | "
+             "p (one-sided) | detectable change (% of baseline) | "
              f"wide CI ({CONFIDENCE * 100:g} % CI beyond ±{WIDE_CI_PCT:g} %) | verdict |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for entry in entries:
         if "ratio" not in entry:
             metric = entry.get("metric", "")
-            lines.append(f"| {entry['row']} | {metric} | | | | | | | {entry['verdict']}: {entry['why']} |")
+            lines.append(f"| {entry['row']} | {metric} | | | | | | | | {entry['verdict']}: {entry['why']} |")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         verdict = f"**{entry['verdict']}**" if entry["verdict"] == REGRESSION else entry["verdict"]
         lines.append(f"| {entry['row']} | {_metric_text(entry)} | {entry['baseline']:.4g} | {entry['new']:.4g} | "
-                     f"{entry['ratio']:.3f} | {entry['change']} | {p} | {_wide_text(entry, short=False)} | "
-                     f"{verdict} |")
+                     f"{entry['ratio']:.3f} | {entry['change']} | {p} | {_detectable_text(entry)} | "
+                     f"{_wide_text(entry, short=False)} | {verdict} |")
     if notes:
         lines += ["", "**Notes**", "", *(f"- {note}" for note in notes)]
     return "\n".join(lines) + "\n"
 
 
 ENTRY_FIELDS = ("row", "metric", "baseline", "new", "ratio", "worse_pct", "change", "threshold_pct", "p_value",
-                "verdict", "why", "wide_ci", "wide_ci_sides", "ci_half_width_pct", "source")
+                "test", "launches", "floor_pct", "detectable_pct", "verdict", "why", "wide_ci", "wide_ci_sides",
+                "ci_half_width_pct", "source")
 """Every field of a --json entry; an entry without a figure (missing, new, ...) has null for those it lacks."""
 
 
 def json_document(entries: list[dict], notes: list[str], *, baseline: Path, new: Path, thresholds: dict[str, float],
-                  allow_missing: bool) -> dict:
+                  allow_missing: bool, floor: Floor) -> dict:
     """What `compare --json` prints: the entries, the notes, the gate's verdict and what it was measured with."""
     return {
         "baseline": baseline, "new": new,
         "launches": {"baseline": launches(baseline), "new": launches(new)},
+        "launch_noise": {"pct": floor.noise_pct, "source": floor.source},
         "thresholds_pct": thresholds, "alpha": ALPHA, "wide_ci_pct": WIDE_CI_PCT,
         "entries": [{field: entry.get(field) for field in ENTRY_FIELDS} for entry in entries],
         "notes": notes,
@@ -154,5 +177,9 @@ def _summary(entries: list[dict]) -> str:
               for verdict in (REGRESSION, WRONG, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE,
                               NOT_COMPARABLE, NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
-    return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided " \
-           "Mann–Whitney U on the samples; ~ = beyond threshold, not significant)"
+    tests = {"Welch t on the log per-launch values": TEST_LAUNCHES, "Mann–Whitney U on the samples": TEST_SAMPLES}
+    tested = ", ".join(f"{name} for {count} row(s)" for name, test in tests.items()
+                       if (count := sum(entry.get("test") == test for entry in entries)))
+    return f"{text or 'nothing to compare'} (regression = worse beyond threshold and p < {ALPHA} one-sided, " \
+           f"p by {tested or ' or '.join(tests)}; ~ = beyond threshold, not significant or within the launch-noise " \
+           "floor)"

@@ -1,4 +1,5 @@
-"""The terminal progress bar of a sweep (point i of N, collective, size), fed by the rows rank 0 appends."""
+"""The terminal progress bars: a sweep's (point i of N, collective, size), fed by the rows rank 0 appends, and a run
+set's (launch k of N), under which each launch's sweep bar shows."""
 
 from pathlib import Path
 
@@ -26,27 +27,64 @@ class RowCounter:
         return max(self._lines - 1, 0)  # the first line is the header
 
 
+def _bars(enabled: bool) -> Progress:
+    """Rich bars on stderr, disabled by --quiet so that stdout stays the tables only. Redrawn when a bar's show() is
+    called (the launcher's watchdog poll, every 0.5 s), not by rich's own refresh thread at 10 Hz: on a machine
+    whose cores all run ranks, every wake-up of this process is time a rank waits for its core, inside some timed
+    call."""
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=Console(stderr=True), disable=not enabled, auto_refresh=False)
+
+
+class LaunchProgress:
+    """The bar of a run set's launches (`--launches N`). Rich draws one live display at a time, so while it is open
+    each launch's SweepProgress is a second bar of the same display."""
+
+    _open: "LaunchProgress | None" = None
+
+    def __init__(self, launches: int, *, enabled: bool):
+        self._launches = launches
+        self.bars = _bars(enabled)
+        self._task = None
+
+    def __enter__(self) -> "LaunchProgress":
+        self.bars.start()
+        self._task = self.bars.add_task(self._describe(0), total=self._launches)
+        LaunchProgress._open = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        LaunchProgress._open = None
+        self.bars.stop()
+
+    def show(self, done: int) -> None:
+        self.bars.update(self._task, completed=done, description=self._describe(done), refresh=True)
+
+    def _describe(self, done: int) -> str:
+        return "launches done" if done >= self._launches else f"launch {done + 1}/{self._launches}"
+
+
 class SweepProgress:
-    """A rich progress bar on stderr; disabled by --quiet, so stdout stays the tables only."""
+    """A sweep's bar on stderr (beneath the launches' bar inside a run set); disabled by --quiet."""
 
     def __init__(self, points: list, *, enabled: bool):
         """points: what each row is (each has .label()), in run order."""
         self._points = points
-        # Redrawn when show() is called (the launcher's watchdog poll, every 0.5 s), not by rich's own refresh
-        # thread at 10 Hz: on a machine whose cores all run ranks, every wake-up of this process is time a rank
-        # waits for its core, inside some timed call.
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=Console(stderr=True), disable=not enabled,
-                                  auto_refresh=False)
+        self._outer = LaunchProgress._open
+        self._progress = self._outer.bars if self._outer else _bars(enabled)
         self._task = None
 
     def __enter__(self) -> "SweepProgress":
-        self._progress.start()
+        if not self._outer:
+            self._progress.start()
         self._task = self._progress.add_task(self._describe(0), total=len(self._points))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._progress.stop()
+        if self._outer:
+            self._progress.remove_task(self._task)
+        else:
+            self._progress.stop()
 
     def show(self, done: int) -> None:
         # a point may write several rows (hunt, p2p, replay): the bar counts points, so it stops at its end

@@ -126,8 +126,10 @@ BASE_ARGS = {
 }
 """The other commands with good values for what they require; the bad value replaces the option's own."""
 ZERO_ALLOWED = {("model memory", "--param-bytes"), ("model memory", "--grad-bytes"),
-                ("model memory", "--optim-bytes"), ("model comm", "--alpha-us"), ("slurm submit", "--gpus-per-node")}
-"""Number options of those commands for which 0 means something (no optimizer state, no latency, CPU nodes)."""
+                ("model memory", "--optim-bytes"), ("model comm", "--alpha-us"), ("slurm submit", "--gpus-per-node"),
+                ("compare", "--launch-noise")}
+"""Number options of those commands for which 0 means something (no optimizer state, no latency, CPU nodes, no
+launch-noise floor)."""
 TEXT_NUMBERS = {("model memory", "--params"): BAD_COUNTS, ("model comm", "--params"): BAD_COUNTS,
                 ("model memory", "--fit"): BAD_MEMORY,
                 ("compare", "--fail"): ("busbw:nan%", "busbw:inf%", "busbw:-5%", "busbw:", "busbw:abc%")}

@@ -132,7 +132,8 @@ class CollectiveOptions(TargetOptions):
 class CollectiveKind(BenchKind):
     """Measure collectives at each message size with statistics and a correctness check on every point.
 
-    With no option but --out, --run-id and --quiet, runs the suite suites/default.toml (`commbench run default`).
+    With no option but --out, --run-id, --quiet and --launches, runs the suite suites/default.toml (`commbench run
+    default`).
 
     Launches torchrun once for the whole sweep; inside torchrun or srun (RANK and WORLD_SIZE set) it runs in place.
     Exit codes: 0 all points correct, 1 some point had wrong results, 2 bad input, 3 the run failed.

@@ -12,8 +12,9 @@ from commbench.bench_kind import BenchKind
 from commbench.benches.options import default_of, options_of, parse_options
 from commbench.cli.shared import (
     bench_document,
-    finish_run,
+    launches_option,
     other_rank_exit,
+    run_launches,
     show_bench,
     show_warnings,
     table_run_options,
@@ -60,36 +61,48 @@ def bench_command(kind: BenchKind) -> click.Command:
     --json document, or with -q the run folder alone), exit with its verdict."""
     @click.pass_context
     def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, verbose: bool,
-                **raw) -> None:
+                launches: int = 1, **raw) -> None:
         from commbench import torch_host
 
         if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
             from commbench.cli.run import run_suite_command
 
             run_suite_command(kind.bare_suite, overrides={}, into=None, out=out, run_id=run_id, quiet=quiet,
-                              as_json=as_json, verbose=verbose)
+                              as_json=as_json, verbose=verbose, launches=launches)
         torch_host.start()
         import pandas  # noqa: F401 - the tables' import, here on one core while the host imports torch on another
 
         machine = torch_host.machine()
         bench = kind.resolve(parse_options(kind.options, raw), machine)
-        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json, verbose=verbose)
+        run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json, verbose=verbose,
+                     launches=launches)
 
     command.__doc__ = kind.help()
     command = table_run_options(click_options(kind.options)(command))
+    if kind.run_sets:
+        command = launches_option(command)
     return click.command(name=kind.command, help=kind.help())(command)
 
 
 def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, as_json: bool,
-                 verbose: bool = False) -> None:
+                 verbose: bool = False, launches: int = 1) -> None:
     from commbench import session
+    from commbench.run_set import Launched
 
     show_warnings()  # the input is accepted: say what it will not measure as it seems, before the run
     argv = ["commbench", *sys.argv[1:]]
-    ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=argv, quiet=quiet)
-    if outcome is None:
-        other_rank_exit(ok)
-    show_bench(bench, outcome, quiet=quiet, as_json=as_json, verbose=verbose)
-    code = verdict(bench.kind, outcome, name=bench.kind.command)
-    finish_run(outcome.run_dir, code, {"command": argv, **bench_document(bench, outcome, code)}, quiet=quiet,
-               as_json=as_json)
+
+    def launch(folder: Path, launch_id: str | None) -> Launched:
+        ok, outcome = session.run_bench(bench, machine, out=folder, run_id=launch_id, argv=argv, quiet=quiet)
+        if outcome is None:
+            other_rank_exit(ok)
+
+        def report(show: bool):
+            if show:
+                show_bench(bench, outcome, quiet=quiet, as_json=as_json, verbose=verbose)
+            code = verdict(bench.kind, outcome, name=bench.kind.command)
+            return code, {"command": argv, **bench_document(bench, outcome, code)}
+
+        return Launched(outcome.run_dir, bool(ok) and not outcome.n_wrong, report)
+
+    run_launches(launches, launch, out=out, run_id=run_id, quiet=quiet, as_json=as_json, machine=machine, argv=argv)

@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from commbench.cli.json_output import emit_json, json_option
-from commbench.cli.shared import split_commas
+from commbench.cli.shared import NON_NEGATIVE_NUMBER, split_commas
 from commbench.errors import CommbenchError, ExitCode
+from commbench.run_set import DEFAULT_LAUNCH_NOISE_PCT
 
 
 @click.command(name="compare")
@@ -19,27 +20,35 @@ from commbench.errors import CommbenchError, ExitCode
                    "(training runs); repeatable [default: busbw:5% step_time:3% peak_mem:2%].")
 @click.option("--markdown", type=click.Path(path_type=Path), default=None,
               help="Also write the comparison as GitHub Markdown to this file (for CI job summaries).")
+@click.option("--launch-noise", type=NON_NEGATIVE_NUMBER, default=None, metavar="PCT",
+              help="The launch-to-launch spread (%) to assume where a side is a single launch: a change within the "
+                   "floor it sets is ~, never a regression [default: a run set side's run_set.json (or its "
+                   f"launches' spread), else {DEFAULT_LAUNCH_NOISE_PCT:g}].")
 @click.option("--allow-missing", is_flag=True,
               help="Pass the gate although the new side lacks baseline rows or benches, or a run of it did not "
                    "complete (they are still listed); a regression still fails it.")
 @json_option
-def compare_command(baseline, new, fails, markdown, allow_missing, as_json) -> None:
+def compare_command(baseline, new, fails, markdown, launch_noise, allow_missing, as_json) -> None:
     """Join two runs on their configuration keys and flag rows that got worse beyond a threshold and significantly.
 
-    Notes under the table say when a side is a single launch rather than a run set, and how many rows have a 95 %
-    CI wider than ±10 % (column wide CI); they do not change the verdicts. With --json the same comparison is one
+    Where both sides are run sets (--launches N, 2 or more), a row is tested across launches (Welch t on the log
+    per-launch values); where a side is one launch, a change within the launch-noise floor is ~ (column detectable:
+    the smallest change the comparison could flag). Notes under the table say when a side is a single launch and
+    which floor was used, and how many rows have a 95 % CI wider than ±10 % (column wide CI); they do not change
+    the verdicts. With --json the same comparison is one
     JSON document on stdout (the notes also on stderr), with the same exit code.
 
     Exit codes: 0 the gate passed; 1 it failed: a regression, or (without --allow-missing) the new side misses rows
     or benches the baseline has or a run of it did not complete (failed, or still running); 2 bad input (an
     unreadable run, or a baseline that is not complete).
     """
-    from commbench.compare import DEFAULT_THRESHOLDS, compare, gate_fails, parse_threshold
+    from commbench.compare import DEFAULT_THRESHOLDS, compare, gate_fails, launch_floor, parse_threshold
     from commbench.compare_output import format_markdown, format_terminal, json_document, trust_notes
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
-    entries = compare(baseline, new, thresholds)
-    notes = trust_notes(baseline, new, entries)
+    entries = compare(baseline, new, thresholds, launch_noise_pct=launch_noise)
+    floor = launch_floor(baseline, new, launch_noise)  # what compare used: for the notes and the document
+    notes = trust_notes(baseline, new, entries, floor)
     if markdown:  # written before stdout: a file that cannot be written is bad input, and --json then prints nothing
         text = format_markdown(entries, baseline=baseline, new=new, allow_missing=allow_missing, notes=notes)
         try:
@@ -49,7 +58,7 @@ def compare_command(baseline, new, fails, markdown, allow_missing, as_json) -> N
                                  ) from None
     if as_json:
         emit_json(json_document(entries, notes, baseline=baseline, new=new, thresholds=thresholds,
-                                allow_missing=allow_missing))
+                                allow_missing=allow_missing, floor=floor))
         for note in notes:  # for a human reading the log; the document holds them too
             click.echo(f"commbench: note: {note}", err=True)
     else:

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.shared import bench_document, finish_run, other_rank_exit, run_options, show_warnings, verdict
+from commbench.cli.shared import (
+    bench_document,
+    launches_option,
+    other_rank_exit,
+    run_launches,
+    run_options,
+    show_warnings,
+    verdict,
+)
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
 from commbench.perf import flags as perf_flags
 
@@ -57,8 +65,9 @@ def _flag_options(function):
               help="commbench: process-group backend; auto = nccl on GPUs, else gloo.")
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=AUTO, show_default=True,
               help="commbench: tensor device; auto = cuda when a GPU is visible.")
+@launches_option
 @run_options
-def perf(collective, backend, device, out, run_id, quiet, as_json, **values) -> None:
+def perf(collective, backend, device, out, run_id, quiet, as_json, launches, **values) -> None:
     """Run nccl-tests' benchmark of COLLECTIVE with nccl-tests' flags, method and output.
 
     COLLECTIVE: all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all or sendrecv, or nccl-tests'
@@ -92,7 +101,7 @@ def perf(collective, backend, device, out, run_id, quiet, as_json, **values) -> 
     except CommbenchError as error:  # the sweep's checks name sweep options: say them as the flags given
         raise CommbenchError(perf_flags.in_flags_terms(str(error))) from None
     json_path = _reserve_json(request) if request.json_path and _writes(machine) else None
-    _run(bench, machine, request, json_path, out=out, run_id=run_id, quiet=quiet, as_json=as_json)
+    _run(bench, machine, request, json_path, out=out, run_id=run_id, quiet=quiet, as_json=as_json, launches=launches)
 
 
 def _writes(machine) -> bool:
@@ -105,31 +114,42 @@ def _reserve_json(request):
     return json_file.reserve(request.json_path)
 
 
-def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, quiet: bool, as_json: bool) -> None:
+def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, quiet: bool, as_json: bool,
+         launches: int) -> None:
+    """The run (or each launch of a run set: -J then holds the last launch's), shown as nccl-tests shows it."""
     from commbench import runinfo, session
     from commbench.benches.collective import few_samples_note
     from commbench.perf import json_file
     from commbench.perf.results import read_perf_run
     from commbench.perf.text import nccl_tests_text
+    from commbench.run_set import Launched
     from commbench.stats import MIN_SAMPLES_FOR_CI
 
     show_warnings()
     argv = ["commbench", *sys.argv[1:]]
-    ok, outcome = session.run_bench(bench, machine, out=out, run_id=run_id, argv=argv, quiet=quiet,
-                                    extra_meta={"nccl_tests": request.settings})
-    if outcome is None:
-        other_rank_exit(ok)
-    run = read_perf_run(outcome.run_dir)
-    if json_path is not None:
-        json_file.write(json_path, run, argv=argv, env=runinfo.relevant_env())
-    if not (quiet or as_json):
-        notes = [note for note in (*bench.notes, *request.notes) if note != few_samples_note(bench.spec.iters)]
-        if bench.spec.iters < MIN_SAMPLES_FOR_CI:  # nccl-tests' method: one batch per size and cycle
-            notes.append(f"{bench.spec.iters} batch(es) per size (-N {bench.spec.iters}): the run folder's rows have "
-                         f"no 95 % CI; -N {MIN_SAMPLES_FOR_CI} or more gives one")
-        header = [f"# Writing JSON output to {json_path}"] if json_path is not None else []
-        click.echo("\n".join([*header, nccl_tests_text(run, notes=notes)]))
-    code = verdict(bench.kind, outcome, name="perf")
-    document = {"command": argv, **bench_document(bench, outcome, code),
-                "avg_bus_bandwidth_gbps": run.average_busbw_gbps, "json_file": json_path}
-    finish_run(outcome.run_dir, code, document, quiet=quiet, as_json=as_json)
+
+    def launch(folder: Path, launch_id: str | None) -> Launched:
+        ok, outcome = session.run_bench(bench, machine, out=folder, run_id=launch_id, argv=argv, quiet=quiet,
+                                        extra_meta={"nccl_tests": request.settings})
+        if outcome is None:
+            other_rank_exit(ok)
+        run = read_perf_run(outcome.run_dir)
+        if json_path is not None:
+            json_file.write(json_path, run, argv=argv, env=runinfo.relevant_env())
+
+        def report(show: bool):
+            if show and not (quiet or as_json):
+                notes = [note for note in (*bench.notes, *request.notes)
+                         if note != few_samples_note(bench.spec.iters)]
+                if bench.spec.iters < MIN_SAMPLES_FOR_CI:  # nccl-tests' method: one batch per size and cycle
+                    notes.append(f"{bench.spec.iters} batch(es) per size (-N {bench.spec.iters}): the run folder's "
+                                 f"rows have no 95 % CI; -N {MIN_SAMPLES_FOR_CI} or more gives one")
+                header = [f"# Writing JSON output to {json_path}"] if json_path is not None else []
+                click.echo("\n".join([*header, nccl_tests_text(run, notes=notes)]))
+            code = verdict(bench.kind, outcome, name="perf")
+            return code, {"command": argv, **bench_document(bench, outcome, code),
+                          "avg_bus_bandwidth_gbps": run.average_busbw_gbps, "json_file": json_path}
+
+        return Launched(outcome.run_dir, bool(ok) and not outcome.n_wrong, report)
+
+    run_launches(launches, launch, out=out, run_id=run_id, quiet=quiet, as_json=as_json, machine=machine, argv=argv)

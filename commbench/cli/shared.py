@@ -1,5 +1,6 @@
 """What several commands share: repeatable options, the run options, how a finished bench is shown and judged (its
-table, notes, and exit code; or its JSON document), and the warnings a command's input raised."""
+table, notes, and exit code; or its JSON document), how a run becomes a run set of N launches (--launches), and the
+warnings a command's input raised."""
 
 import contextlib
 import os
@@ -45,6 +46,37 @@ def table_run_options(function):
                            help="The full tables: every placement's columns, a legend under each table, flags spelt "
                                 "out, the ring/builtin ratio in detail (no effect with -q or --json).")
     return run_options(verbose(function))
+
+
+def launches_option(function):
+    """--launches N: the commands whose runs the gate compares (sweep, perf, ddp, fsdp, zero, run)."""
+    return click.option("--launches", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+                        help="Launch the run N times into one run set, OUT/RUN_ID/launch1 ... launchN, and store its "
+                             "launch noise in OUT/RUN_ID/run_set.json: `commbench compare` then tests across "
+                             "launches. Stops after a launch that fails.")(function)
+
+
+def run_launches(launches: int, launch, *, out: Path, run_id: str | None, quiet: bool, as_json: bool, machine,
+                 argv: list[str]) -> None:
+    """The run (launches = 1), or a run set of `launches` launches, each made by launch(folder, run id) (a
+    run_set.Launched); then the last of stdout and the exit code. Only the last launch's tables are shown; a run set
+    ends with one line naming it, its launches and its launch noise."""
+    if launches == 1:
+        launched = launch(out, run_id)
+        finish_run(launched.run_dir, *launched.report(True), quiet=quiet, as_json=as_json)
+    from commbench import compare, run_set
+
+    set_dir, done = run_set.launch_all(launches, launch, out=out, run_id=run_id, quiet=quiet, in_job=machine.in_job)
+    reports = [launched.report(launched is done[-1]) for launched in done]
+    noise = run_set.noise_document([launched.run_dir.name for launched in done], compare.launch_values(set_dir))
+    run_set.write(set_dir, noise)
+    line = run_set.summary_line(set_dir, noise, planned=launches)
+    if not (quiet or as_json):
+        click.echo(f"# {line}")
+    code = reports[-1][0]
+    finish_run(set_dir, code, {"command": argv, "run_set": set_dir, "summary": line, "exit_code": int(code),
+                               "launch_noise_pct": noise["launch_noise_pct"],
+                               "launches": [document for _, document in reports]}, quiet=quiet, as_json=as_json)
 
 
 def show_notes(bench, *, err: bool = False) -> None:

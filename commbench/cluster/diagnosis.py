@@ -32,8 +32,6 @@ measured alone ran twice as fast as in a full round), and its reference is the c
 import math
 from dataclasses import dataclass, field
 
-from scipy.stats import mannwhitneyu
-
 from commbench.cluster.pairing import disjoint_rounds
 from commbench.cluster.stalls import Exchanges, permutation_test
 
@@ -99,6 +97,8 @@ Samples = dict[str, dict[tuple[str, str], list[float]]]
 
 def rank_p(mine: list[float], others: list[float]) -> float | None:
     """One-sided Mann–Whitney U: are `mine` (times) larger than `others`? None without enough of either."""
+    from scipy.stats import mannwhitneyu  # here, not at the top: `commbench --help` must not import scipy
+
     if len(mine) < 3 or len(others) < 3:
         return None
     return float(mannwhitneyu(mine, others, alternative="greater").pvalue)
