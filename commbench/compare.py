@@ -548,9 +548,15 @@ def _worse_pct(metric: Metric, worse_log: float) -> float:
 def _across_launches(logs: tuple[list[float], list[float]], launches: _Launches, higher_is_better: bool,
                      alpha: float) -> tuple[float, float, float]:
     """(p worse, p better, the worse change on the log scale that p < alpha needs): Welch's t test of the mean log
-    per-launch values, each side's variance its launch spread pooled over the rows (with that pool's degrees of
-    freedom in the Welch–Satterthwaite formula)."""
-    return _welch(logs, launches.spreads, higher_is_better, alpha)
+    per-launch values. Each side's spread is its launch spread pooled over the rows (with that pool's degrees of
+    freedom in the Welch–Satterthwaite formula), or the row's own where that is wider: from 3 launches a row's own
+    spread is too unstable to trust when it is small, but a row whose launches scatter more than the others' (small
+    messages, on a shared host) must not be judged by the quieter rows' noise."""
+    spreads = []
+    for side, (pooled_sd, pooled_df) in zip(logs, launches.spreads):
+        own = statistics.stdev(side) if len(side) >= 2 else 0.0
+        spreads.append((own, len(side) - 1) if own > pooled_sd else (pooled_sd, pooled_df))
+    return _welch(logs, tuple(spreads), higher_is_better, alpha)
 
 
 def _welch(logs: tuple[list[float], list[float]], spreads, higher_is_better: bool, alpha: float
