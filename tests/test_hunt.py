@@ -77,7 +77,7 @@ def test_a_slow_node_is_named_as_a_node_and_a_slow_link_as_a_link_and_nothing_el
     assert node["second_pass"]  # measured again against known-good nodes before it was named
     link = doc["suspect_links"][0]["evidence"][0]
     assert link["ends_fine_elsewhere"] == {"n4": True, "n5": True}
-    assert set(link["second_pass"]) == {"link", "n4 with", "n5 with"}
+    assert {"link", "n4 with", "n5 with"} <= set(link["second_pass"])  # and each repeat's own slowdown
     results = pd.read_csv(run.run_dir / "results.csv")
     named = results[(results["phase"] == "finding") & (results["verdict"] == "suspect")]
     assert named[["test", "node_a", "node_b"]].fillna("").values.tolist() == [["node", "n2", ""], ["link", "n4", "n5"]]
