@@ -6,6 +6,7 @@ tests/cpu_quota.py; left out with the reason where /sys/fs/cgroup is not writabl
 
     python benchmarks/hunt_detection.py --runs 10 --clean-runs 20          # hunt at its defaults
     python benchmarks/hunt_detection.py --runs 10 -- --threshold 50        # options after -- go to commbench hunt
+    python benchmarks/hunt_detection.py --runs 10 --scenarios throttled,clean  # a subset of the scenarios
 
 With --slurm the same scenarios run as Slurm jobs (`commbench slurm submit` of a one-bench hunt suite, --nodes 4) on a
 local cluster of 4 virtual nodes started here (tests/local_slurm.py: root, Debian packages), each node named by Slurm.
@@ -111,6 +112,9 @@ def main() -> None:
     parser.add_argument("--quota-pct", type=float, default=20.0, help="the throttled node's CPU quota, % of a core")
     parser.add_argument("--keep-wrong", type=Path, help="copy the run folders of wrong runs here")
     parser.add_argument("--slurm", action="store_true", help="run each scenario as a job on a local 4-node Slurm")
+    parser.add_argument("--scenarios", default=None,
+                        help="a comma-separated subset of: clean, slow node, slow link, stalling, throttled "
+                        "[default: all]")
     parser.add_argument("extra", nargs="*", help="options for commbench hunt (after --)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -125,6 +129,12 @@ def main() -> None:
     if args.slurm or unavailable():
         print(f"throttled node left out: {'a Slurm job step is not started here' if args.slurm else unavailable()}")
         del scenarios["throttled"]
+    if args.scenarios:
+        wanted = [name.strip() for name in args.scenarios.split(",")]
+        unknown = [name for name in wanted if name not in scenarios]
+        if unknown:
+            parser.error(f"unknown or unavailable scenario(s) {unknown}; choose from {list(scenarios)}")
+        scenarios = {name: scenarios[name] for name in wanted}
     clean_runs = args.clean_runs if args.clean_runs is not None else args.runs
     runs = {name: clean_runs if name == "clean" else args.runs for name in scenarios}
     tally = {name: {"right": 0, "false_suspects": 0, "missed": 0, "seconds": []} for name in scenarios}

@@ -5,8 +5,9 @@ Either side may be a run set: a folder of run folders (the same sweep launched s
 threshold AND a one-sided test says the change is more than noise, p < ALPHA:
 
 - both sides with two or more launches of the row: a t test (Welch's) on the logs of the per-launch values, each
-  side's launch variance pooled over the rows of the bench (run_set.pooled_log_sd): the launches are the independent
-  units, and launch-to-launch variation is what a difference must stand out from;
+  side's launch variance pooled over the rows of the bench or the row's own, whichever is wider: the launches are
+  the independent units, and launch-to-launch variation is what a difference must stand out from; one more entry
+  tests all rows at once, on each launch's geometric mean (the tests are commbench/launch_tests.py);
 - a side with one launch: a change within the launch-noise floor (the largest change launch noise alone makes in
   fewer than ALPHA of comparisons of that many rows, from the noise the caller passes, a run set's run_set.json, or
   run_set.DEFAULT_LAUNCH_NOISE_PCT) is `~`; beyond it, a Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new
@@ -34,13 +35,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-from scipy.stats import mannwhitneyu, norm
-from scipy.stats import t as student_t
+from scipy.stats import mannwhitneyu
 
 from commbench import run_set, store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
+from commbench.launch_tests import (
+    ALL_ROWS,
+    TEST_LAUNCHES,
+    TEST_OVERALL,
+    TEST_SAMPLES,
+    Floor,
+    Launches,
+    across_launches,
+    all_rows,
+)
+from commbench.launch_tests import worse_pct as log_change_pct
 from commbench.names import BUILTIN, COMMBENCH_SOURCE
 from commbench.runs import kind_of
 from commbench.stats import stored_half_width_pct
@@ -206,22 +217,6 @@ def _verdict(worse_pct: float, threshold: float, p_worse: float | None, p_better
     return IMPROVED if p_better is None or p_better < alpha else NOISE
 
 
-@dataclass(frozen=True)
-class Floor:
-    """The launch noise a comparison with a single launch takes as given (a spread in %, as run_set.json's
-    launch_noise_pct), and where it comes from."""
-
-    noise_pct: float
-    source: str
-
-    def log_bound(self, launches: tuple[int, int], rows: int) -> float:
-        """The change (on the log scale) that launch noise alone exceeds in fewer than ALPHA of comparisons of
-        `rows` rows, between a side of launches[0] launches and one of launches[1]: z(ALPHA / rows) times the
-        spread of the difference of their means, sd * sqrt(1/n1 + 1/n2)."""
-        z = float(norm.isf(ALPHA / max(rows, 1)))
-        return z * run_set.log_spread(self.noise_pct) * math.sqrt(1 / launches[0] + 1 / launches[1])
-
-
 def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | None = None) -> Floor:
     """The launch noise of this comparison's floor: the one given (--launch-noise), else that of a side that is a
     run set (its run_set.json, or measured over its launches when it has none), else the default."""
@@ -295,26 +290,6 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
     return entries
 
 
-@dataclass(frozen=True)
-class _Launches:
-    """What the launch statistics of one metric know across a bench's rows: each side's launch spread (log sd)
-    pooled over the rows, with its degrees of freedom, and how many rows are compared."""
-
-    spreads: tuple[tuple[float, int], tuple[float, int]]
-    rows: int
-
-
-def _pooled_launches(kind: BenchKind, shared: list[tuple], sides) -> dict[str, _Launches]:
-    """Per metric with samples, each side's launch spread pooled over the rows both sides have."""
-    found = {}
-    for metric in kind.metrics:
-        if metric.samples:
-            spreads = tuple(run_set.pooled_log_sd([run_set.log_values(rows[key][1].get(metric.column, []))
-                                                   for key in shared]) for rows in sides)
-            found[metric.name] = _Launches(spreads, len(shared))
-    return found
-
-
 def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) -> list[dict]:
     kind = base.kind
     identity, comparability = kind.identity, kind.comparability
@@ -324,7 +299,10 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) 
         identity = CROSS_SOURCE_IDENTITY
         base, new = _cross_source_view(base, new), _cross_source_view(new, base)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
-    launches = _pooled_launches(kind, [key for key in base_rows if key in new_rows], (base_rows, new_rows))
+    shared = [key for key in base_rows if key in new_rows]
+    launches = {metric.name: Launches.pooled(tuple([rows[key][1].get(metric.column, []) for key in shared]
+                                                   for rows in (base_rows, new_rows)))
+                for metric in kind.metrics if metric.samples}
     entries = []
     for row_key, (old, old_values) in base_rows.items():
         label = kind.row_label(old) + (f" [source {' vs '.join(sources)}]" if across else "")
@@ -485,7 +463,7 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
 
 def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Series], runs: tuple[Run, Run],
                     label: str, notes: list[str], values: tuple[list[float], list[float]],
-                    launches: _Launches | None, floor: Floor) -> dict:
+                    launches: Launches | None, floor: Floor) -> dict:
     (old, current), (base, new) = rows, runs
     metric = _metrics(base.kind)[name]
     before, after = float(old[metric.column]), float(current[metric.column])
@@ -505,11 +483,11 @@ def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Serie
     elif min(len(side) for side in logs) >= 2:
         # every row is a chance to be wrong: each is tested at ALPHA / rows (Bonferroni), as the floor is
         alpha = ALPHA / max(launches.rows, 1)
-        p_worse, p_better, needed = _across_launches(logs, launches, metric.higher_is_better, alpha)
-        test, detectable = TEST_LAUNCHES, max(threshold, _worse_pct(metric, needed))
+        p_worse, p_better, needed = across_launches(logs, launches, metric.higher_is_better, alpha)
+        test, detectable = TEST_LAUNCHES, max(threshold, log_change_pct(metric.higher_is_better, needed))
     else:
-        bound = floor.log_bound((max(len(logs[0]), 1), max(len(logs[1]), 1)), launches.rows)
-        floor_pct = _worse_pct(metric, bound)
+        bound = floor.log_bound((max(len(logs[0]), 1), max(len(logs[1]), 1)), launches.rows, ALPHA)
+        floor_pct = log_change_pct(metric.higher_is_better, bound)
         detectable = max(threshold, floor_pct)
         within_floor = ratio > 0 and abs(math.log(ratio)) <= bound
         if within_floor and abs(worse_pct) > threshold:
@@ -534,81 +512,25 @@ def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Serie
             "wide_ci_sides": wide_sides}
 
 
-TEST_LAUNCHES, TEST_SAMPLES = "Welch t on launches", "Mann-Whitney U on samples"
-"""Which test gave a row's p: across launches (both sides run sets), or on one launch's samples (the entry's
-`test`; None where no test ran)."""
-
-
-def _worse_pct(metric: Metric, worse_log: float) -> float:
-    """A change on the log scale, worse by worse_log, as this metric's worse_pct: a bandwidth's ratio falls to
-    exp(-worse_log), a time's rises to exp(worse_log)."""
-    return -math.expm1(-worse_log) * 100 if metric.higher_is_better else math.expm1(worse_log) * 100
-
-
-def _across_launches(logs: tuple[list[float], list[float]], launches: _Launches, higher_is_better: bool,
-                     alpha: float) -> tuple[float, float, float]:
-    """(p worse, p better, the worse change on the log scale that p < alpha needs): Welch's t test of the mean log
-    per-launch values. Each side's spread is its launch spread pooled over the rows (with that pool's degrees of
-    freedom in the Welch–Satterthwaite formula), or the row's own where that is wider: from 3 launches a row's own
-    spread is too unstable to trust when it is small, but a row whose launches scatter more than the others' (small
-    messages, on a shared host) must not be judged by the quieter rows' noise."""
-    spreads = []
-    for side, (pooled_sd, pooled_df) in zip(logs, launches.spreads):
-        own = statistics.stdev(side) if len(side) >= 2 else 0.0
-        spreads.append((own, len(side) - 1) if own > pooled_sd else (pooled_sd, pooled_df))
-    return _welch(logs, tuple(spreads), higher_is_better, alpha)
-
-
-def _welch(logs: tuple[list[float], list[float]], spreads, higher_is_better: bool, alpha: float
-           ) -> tuple[float, float, float]:
-    """Welch's t test of two sides' mean log values, each side's (sd, degrees of freedom) given."""
-    (sd_base, df_base), (sd_new, df_new) = spreads
-    worse = statistics.fmean(logs[1]) - statistics.fmean(logs[0])
-    worse = -worse if higher_is_better else worse
-    variances = ((sd_base ** 2 / len(logs[0]), df_base), (sd_new ** 2 / len(logs[1]), df_new))
-    se = math.sqrt(sum(variance for variance, _ in variances))
-    if se == 0:  # launches that agree exactly (copies of one run): any difference is beyond their noise
-        return (0.0 if worse > 0 else 1.0), (0.0 if worse < 0 else 1.0), 0.0
-    df = se ** 4 / sum(variance ** 2 / df for variance, df in variances if variance > 0)
-    t_value = worse / se
-    return (float(student_t.sf(t_value, df)), float(student_t.cdf(t_value, df)),
-            float(student_t.isf(alpha, df)) * se)
-
-
-ALL_ROWS = "all rows (geometric mean)"
-TEST_OVERALL = "Welch t on the launches' geometric means"
-
-
 def _overall(name: str, threshold: float, kind: BenchKind, shared: list[tuple], sides) -> dict | None:
-    """One test over every row both sides have, where both are run sets: per launch, the geometric mean of the
-    metric over those rows, then Welch's t test of the two sides' launch means at ALPHA. A change that moves every
-    row (a slower library, a driver, a busier fabric) stands out here long before it does in any single row tested
-    at ALPHA / rows; its noise is the launches' own, a slow launch being slow at every size."""
+    """The all-rows entry (launch_tests.all_rows) of one metric over the rows both sides have, where both are run
+    sets; None where that test does not apply."""
     metric = _metrics(kind)[name]
     if not metric.samples:
         return None
-    launch_counts = [{len(rows[key][1].get(metric.column, [])) for key in shared} for rows in sides]
-    if any(len(counts) != 1 or min(counts) < 2 for counts in launch_counts):
-        return None  # not a run set, or launches that do not all hold every row
-    # rows with a figure in every launch of both sides (a no-op's busbw 0 has none)
-    logs = {key: [run_set.log_values(rows[key][1][metric.column]) for rows in sides] for key in shared}
-    usable = [key for key in shared
-              if all(len(found) == len(rows[key][1][metric.column]) for found, rows in zip(logs[key], sides))]
-    if len(usable) < 2:
+    found = all_rows([tuple(rows[key][1].get(metric.column, []) for rows in sides) for key in shared],
+                     metric.higher_is_better, ALPHA)
+    if found is None:
         return None
-    per_launch = [[statistics.fmean(logs[key][side][launch] for key in usable) for launch in range(count.pop())]
-                  for side, count in enumerate(launch_counts)]
-    spreads = tuple((statistics.stdev(side), len(side) - 1) for side in per_launch)
-    p_worse, p_better, needed = _welch((per_launch[0], per_launch[1]), spreads, metric.higher_is_better, ALPHA)
-    before, after = (math.exp(statistics.fmean(side)) for side in per_launch)
+    before, after = (math.exp(statistics.fmean(side)) for side in found.launch_means)
     ratio = after / before
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
-    return {"row": f"{ALL_ROWS}, {len(usable)} rows", "metric": name, "unit": metric_unit(metric.column),
+    return {"row": f"{ALL_ROWS}, {found.rows} rows", "metric": name, "unit": metric_unit(metric.column),
             "baseline": before, "new": after, "ratio": ratio, "worse_pct": worse_pct, "change": change_text(worse_pct),
-            "threshold_pct": threshold, "p_value": p_better if worse_pct < 0 else p_worse, "test": TEST_OVERALL,
-            "launches": [len(side) for side in per_launch], "floor_pct": None,
-            "detectable_pct": max(threshold, _worse_pct(metric, needed)),
-            "verdict": _verdict(worse_pct, threshold, p_worse, p_better), "why": "",
+            "threshold_pct": threshold, "p_value": found.p_better if worse_pct < 0 else found.p_worse,
+            "test": TEST_OVERALL, "launches": [len(side) for side in found.launch_means], "floor_pct": None,
+            "detectable_pct": max(threshold, log_change_pct(metric.higher_is_better, found.needed_log)),
+            "verdict": _verdict(worse_pct, threshold, found.p_worse, found.p_better), "why": "",
             "ci_half_width_pct": {"baseline": None, "new": None}, "wide_ci": None, "wide_ci_sides": []}
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 MACHINE_LOCK = Path(tempfile.gettempdir()) / f"commbench-tests-{os.getuid()}.lock"
-"""Shared by the pytest workers (-n 2): a distributed test holds it shared, an exclusive one alone."""
+"""Shared by the pytest workers (-n 2): every test holds it shared, an exclusive one alone."""
 EXCLUSIVE_WANTED = MACHINE_LOCK.with_suffix(".wanted")
 """Present while an exclusive test waits or runs: shared takers hold back, so the other worker's back-to-back
 shared tests cannot keep it waiting (flock itself would let them)."""
@@ -24,12 +24,9 @@ shared tests cannot keep it waiting (flock itself would let them)."""
 @pytest.fixture(autouse=True)
 def _machine_share(request):
     """An `exclusive` test (commbench hunt and p2p naming a slowed node by its timings) has the machine's cores to
-    itself: with the other worker's ranks on the same 2 cores, a healthy pair read as slow as the injected fault.
-    Other distributed tests share it with one another, as before."""
+    itself: with the other worker's ranks, or even its pandas work, on the same 2 cores, a healthy pair read 4x slower
+    than another healthy pair, slower than the injected fault. Every other test shares the machine with the rest."""
     exclusive = request.node.get_closest_marker("exclusive") is not None
-    if not exclusive and request.node.get_closest_marker("distributed") is None:
-        yield
-        return
     if exclusive:
         EXCLUSIVE_WANTED.touch()
     else:

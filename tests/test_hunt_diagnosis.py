@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from commbench.cluster import confirmation, pair_statistics
 from commbench.cluster import diagnosis as judge
 from commbench.cluster.baseline import read_baseline
 from commbench.cluster.gpu_health import findings
@@ -76,12 +77,12 @@ def test_a_node_slow_inside_is_named_from_its_intra_node_all_reduce():
     found = judge.diagnose(NODES, {}, {"n1": 100.0, "n2": 101.0, "n3": 50.0, "n4": 99.0}, SETTINGS)
     assert list(found.suspect_nodes) == ["n3"]
     assert found.suspect_nodes["n3"][0]["test"] == "intra_all_reduce"
-    assert judge.confirm_plan(NODES, found, partners=2).intra == tuple(NODES)  # every node again, as in pass one
+    assert confirmation.confirm_plan(NODES, found, partners=2).intra == tuple(NODES)  # every node again, as in pass one
 
 
 def test_the_second_pass_repairs_suspects_with_good_nodes_and_controls_fill_its_rounds():
     found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
-    plan = judge.confirm_plan(NODES, found, partners=2)
+    plan = confirmation.confirm_plan(NODES, found, partners=2)
     suspects = [pair for round_ in plan.rounds for pair in round_ if pair not in plan.controls]
     assert suspects == [("n1", "n2"), ("n2", "n3")]
     for round_ in plan.rounds:  # every node at most once per round, and the idle good nodes paired as controls
@@ -95,10 +96,10 @@ def test_confirm_names_only_what_the_second_pass_measures_slow_again_against_its
     # the second pass ran twice as fast overall (fewer pairs at once); its controls say so
     controls = {("n3", "n4"): {"busbw_gbps": 20.0}, ("n1", "n4"): {"busbw_gbps": 20.0}}
     again = {("n1", "n2"): {"busbw_gbps": 10.0}, ("n2", "n3"): {"busbw_gbps": 10.5}}
-    confirmed = judge.confirm(found, again, {}, SETTINGS, controls=controls)
+    confirmed = confirmation.confirm(found, again, {}, SETTINGS, controls=controls)
     assert list(confirmed.suspect_nodes) == ["n2"] and confirmed.second_references["bandwidth"] == 20
     healthy_again = {("n1", "n2"): {"busbw_gbps": 20.0}, ("n2", "n3"): {"busbw_gbps": 19.0}}
-    cleared = judge.confirm(found, healthy_again, {}, SETTINGS, controls=controls)
+    cleared = confirmation.confirm(found, healthy_again, {}, SETTINGS, controls=controls)
     assert not cleared.suspect_nodes and cleared.cleared[0]["node"] == "n2"
 
 
@@ -110,24 +111,24 @@ def test_a_node_is_confirmed_by_its_good_partners_not_by_its_suspect_link():
                             suspect_links={("n4", "n5"): [entry]})
     controls = {("n1", "n3"): {"busbw_gbps": 10.0}}
     again = {("n4", "n5"): {"busbw_gbps": 3.0}, ("n3", "n4"): {"busbw_gbps": 6.0}, ("n1", "n4"): {"busbw_gbps": 9.8}}
-    judged = judge.confirm(found, again, {}, SETTINGS, controls=controls)
+    judged = confirmation.confirm(found, again, {}, SETTINGS, controls=controls)
     assert "n4" not in judged.suspect_nodes and {"n5", "n3", "n1"} <= set(judged.cleared[0]["second_pass"])
     both_slow = {**again, ("n1", "n4"): {"busbw_gbps": 5.0}}
-    assert "n4" in judge.confirm(found, both_slow, {}, SETTINGS, controls=controls).suspect_nodes
+    assert "n4" in confirmation.confirm(found, both_slow, {}, SETTINGS, controls=controls).suspect_nodes
 
 
 def test_a_link_slow_again_with_one_end_slow_against_a_good_node_names_that_end():
     found = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS)
-    plan = judge.confirm_plan(NODES, found, partners=2)
+    plan = confirmation.confirm_plan(NODES, found, partners=2)
     repaired = [pair for round_ in plan.rounds for pair in round_ if pair not in plan.controls]
     assert ("n1", "n3") in repaired and len(repaired) == 3  # the link, and each end with a good node
     n1_partner = next(b for a, b in repaired if a == "n1" and b != "n3")
     n3_partner = next(a if b == "n3" else b for a, b in repaired if "n3" in (a, b) and "n1" not in (a, b))
     controls = {("x", "y"): {"busbw_gbps": 10.0}}
-    link = judge.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 10.0},
+    link = confirmation.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 10.0},
                                  (n3_partner, "n3"): {"busbw_gbps": 10.0}}, {}, SETTINGS, controls=controls)
     assert list(link.suspect_links) == [("n1", "n3")] and not link.suspect_nodes
-    node = judge.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 4.0},
+    node = confirmation.confirm(found, {("n1", "n3"): {"busbw_gbps": 4.0}, ("n1", n1_partner): {"busbw_gbps": 4.0},
                                  (n3_partner, "n3"): {"busbw_gbps": 10.0}}, {}, SETTINGS, controls=controls)
     assert list(node.suspect_nodes) == ["n1"] and not node.suspect_links
 
@@ -191,10 +192,10 @@ def test_a_node_slow_in_one_repeat_only_is_not_a_suspect_and_the_noise_raises_th
 
 
 def test_better_middle_and_spread():
-    assert judge.better_middle([1, 2, 3, 4], higher_is_better=True) == 3
-    assert judge.better_middle([1, 2, 3, 4], higher_is_better=False) == 2
-    assert judge.robust_spread([0, 0, 0]) == judge.SPREAD_FLOOR_PCT
-    assert judge.robust_spread([0, 10, 20, 30, 1000]) == pytest.approx(1.4826 * 10)
+    assert pair_statistics.better_middle([1, 2, 3, 4], higher_is_better=True) == 3
+    assert pair_statistics.better_middle([1, 2, 3, 4], higher_is_better=False) == 2
+    assert pair_statistics.robust_spread([0, 0, 0]) == pair_statistics.SPREAD_FLOOR_PCT
+    assert pair_statistics.robust_spread([0, 10, 20, 30, 1000]) == pytest.approx(1.4826 * 10)
 
 
 def test_gpu_health_names_what_peers_do_not_share():

@@ -178,12 +178,12 @@ def _pair_tests(spec) -> tuple[tuple[str, int, int], ...]:
 
 
 def _second_pass(spec, ctx, state: HuntState, run) -> list[dict]:
-    from commbench.cluster import diagnosis as judge
+    from commbench.cluster.confirmation import confirm_plan
 
     plan = None
     if ctx.rank == 0:
         first = hunt_rows.diagnose_rows(state.rows, state.times, spec, state.layout)
-        plan = judge.confirm_plan(list(state.layout.nodes), first, partners=spec.confirm_partners)
+        plan = confirm_plan(list(state.layout.nodes), first, partners=spec.confirm_partners)
     plan = ctx.broadcast_object(plan)
     rows = _pairs(spec, ctx, state, run, rounds=plan.rounds, phase="second_pass", controls=set(plan.controls),
                   repeats=spec.confirm_repeats)

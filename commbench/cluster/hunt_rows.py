@@ -8,8 +8,10 @@ from pathlib import Path
 
 from commbench.bandwidth import busbw_gbps
 from commbench.cluster import diagnosis as judge
+from commbench.cluster.confirmation import confirm
 from commbench.cluster.hostlist import compress
 from commbench.cluster.matrix_files import matrix_csv, write_file
+from commbench.cluster.pair_statistics import Samples
 from commbench.stats import summarize
 from commbench.store import SCHEMA_VERSION
 
@@ -114,9 +116,9 @@ def times_key(row: dict) -> tuple[str, str, str, str]:
     return row["phase"], row["test"], row["node_a"], row["node_b"] or ""
 
 
-def _samples(times: dict[tuple, list[list[float]]], phase: str, repeat: int | None = None) -> judge.Samples:
+def _samples(times: dict[tuple, list[list[float]]], phase: str, repeat: int | None = None) -> Samples:
     """Per pair test, each pair's exchange times (seconds) of one pass: every repeat's, or one repeat's."""
-    found: judge.Samples = {}
+    found: Samples = {}
     for (row_phase, test, a, b), repeats in times.items():
         if row_phase == phase and test in ("bandwidth", "latency"):
             chosen = repeats if repeat is None else repeats[repeat:repeat + 1]
@@ -124,7 +126,7 @@ def _samples(times: dict[tuple, list[list[float]]], phase: str, repeat: int | No
     return found
 
 
-def _repeats(times: dict[tuple, list[list[float]]], phase: str) -> list[judge.Samples]:
+def _repeats(times: dict[tuple, list[list[float]]], phase: str) -> list[Samples]:
     """One Samples per repeat of a pass (as many as its pairs were measured)."""
     count = min((len(repeats) for (row_phase, *_), repeats in times.items() if row_phase == phase), default=0)
     return [_samples(times, phase, repeat) for repeat in range(count)]
@@ -143,7 +145,7 @@ def confirm_rows(rows: list[dict], times: dict[tuple, list[list[float]]], spec, 
     first = diagnose_rows(rows, times, spec, layout)
     second_pairs, second_intra = _figures(rows, SECOND_PASS)
     controls, _ = _figures(rows, SECOND_PASS, controls=True)
-    final = judge.confirm(first, second_pairs, second_intra, _settings(spec), controls=controls,
+    final = confirm(first, second_pairs, second_intra, _settings(spec), controls=controls,
                           samples=_samples(times, SECOND_PASS), first_samples=_samples(times, FIRST_PASS),
                           repeats=_repeats(times, SECOND_PASS))
     for node, found in findings(gpu_facts).items():
