@@ -45,6 +45,9 @@ def unsupported_reason(*, backend: str, device: str, collective: str, dtype: str
                        nccl_version: tuple[int, ...] | None = None,
                        gpu_capability: tuple[int, ...] | None = None) -> str | None:
     """Why this backend cannot run this combination, or None when it can."""
+    if dtype in names.UNREDUCED_DTYPES:
+        return (f"--dtype {dtype}: torch's NCCL and gloo backends have no {dtype} collectives (neither one's type "
+                f"table has it); use {names.UNREDUCED_DTYPES[dtype]}")
     if backend == GLOO and device == CUDA and impl == "ring":
         return "gloo cannot send/recv CUDA tensors, which the ring needs; use --impl builtin or --device cpu"
     if backend == GLOO and device == CUDA and collective not in GLOO_CUDA_COLLECTIVES:

@@ -38,7 +38,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     if sampler:
         sampler.start()
     try:
-        measurement = measure(faults.slowed(iteration), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
+        measurement = measure(faults.slowed(iteration, ctx.device), ctx=ctx, warmup=spec.warmup, iters=spec.iters,
                               timing=point.timing, batch_calls=spec.batch_calls,
                               target_ci_pct=spec.target_ci_pct, max_time_s=spec.max_time_s,
                               on_timed_start=sampler.mark_timed_start if sampler else None,

@@ -82,7 +82,7 @@ class RankContext:
 def init_group(machine: Machine, *, backend: str, device_type: str, timeout_s: float) -> RankContext:
     """Join the job torchrun (or srun with RANK/WORLD_SIZE/MASTER_ADDR set) started; one GPU per local rank.
     The timeout bounds how long a collective waits for a dead or hung peer."""
-    platform = platform_for(backend=backend, device_type=device_type, local_rank=machine.local_rank)
+    platform = platform_for(backend=backend, device_type=device_type, machine=machine)
     ctx = RankContext(rank=machine.rank, world=machine.world_size, local_rank=machine.local_rank,
                       local_world=machine.local_world_size or machine.world_size, backend=backend, platform=platform)
     options = {"device_id": ctx.device} if backend == NCCL else {}

@@ -23,6 +23,11 @@ not a busy wait: on a machine whose cores all run ranks, a spinning rank would s
 COMMBENCH_STALL_NODE="NODE:P:MS" delays P percent of the exchanges of the ranks on node NODE by MS milliseconds (a
 sleep after the transfer, drawn at random per exchange): a node that is slow sometimes (throttling, retransmits, a
 noisy neighbour), which a median or a 10th percentile does not see.
+On CUDA tensors these four delay the device, not the host: a call returns once its work is queued, so a host wait
+would slow nothing the CUDA events time. After the call, a spin kernel (commbench.timing.spin_device) on the current
+stream holds the stream for the delay; a share of the call's own time is a share of its device time, measured by CUDA
+events around an earlier call (the latest whose events have completed, so the host never waits for it; the first call
+has none and is not delayed, which the warm-up absorbs).
 """
 
 import os
@@ -32,6 +37,8 @@ import time
 from dataclasses import dataclass
 
 import torch
+
+from commbench.timing import calibrate_spin, can_spin, spin_device
 
 ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
@@ -108,11 +115,14 @@ def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:
         _LEAKED.append(obj)
 
 
-def slowed(run):
-    """run itself, or (with COMMBENCH_SLOWDOWN_PCT set) run followed by a busy wait of that share of its duration."""
+def slowed(run, device):
+    """run itself, or (with COMMBENCH_SLOWDOWN_PCT set) run followed by a wait of that share of its duration: a busy
+    wait on CPU, a spin of the stream on CUDA (`device`: where the call's tensors are)."""
     percent = float(os.environ.get(SLOWDOWN_ENV_VAR) or 0)
     if percent <= 0:
         return run
+    if _on_cuda(device):
+        return _DeviceShare(run, percent / 100, SLOWDOWN_ENV_VAR)
 
     def slow_run():
         start = time.perf_counter()
@@ -156,10 +166,13 @@ def _named_percent(variable: str, text: str) -> tuple[str, float]:
     return name, value
 
 
-def slowed_by(run, share: float):
-    """run itself, or run followed by a sleep of `share` of its own duration (the slow-node and slow-link faults)."""
+def slowed_by(run, share: float, device):
+    """run itself, or run followed by a wait of `share` of its own duration (the slow-node and slow-link faults): a
+    sleep on CPU, a spin of the stream on CUDA (`device`: where the transfer's tensors are)."""
     if share <= 0:
         return run
+    if _on_cuda(device):
+        return _DeviceShare(run, share, f"{SLOW_NODE_ENV_VAR} / {SLOW_LINK_ENV_VAR}")
 
     def slow_run():
         start = time.perf_counter()
@@ -194,16 +207,67 @@ def node_stall(my_node: str) -> Stall | None:
     return stall if node == my_node else None
 
 
-def stalled(run, stall: Stall | None):
-    """run itself, or run followed, in stall.percent of the calls (drawn at random), by a sleep of stall.seconds."""
+def stalled(run, stall: Stall | None, device):
+    """run itself, or run followed, in stall.percent of the calls (drawn at random), by stall.seconds of delay: a
+    sleep on CPU, a spin of the stream on CUDA (`device`: where the transfer's tensors are)."""
     if stall is None:
         return run
     draw = random.Random()
+    on_cuda = _on_cuda(device)
+    if on_cuda:
+        _ready_to_spin(STALL_NODE_ENV_VAR)
 
     def stalling_run():
         result = run()
         if draw.random() * 100 < stall.percent:
-            time.sleep(stall.seconds)
+            if on_cuda:
+                spin_device(stall.seconds)
+            else:
+                time.sleep(stall.seconds)
         return result
 
     return stalling_run
+
+
+def _on_cuda(device) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def _ready_to_spin(variable: str) -> None:
+    """Calibrate the spin before anything is timed (calibrating waits for the device); refuse a fault that could not
+    delay anything (a torch without the spin kernel)."""
+    if not can_spin():
+        raise RuntimeError(f"{variable} on CUDA needs torch.cuda._sleep (the spin kernel), which this torch lacks: "
+                           "run the fault on CPU tensors")
+    calibrate_spin()
+
+
+class _DeviceShare:
+    """run, then a spin of the current stream for `share` of run's own device time. That time comes from CUDA events
+    around an earlier call: the latest whose end event has completed, read without waiting (in per-iteration timing
+    the previous call, each iteration starting on an idle stream). While a CUDA graph is captured no event is
+    recorded or read, and the spin is captured at the time known then."""
+
+    def __init__(self, run, share: float, variable: str):
+        _ready_to_spin(variable)
+        self._run, self._share = run, share
+        self._call_s = 0.0
+        self._pending = None  # (start, end) events of a call whose time has not been read yet
+
+    def __call__(self):
+        stream = torch.cuda.current_stream()
+        capturing = torch.cuda.is_current_stream_capturing()
+        if self._pending is not None and not capturing and self._pending[1].query():
+            start, end = self._pending
+            self._call_s, self._pending = start.elapsed_time(end) / 1e3, None
+        record = self._pending is None and not capturing
+        if record:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+        result = self._run()
+        if record:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record(stream)
+            self._pending = (start, end)
+        spin_device(self._call_s * self._share)
+        return result

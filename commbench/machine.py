@@ -9,7 +9,9 @@ of a Slurm job, so a login node without GPUs can validate a GPU suite. Options r
 import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
+from commbench import gpu_mapping
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL
 
@@ -40,10 +42,29 @@ class Machine:
     """CPU cores this process may run on; None when not known (a machine stated for other nodes): no core limit."""
     gpu_capability: tuple[int, ...] | None = None
     """The lowest CUDA compute capability of its GPUs (NVML's), None when unknown: fp8 collectives need 9.0."""
+    launcher: str | None = None
+    """How the job's ranks were started, when this process is one: gpu_mapping.TORCHRUN, SRUN or OTHER_JOB."""
+    step_gpus: int | None = None
+    """For an srun task: the GPUs the Slurm step holds on this node (gpu_mapping.slurm_step_gpus), else None."""
+    visible_gpu_ids: tuple[str, ...] | None = None
+    """CUDA_VISIBLE_DEVICES' entries (indices, GPU-… or MIG-… ids), None when it is not set; said in refusals."""
+    gpu_memory_bytes: int | None = None
+    """Memory of the smallest CUDA device here (a GPU, or a MIG instance where a GPU is split), from NVML; None when
+    unknown. The memory plan (commbench/memory_plan.py) checks a sweep's largest point against it."""
+    host_memory_bytes: int | None = None
+    """Memory this machine's processes may still take (MemAvailable, or a smaller cgroup limit's room), read when
+    the machine is read; None for machines stated for other nodes (Machine.for_job) or where it is not known."""
 
     @property
     def in_job(self) -> bool:
         return self.world_size is not None
+
+    def gpu_index(self, backend: str) -> int:
+        """The device index this rank uses among the CUDA devices it sees (gpu_mapping.gpu_index, the same rule the
+        launcher checks with)."""
+        return gpu_mapping.gpu_index(local_rank=self.local_rank, local_ranks=self.local_world_size, visible=self.gpus,
+                                     backend=backend, step_gpus=self.step_gpus, launcher=self.launcher,
+                                     visible_ids=self.visible_gpu_ids)
 
     @classmethod
     def here(cls, environ: dict[str, str] | None = None) -> "Machine":
@@ -59,7 +80,7 @@ class Machine:
 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         nccl = bool(dist.is_available() and dist.is_nccl_available())
-        version = capability = None
+        version = capability = memory = None
         if gpus and nccl:
             found = torch.cuda.nccl.version()
             version = list(found) if isinstance(found, tuple) else None
@@ -68,7 +89,9 @@ class Machine:
 
             found_capability = lowest_capability()
             capability = list(found_capability) if found_capability else None
-        return {"gpus": gpus, "nccl_available": nccl, "nccl_version": version, "gpu_capability": capability}
+            memory = smallest_gpu_memory()
+        return {"gpus": gpus, "nccl_available": nccl, "nccl_version": version, "gpu_capability": capability,
+                "gpu_memory_bytes": memory}
 
     @classmethod
     def here_from(cls, facts: dict, environ: dict[str, str] | None = None) -> "Machine":
@@ -82,14 +105,17 @@ class Machine:
                    rank=int(environ["RANK"]) if in_job else None,
                    world_size=int(environ["WORLD_SIZE"]) if in_job else None,
                    local_rank=int(environ.get("LOCAL_RANK") or environ.get("SLURM_LOCALID") or 0),
-                   local_world_size=_local_world_size(environ) if in_job else None, cpus=usable_cpus())
+                   local_world_size=_local_world_size(environ) if in_job else None, cpus=usable_cpus(),
+                   launcher=gpu_mapping.launcher_of(environ), step_gpus=gpu_mapping.slurm_step_gpus(environ),
+                   visible_gpu_ids=gpu_mapping.visible_device_ids(environ),
+                   gpu_memory_bytes=facts.get("gpu_memory_bytes"), host_memory_bytes=available_host_memory())
 
     @classmethod
     def for_job(cls, *, nodes: int, ranks_per_node: int, gpus_per_node: int) -> "Machine":
         """The compute nodes of a job: each rank resolves its options in place, as rank 0 of nodes × ranks_per_node,
         on a node with gpus_per_node GPUs (a GPU node is assumed to have NCCL)."""
         return cls(gpus=gpus_per_node, nccl_available=gpus_per_node > 0, rank=0, world_size=nodes * ranks_per_node,
-                   local_world_size=ranks_per_node)
+                   local_world_size=ranks_per_node, launcher=gpu_mapping.TORCHRUN)  # the job script runs torchrun
 
 
 def usable_cpus() -> int:
@@ -99,9 +125,106 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def available_host_memory() -> int | None:
+    """Bytes this machine's processes may still take: MemAvailable, or less where this process's cgroup (a container,
+    a Slurm job) has less room under its limit; None when neither can be read (not Linux)."""
+    found = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    found += _cgroup_room()
+    return min(found) if found else None
+
+
+def _cgroup_room() -> list[int]:
+    """Room under the memory limit of this process's cgroup and of each cgroup above it: cgroup v2 (memory.max minus
+    memory.current) and v1 (memory.limit_in_bytes minus memory.usage_in_bytes), the usage less its inactive file
+    cache, which the kernel reclaims before it fails an allocation (as `docker stats` counts it); a cgroup without a
+    limit gives no figure."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    rooms = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        if controllers == "":  # v2, the unified hierarchy
+            rooms += _rooms_under(Path("/sys/fs/cgroup"), path, ("memory.max", "memory.current", "inactive_file"))
+        elif "memory" in controllers.split(","):
+            rooms += _rooms_under(Path("/sys/fs/cgroup/memory"), path,
+                                  ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"))
+    return rooms
+
+
+_NO_LIMIT = 2**62
+"""cgroup v1 writes "no limit" as its largest page-aligned counter (9223372036854771712): a limit past this is none."""
+
+
+def _rooms_under(root: Path, path: str, names: tuple[str, str, str]) -> list[int]:
+    """names: the limit file, the usage file and the memory.stat key of the reclaimable file cache."""
+    limit_name, usage_name, cache_key = names
+    own = root / path.strip().lstrip("/")
+    rooms = []
+    for folder in (own, *[parent for parent in own.parents if parent.is_relative_to(root)]):
+        try:
+            limit, used = (folder / limit_name).read_text().strip(), int((folder / usage_name).read_text())
+            if not limit.isdigit() or int(limit) >= _NO_LIMIT:  # v2 writes "max" for no limit
+                continue
+            stat = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines() if " " in line)
+            rooms.append(max(0, int(limit) - used + int(stat.get(cache_key, 0))))
+        except (OSError, ValueError):  # no memory controller there (a container sees its own cgroup as the root)
+            pass
+    return rooms
+
+
+def smallest_gpu_memory() -> int | None:
+    """The memory of the smallest CUDA device here, from NVML: a GPU's, or, on a GPU split by MIG, its smallest
+    instance's. NVML makes no CUDA context (the torch host reads this before it forks launchers); None without it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVML library or driver: unknown
+        return None
+    try:
+        sizes = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            instances = _mig_instances(pynvml, handle)
+            sizes += [int(pynvml.nvmlDeviceGetMemoryInfo(device).total) for device in instances or [handle]]
+        return min(sizes) if sizes else None
+    except Exception:  # an NVML call this driver lacks: unknown rather than wrong
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _mig_instances(pynvml, handle) -> list:
+    """The MIG devices of a GPU in MIG mode (each a CUDA device of its own), [] when MIG is off or unsupported."""
+    try:
+        current, _ = pynvml.nvmlDeviceGetMigMode(handle)
+    except Exception:  # a GPU without MIG
+        return []
+    if current != getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return []
+    instances = []
+    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            instances.append(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
+        except Exception:  # an empty slot
+            continue
+    return instances
+
+
 def _local_world_size(environ) -> int | None:
-    value = environ.get("LOCAL_WORLD_SIZE") or environ.get("SLURM_NTASKS_PER_NODE")
-    return int(value) if value and value.isdigit() else None
+    """Ranks of the job on this machine: torchrun's LOCAL_WORLD_SIZE, else the Slurm step's tasks on this node."""
+    value = environ.get("LOCAL_WORLD_SIZE", "")
+    if value.isdigit():
+        return int(value)
+    return gpu_mapping.slurm_tasks_on_node(environ)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,9 +273,12 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
             _check_cores(nproc, machine.cpus, oversubscribe=oversubscribe or not chosen)
     if nproc < 1:
         raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
-    if backend == NCCL and ranks_here is not None and ranks_here > gpus:
-        raise CommbenchError(f"{ranks_here} ranks on this machine exceed its {gpus} visible GPU(s): NCCL needs one GPU "
-                             f"per rank; use --nproc {gpus} or fewer (or fewer ranks per node), or --backend gloo")
+    if device == CUDA:
+        # the rule each rank picks its GPU by, here for every local rank at once (they differ only in local rank)
+        gpu_mapping.gpu_index(local_rank=0, local_ranks=ranks_here, visible=gpus, backend=backend,
+                              step_gpus=machine.step_gpus if machine.in_job else None,
+                              launcher=machine.launcher if machine.in_job else None,
+                              visible_ids=machine.visible_gpu_ids)
     cores = _cores_to_bind(machine, device=device, nproc=nproc) if bind_cores else None
     return Target(backend=backend, device=device, nproc=nproc, cores=cores)
 

@@ -14,6 +14,11 @@ DEVICE_CHOICES = (AUTO, *DEVICES)
 
 DTYPES = ("float32", "float64", "bfloat16", "float16", "int32", "int64", "int8", "uint8", "float8_e4m3", "float8_e5m2")
 """float8_e4m3 is torch.float8_e4m3fn (nccl-tests' f8e4m3); the fp8 types run on NCCL 2.24+ only."""
+UNREDUCED_DTYPES = {"uint32": "int32 or int64", "uint64": "int64"}
+"""nccl-tests types that torch has (torch.uint32, torch.uint64) and neither of its backends runs: ProcessGroupNCCL's
+type table and gloo's lack them. --dtype takes their names only to refuse them with the reason and what to use."""
+DTYPE_CHOICES = (*DTYPES, *UNREDUCED_DTYPES)
+"""What --dtype accepts: the dtypes that run, and those refused by name (UNREDUCED_DTYPES)."""
 REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
 NO_OP = "none"
 """The op column of collectives that do not reduce, as nccl-tests prints it."""

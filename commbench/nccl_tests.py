@@ -6,7 +6,7 @@ type and op names both ways, the busbw factor of each collective, and how nccl-t
 import re
 
 from commbench.errors import CommbenchError
-from commbench.names import NO_OP
+from commbench.names import NO_OP, UNREDUCED_DTYPES
 
 TOOL = "nccl-tests"
 BACKEND, DEVICE = "nccl", "cuda"
@@ -38,7 +38,7 @@ bfloat16, ... are the same in both."""
 TYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16", "f8e4m3",
               "f8e5m2")
 """What -d takes, in nccl-tests' order (src/common.cu test_typenames); `all` runs every one this backend has."""
-NO_TORCH_TYPE = {"uint32": "int32 or int64", "uint64": "int64"}
+NO_TORCH_TYPE = UNREDUCED_DTYPES
 """nccl-tests types torch's backends do not run (NCCL's and gloo's dtype tables lack them), with what to use."""
 OP_NAMES = ("sum", "prod", "max", "min", "avg")
 """What -o takes, in nccl-tests' order (test_opnames; mulsum, a PreMulSum, has no torch.distributed op)."""

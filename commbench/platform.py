@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from commbench.names import CPU, CUDA, NCCL
+from commbench.names import CPU, CUDA, GLOO, NCCL
 from commbench.timing import CpuTimer, CudaTimer
 
 
@@ -104,14 +104,15 @@ class CudaPlatform(CpuPlatform):
 
     has_gpu = True
 
-    def __init__(self, backend: str, local_rank: int):
+    def __init__(self, backend: str, device_index: int):
         self.backend = backend
-        # gloo may put several ranks on one GPU; NCCL was checked to have one GPU per rank.
-        self.device = torch.device(CUDA, local_rank % torch.cuda.device_count())
+        # the index machine.gpu_index gave (commbench/gpu_mapping.py): the rule the launcher checked the ranks with
+        self.device = torch.device(CUDA, device_index)
         torch.cuda.set_device(self.device)
 
     def timer(self, barrier: Callable[[], None]):
-        return CudaTimer(barrier)
+        # gloo's calls on CUDA tensors return when done: nothing to cover with a spin (CudaTimer)
+        return CudaTimer(barrier, host_blocking=self.backend == GLOO)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
@@ -168,9 +169,9 @@ class CudaPlatform(CpuPlatform):
         return torch.cuda.get_device_properties(self.device).total_memory // max(1, ranks_sharing)
 
 
-def platform_for(*, backend: str, device_type: str, local_rank: int):
-    """This rank's platform (on CUDA it also makes the rank's GPU the current device)."""
-    return CudaPlatform(backend, local_rank) if device_type == CUDA else CpuPlatform(backend)
+def platform_for(*, backend: str, device_type: str, machine):
+    """This rank's platform (on CUDA it also makes the rank's GPU, machine.gpu_index's, the current device)."""
+    return CudaPlatform(backend, machine.gpu_index(backend)) if device_type == CUDA else CpuPlatform(backend)
 
 
 def _status_bytes(field: str) -> int | None:

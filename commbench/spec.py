@@ -128,7 +128,7 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None,
     for name in spec.collectives:
         get_collective(name)
     _check_choices("--impl", spec.impls, IMPLEMENTATIONS)
-    _check_choices("--dtype", spec.dtypes, names.DTYPES)
+    _check_choices("--dtype", spec.dtypes, names.DTYPE_CHOICES)  # unsupported_reason below names what cannot run
     _check_choices("--op", spec.ops, names.REDUCE_OPS)
     _check_choices("--placement", (spec.placement,), PLACEMENTS)
     _check_choices("--timing", spec.timings, TIMING_CHOICES)

@@ -11,6 +11,7 @@ iteration's own time (-I).
 """
 
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -120,40 +121,59 @@ class CudaTimer:
 
     Per iteration, a spin kernel queued before the start event keeps the GPU busy while the host issues the call, so
     the interval holds the collective's device time and not the host's launch latency. The spin is sized from the
-    host issue time measured during warm-up (a ring issues 2(n−1)·K send/recv groups, ~1 ms at 8 ranks), and the
-    timed loop checks that it covered every call.
+    host issue times seen before the timed calls (`spin_seconds`), and CUDA events around each spin measure how long
+    it really lasted, which is what launch_cover compares each call's issue time with.
+
+    host_blocking (gloo on CUDA tensors): the call returns only when it is done, and gloo's device copies wait on the
+    stream, so a spin would only add its own length to every iteration's wall time (the sizing, from issue times
+    that held the previous spin, then about triples it); there is no launch latency to hide, and no spin is run.
     """
 
     method = "CUDA events"
 
-    def __init__(self, barrier: Callable[[], None]):
+    def __init__(self, barrier: Callable[[], None], *, host_blocking: bool = False):
         self._barrier = barrier
-        self._spin_s = _MIN_SPIN_S
-        self._issue_s: list[float] = []
+        self._host_blocking = host_blocking
+        self._spins = not host_blocking and _spin_function() is not None
+        self._spin_s = MIN_SPIN_S
+        self._sized = False
+        self._warm_issue_s: list[float] = []
+        """Issue times of every call before size_spin, in order (warm-up, then --timing auto's calls)."""
+        self._timed_issue_s: list[float] = []
+        self._timed_spin_s: list[float] = []
+        """Each timed call's host issue time and its spin's measured duration, for launch_cover."""
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
+        spin_starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)] if self._spins else []
         stream = torch.cuda.current_stream()
-        barrier, clock, spin_cycles = self._barrier, time.perf_counter, _cycles_for(self._spin_s)
+        barrier, clock = self._barrier, time.perf_counter
+        spin_cycles = _cycles_for(self._spin_s) if self._spins else 0
         issue_s = [0.0] * iterations
         for index in range(iterations):
             barrier()
             stream.synchronize()
-            _spin(spin_cycles)
+            launched = clock()  # from the spin's launch: the spin must outlast all the host does until run returns
+            if self._spins:
+                spin_starts[index].record(stream)
+                _spin(spin_cycles)
             starts[index].record(stream)
-            issued = clock()
             run()
-            issue_s[index] = clock() - issued
+            issue_s[index] = clock() - launched
             ends[index].record(stream)
         torch.cuda.synchronize()
-        self._issue_s = issue_s
+        if self._sized:
+            self._timed_issue_s += issue_s
+            self._timed_spin_s += [spin.elapsed_time(start) / 1e3 for spin, start in zip(spin_starts, starts)]
+        else:
+            self._warm_issue_s += issue_s
         return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
 
     def size_spin(self) -> None:
-        """After warm-up: a spin twice the longest host issue time seen, so that the timed calls are covered."""
-        if self._issue_s:
-            self._spin_s = max(_MIN_SPIN_S, 2 * max(self._issue_s))
+        """After warm-up, before the timed calls: the spin from the issue times seen so far (`spin_seconds`)."""
+        self._spin_s = spin_seconds(self._warm_issue_s)
+        self._sized = True
 
     def time_batches(self, run: Callable[[], object], batches: int, iterations: int,
                      options: BatchOptions = BatchOptions()) -> Batches:
@@ -196,14 +216,58 @@ class CudaTimer:
         return Batches(per_call, per_iteration)
 
     def launch_cover(self) -> str:
-        """What covered the host's issue time in the last timed iterations, for the row's timing_method."""
-        if not self._issue_s or _spin_function() is None:
+        """What covered the host's issue time in the timed iterations, for the row's timing_method."""
+        if self._host_blocking:
+            return HOST_BLOCKING_NOTE
+        if _spin_function() is None:
             return "; no spin kernel (torch.cuda._sleep missing): host launch latency is in the time"
-        issue_ms, spin_ms = max(self._issue_s) * 1e3, self._spin_s * 1e3
-        if issue_ms <= spin_ms:
-            return f"; a {spin_ms:.2g} ms spin covered host issue (max {issue_ms:.2g} ms)"
-        return (f"; host issue (max {issue_ms:.2g} ms) outlasted the {spin_ms:.2g} ms spin: launch latency is in "
-                "the time")
+        return cover_text(self._timed_issue_s, self._timed_spin_s)
+
+
+HOST_BLOCKING_NOTE = ("; no spin: gloo on CUDA tensors returns only when the call is done (it stages the data "
+                      "through host memory), so the events hold the whole call, its host part included")
+
+MIN_SPIN_S = 1e-4
+"""The shortest spin: about the host time of issuing one builtin collective from Python."""
+MAX_SPIN_S = 0.05
+"""The longest spin. Every timed iteration waits for its spin, so the cap bounds what a mis-sized spin costs (at
+most 50 ms × iterations of wall time) when the issue times it is sized from are not the timed calls' (only the
+first call was seen, or a warm-up full of stalls). 50 ms covers a ring's issue (2(n−1)·K send/recv groups, ~1 ms
+at 8 ranks) up to a few hundred ranks; a call whose issue takes longer is host-bound, and launch_cover says so."""
+SPIN_OVER_ISSUE = 2.0
+"""The spin lasts this many times the typical issue time: room for the ordinary spread of the host's issue times."""
+
+
+def spin_seconds(issue_s: list[float]) -> float:
+    """The spin for a point's timed calls, from the host issue times of the calls before them (in order):
+    SPIN_OVER_ISSUE × the median of those after the first, within [MIN_SPIN_S, MAX_SPIN_S].
+
+    The first call is left out: NCCL (2.22 and later) connects a communicator's peers on first use, inside the
+    first call's issue (10 ms to 1 s at scale), and hunt's and p2p's first send to a peer connects that pair; no
+    later call pays it. The median, not the longest: one stall in the warm-up (a page fault, the garbage collector)
+    must not make every timed call spin for it. With no call after the first, the first is all there is: its time,
+    capped; with none, the shortest spin."""
+    later = issue_s[1:] or issue_s
+    if not later:
+        return MIN_SPIN_S
+    typical = statistics.median(later)
+    return min(MAX_SPIN_S, max(MIN_SPIN_S, SPIN_OVER_ISSUE * typical))
+
+
+def cover_text(issue_s: list[float], spin_s: list[float]) -> str:
+    """timing_method's words on the timed calls' spins: a call is covered when its host issue time (from the spin's
+    launch to the call's return) is at most its spin's own duration on the device, measured by CUDA events around
+    the spin. The measured duration, not the one asked for: the cycles come from one calibration, and the GPU's
+    clock moves with its load and temperature."""
+    if not issue_s or len(spin_s) != len(issue_s):
+        return ""
+    calls = len(issue_s)
+    outlasted = sum(issue > spin for issue, spin in zip(issue_s, spin_s))
+    spin_ms, issue_ms = statistics.median(spin_s) * 1e3, max(issue_s) * 1e3
+    if not outlasted:
+        return f"; a {spin_ms:.2g} ms spin (measured) covered host issue in all {calls} calls (max {issue_ms:.2g} ms)"
+    return (f"; host issue outlasted the {spin_ms:.2g} ms spin (measured) in {outlasted} of {calls} calls (max "
+            f"{issue_ms:.2g} ms): their launch latency is in the time")
 
 
 def _event(stream):
@@ -232,7 +296,6 @@ def _capture(run: Callable[[], object], iterations: int, stream):
     return graph
 
 
-_MIN_SPIN_S = 1e-4  # ≈ issuing one builtin collective from Python
 _spin_cycles_per_s: float | None = None
 
 
@@ -261,6 +324,22 @@ def _cycles_for(seconds: float) -> int:
         end.synchronize()
         _spin_cycles_per_s = calibration_cycles / max(start.elapsed_time(end) / 1e3, 1e-9)
     return int(math.ceil(seconds * _spin_cycles_per_s))
+
+
+def can_spin() -> bool:
+    """Whether this torch has the spin kernel (torch.cuda._sleep)."""
+    return _spin_function() is not None
+
+
+def calibrate_spin() -> None:
+    """Calibrate the spin now: calibrating waits for the device, so it belongs before a timed stretch that spins,
+    never inside one."""
+    _cycles_for(0.0)
+
+
+def spin_device(seconds: float) -> None:
+    """Keep the current CUDA stream busy for about `seconds` more (a spin kernel; the host does not wait)."""
+    _spin(_cycles_for(seconds))
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """The launcher's torch, in a process of its own: the process that runs a bench command never imports torch.
 
-Every launch needs torch imported once (torchrun's agent runs in it, and CPU ranks are forked from that agent), and
-that import (~2 s of one core) used to happen in the launching process, in series with everything else it does:
-parsing options, planning the sweep, importing pandas for the tables. Now a bench command forks this host first
-thing; the host imports torch and torchrun's entry point and reports the machine's facts (GPUs, NCCL), while the
-launcher goes on with the rest on another core. Each launch then asks the host to fork its torchrun: the same code
-and arguments as `python -m torch.distributed.run` (forked_torchrun.py), with torch already loaded.
+Every launch needs torch imported once (torchrun's agent runs in it, and CPU ranks are forked from that agent), and that
+import (~2 s of one core) used to happen in the launching process, in series with everything else it does: parsing
+options, planning the sweep, importing pandas for the tables. Now a bench command forks this host first thing; the host
+imports torch and torchrun's entry point and reports the machine's facts (Machine.facts_here: GPUs, NCCL, the GPUs'
+compute capability and the smallest one's memory, all read without a CUDA context, since the host forks torchrun
+afterwards), while the launcher goes on with the rest on another core. Each launch then asks the host to fork its
+torchrun: the same code and arguments as `python -m torch.distributed.run` (forked_torchrun.py), with torch already
+loaded.
 
 Not used inside a torchrun or srun job (the rank runs in place and imports torch anyway), nor where torch is loaded
 already when the command starts (the CLI called from a program that imported it, as tests do): there the launcher

@@ -89,6 +89,8 @@ def test_planning_a_sweep_imports_no_torch():
     script = ("import sys\n"
               "from commbench.benches.collective import KIND\n"
               "from commbench.spec import plan, validate\n"
+              "from commbench.memory_plan import check_fits\n"
+              "from commbench.gpu_mapping import gpu_index\n"
               "from commbench.table import format_tables\n"
               "from commbench import session, runinfo\n"
               "print('torch' in sys.modules)\n")

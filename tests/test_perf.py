@@ -125,6 +125,9 @@ def test_a_cuda_graph_is_the_sweeps_cuda_graph_option():
     (["all_reduce", "-g", "0"], ["-g/--ngpus 0", "ranks on this node"]),
     (["all_reduce", "-d", "float32"], ["-d/--datatype float32", "nccl-tests calls it float"]),
     (["all_reduce", "-d", "uint32"], ["-d/--datatype uint32", "no uint32 collectives"]),
+    # the memory plan, in nccl-tests' terms: 2 ranks of a 4096 GiB all_reduce cannot fit this machine's RAM
+    (["all_reduce", "-b", "4096G", "-e", "4096G"], ["needs 8 TiB", "available memory", "fit: end -e there",
+                                                    "nccl-tests -e/--maxbytes"]),
     (["all_reduce", "-d", "f8e4m3", "-b", "1K", "-e", "1K"], ["gloo has no float8_e4m3", "-d/--datatype"]),
     (["all_reduce", "-o", "mulsum"], ["-o/--op mulsum", "PreMulSum"]),
     (["all_reduce", "-a", "4"], ["-a/--average 4", "choose 0, 1, 2, 3"]),

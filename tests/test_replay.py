@@ -74,6 +74,7 @@ def test_a_replayed_step_has_the_traced_calls_and_they_are_checked(tmp_path, tra
     assert replayed == _traced(traces[bench], step)  # kind, count and bytes, call for call
     assert set(calls["kind"]) == ({"all_reduce"} if bench == "ddp" else {"all_gather", "reduce_scatter"})
     assert (rows["n_wrong"] == 0).all() and sequence["calls"] == calls["calls"].sum()
+    assert (rows["timing_method"] == "host clock").all()  # CPU: gloo's calls return when done
     samples = pd.read_csv(run_dir / "samples.csv")
     for _, row in calls.iterrows():  # every call of the group in every iteration is a sample
         mine = samples[(samples["kind"] == row["kind"]) & (samples["size_bytes"] == row["size_bytes"])]

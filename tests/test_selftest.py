@@ -6,18 +6,22 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from commbench import store
 from commbench.cli import main
 from commbench.machine import Machine
 from commbench.selftest import Selftest, format_table
-from commbench.selftest.plan import LARGE_BYTES, STEPS, plan_selftest
-from commbench.selftest.verdicts import FAIL, NA, PASS, Check
+from commbench.selftest.plan import LARGE_BYTES, STEPS, ProfilePoint, plan_selftest, profile_point
+from commbench.selftest.steps import StepRun
+from commbench.selftest.verdicts import FAIL, NA, PASS, Check, SubRun, profile_check
 from tests.conftest import commbench_env
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False)
 GPU_MACHINE = Machine(gpus=2, nccl_available=True)
+ONE_GPU = Machine(gpus=1, nccl_available=True)
 # gloo on CPU on every machine, so a GPU host runs the same test (its nvml row then says CPU tensors)
 CPU_TARGET = ("--backend", "gloo", "--device", "cpu")
 
@@ -63,6 +67,57 @@ def test_the_plan_on_a_gpu_node_and_with_gloo_on_cuda():
     assert set(gloo.commands) == {"sweep", "profile", "ddp"}
     for path in ("fsdp", "zero", "all_reduce ring", "reduce_scatter builtin", "all_to_all builtin"):
         assert gloo.not_applicable[path]  # each with its reason
+
+
+def test_the_profile_step_traces_a_device_copy_with_one_nccl_rank_and_an_all_reduce_elsewhere():
+    """NCCL with one rank communicates nothing: in place it does nothing, out of place it copies on the device. The
+    plan is a function of (world size, backend, device) alone."""
+    one = profile_point(1, "nccl", "cuda")
+    assert (one.collective, one.placement) == ("all_gather", "out") and "device copy" in one.no_communication
+    for world, backend, device in ((2, "nccl", "cuda"), (8, "nccl", "cuda"), (1, "gloo", "cpu"), (2, "gloo", "cpu"),
+                                   (1, "gloo", "cuda"), (2, "gloo", "cuda")):
+        assert profile_point(world, backend, device) == ProfilePoint("all_reduce", "in"), (world, backend, device)
+
+    plan = plan_selftest(ONE_GPU, backend="auto", device="auto", nproc=None, only=("profile",), timeout_s=300)
+    assert (plan.backend, plan.device, plan.nproc, plan.profile) == ("nccl", "cuda", 1, one)
+    args = plan.commands["profile"].args
+    assert args[args.index("--collective") + 1] == "all_gather" and args[args.index("--placement") + 1] == "out"
+    [point] = plan.commands["profile"].bench.points
+    assert (point.collective, point.inplace, point.layout.size_bytes) == ("all_gather", False, 4096)
+    two = plan_selftest(GPU_MACHINE, backend="auto", device="auto", nproc=None, only=("profile",), timeout_s=300)
+    [point] = two.commands["profile"].bench.points
+    assert (two.nproc, point.collective, point.inplace) == (2, "all_reduce", True)
+
+
+def test_with_one_nccl_rank_the_profile_verdict_asks_for_gpu_traces_not_communication(tmp_path):
+    plan = plan_selftest(ONE_GPU, backend="auto", device="auto", nproc=None, only=("profile",), timeout_s=300)
+    log, analysis = tmp_path / "profile.log", tmp_path / "trace_analysis.json"
+    log.write_text("")
+
+    def judged(device: str, n_wrong) -> Check:
+        # what `trace analyze --json` reports of a one-rank trace: no communication event, GPU or CPU activity only
+        analysis.write_text(json.dumps({"traces": [{"rank": 0, "device": device, "comm_us": 0.0, "collectives": []}]}))
+        profile = SubRun(StepRun("profile", (), 0, 1.0, log), {"status": store.STATUS_COMPLETE},
+                         pd.DataFrame({"n_wrong": [n_wrong]}), tmp_path)
+        return profile_check(plan, profile, StepRun("trace-analyze", (), 0, 1.0, log, stdout=analysis))
+
+    passed = judged("gpu", 0)
+    assert passed.result == PASS, passed
+    assert passed.detail.startswith("1 trace (1 all_gather point × 1 rank), each a GPU trace, 0 wrong; no "
+                                    "communication to find: NCCL runs a one-rank collective as a device copy")
+    assert judged("cpu", 0) == Check("profile + trace analyze", FAIL, "no GPU activity in the trace of rank(s) [0]")
+    assert judged("gpu", float("nan")).detail == "profiled sweep: its row was not checked (n_wrong empty)"
+
+
+@pytest.mark.distributed
+def test_one_gloo_rank_profiles_an_all_reduce_whose_trace_shows_communication(tmp_path):
+    """gloo records its spans at world size 1 too: only NCCL's one-rank path is judged without communication."""
+    completed = _selftest(tmp_path, "--nproc", "1", "--only", "profile", "--json")
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-4000:]
+    paths = {entry["path"]: entry for entry in json.loads(completed.stdout)["paths"]}
+    profile = paths["profile + trace analyze"]
+    assert profile["result"] == PASS, profile
+    assert profile["detail"].startswith("1 trace (1 all_reduce point × 1 rank): ") and "comm up to" in profile["detail"]
 
 
 def test_only_brings_what_a_step_needs():

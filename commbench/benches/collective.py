@@ -12,6 +12,7 @@ from commbench.names import (
     BATCH,
     BUILTIN,
     COMMBENCH_SOURCE,
+    DTYPE_CHOICES,
     DTYPES,
     IMPLEMENTATIONS,
     MEAN,
@@ -64,7 +65,8 @@ class CollectiveOptions(TargetOptions):
     sizes: str = option("--sizes", default="1K:16M:x2", show_default=True,
                         help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G (= KiB/MiB/GiB) are "
                              "1024-based.")
-    dtypes: tuple[str, ...] = option("--dtype", many=True, choices=DTYPES, aliases=tuple(NCCL_TESTS_TYPES.items()),
+    dtypes: tuple[str, ...] = option("--dtype", many=True, choices=DTYPE_CHOICES,
+                                     aliases=tuple(NCCL_TESTS_TYPES.items()),
                                      help=f"{', '.join(DTYPES)} (or nccl-tests' names: float, half, double, ...); "
                                           "repeatable [default: float32].")
     ops: tuple[str, ...] = option("--op", many=True, choices=REDUCE_OPS,
@@ -160,6 +162,7 @@ class CollectiveKind(BenchKind):
     wrong_message = "{n} wrong element(s) in the check (see #wrong); results are not valid"
 
     def resolve(self, options: CollectiveOptions, machine) -> Bench:
+        from commbench.memory_plan import check_fits
         from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate
         from commbench.units import parse_size_spec
 
@@ -179,6 +182,7 @@ class CollectiveKind(BenchKind):
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
+        check_fits(spec, machine)  # the largest point's memory against this machine's, before anything launches
         _check_ops_apply(options.ops, spec.collectives)
         few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
         return Bench(self, spec, plan(spec, spec.nproc),

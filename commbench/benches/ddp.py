@@ -35,13 +35,14 @@ class DdpKind(TrainingKind):
     plots = (Plot("ddp_buckets", "DDP: step time by bucket size, exposed communication stacked",
                   "commbench.report.training_plots:ddp_buckets"), MODEL_STATE_PLOT)
 
-    def configs(self, options: DdpOptions, accum_steps, world):
+    def configs(self, options: DdpOptions, accum_steps, world, precisions):
         from commbench.training import plan
 
         return plan.ddp_configs(bucket_cap_mb=options.bucket_cap_mb or (1.0, 5.0, 10.0, 25.0, 50.0, 100.0),
                                 gradient_as_bucket_view=options.gradient_as_bucket_view or (False,),
                                 static_graph=options.static_graph or (False,),
-                                comm_hooks=options.comm_hooks or ("none",), accum_steps=accum_steps)
+                                comm_hooks=options.comm_hooks or ("none",), precisions=precisions,
+                                accum_steps=accum_steps)
 
 
 KIND = DdpKind()

@@ -25,9 +25,6 @@ class FsdpOptions(TrainingOptions):
                                                  help="FSDP1: true and/or false [default: true].")
     wraps: tuple[str, ...] = option("--wrap", many=True,
                                     help="block (one FSDP unit per block) and/or model (one unit) [default: block].")
-    precisions: tuple[str, ...] = option("--mixed-precision", many=True,
-                                         help="fp32 and/or bf16 (bf16 compute and all-gathers, fp32 reduction) "
-                                              "[default: fp32].")
 
 
 class FsdpKind(TrainingKind):
@@ -41,7 +38,7 @@ class FsdpKind(TrainingKind):
     options = FsdpOptions
     plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
 
-    def configs(self, options: FsdpOptions, accum_steps, world):
+    def configs(self, options: FsdpOptions, accum_steps, world, precisions):
         from commbench.training import plan
 
         return plan.fsdp_configs(
@@ -50,7 +47,7 @@ class FsdpKind(TrainingKind):
             forward_prefetch=options.forward_prefetch or (0, 1),
             backward_prefetch=options.backward_prefetch or ("default", "1", "pre"),
             limit_all_gathers=options.limit_all_gathers or (True,), wraps=options.wraps or ("block",),
-            precisions=options.precisions or ("fp32",), accum_steps=accum_steps, world=world)
+            precisions=precisions, accum_steps=accum_steps, world=world)
 
 
 KIND = FsdpKind()

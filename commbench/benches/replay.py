@@ -9,7 +9,7 @@ from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CUDA, GLOO
-from commbench.replay.rows import KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.replay.rows import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,7 +77,7 @@ class ReplayKind(ClusterKind):
     spec_class = ReplaySpec
     rank_module, table_module = "commbench.replay.rank", "commbench.replay.table"
     options = ReplayOptions
-    result_columns = required_columns = RESULT_COLUMNS
+    result_columns, required_columns = RESULT_COLUMNS, REQUIRED_COLUMNS
     sample_columns = SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     identity = KEY_COLUMNS

@@ -33,7 +33,7 @@ class StrategyKind(TrainingKind):
     options = StrategyOptions
     plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
 
-    def configs(self, options: StrategyOptions, accum_steps, world):
+    def configs(self, options: StrategyOptions, accum_steps, world, precisions):
         from commbench.training import plan
 
         chosen = options.strategies or plan.default_strategies(world)
@@ -41,7 +41,7 @@ class StrategyKind(TrainingKind):
         return plan.strategy_configs(strategies=chosen, impl=options.impl, accum_steps=accum_steps,
                                      bucket_cap_mb=options.bucket_cap_mb,
                                      shard_group=options.shard_group or (2 if "hsdp" in chosen else None),
-                                     world=world)
+                                     world=world, precisions=precisions)
 
 
 def _refuse_ignored(options: StrategyOptions, chosen: tuple[str, ...]) -> None:

@@ -8,7 +8,7 @@ from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA
-from commbench.training.spec import ISOLATIONS, MODEL_KINDS, SETTING_COLUMNS
+from commbench.training.spec import ISOLATIONS, MODEL_KINDS, PRECISIONS, SETTING_COLUMNS
 
 # Defaults sized to finish a DDP sweep in about two minutes on a 2-core CPU, and to give a GPU real work.
 DEFAULTS = {CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4},
@@ -55,6 +55,11 @@ class TrainingOptions(TargetOptions):
                                help="Untimed steps first (DDP rebuilds its buckets at step 2).")
     profile_steps: int = option("--profile-steps", type=int, lowest=0, default=3, show_default=True,
                                 help="Steps recorded with torch.profiler for comm/exposed/overlap (0 = none).")
+    precisions: tuple[str, ...] = option(
+        "--mixed-precision", many=True, choices=PRECISIONS,
+        help="fp32, tf32 and/or bf16. bf16: DDP and ZeRO-1 run forward and loss under torch.autocast(bfloat16), FSDP "
+             "casts parameters itself (bf16 compute and all-gathers, fp32 gradient reduction); tf32: fp32 with "
+             "TensorFloat-32 matmuls (CUDA only) [default: bf16 on GPU, fp32 on CPU].")
     seed: int = option("--seed", type=int, lowest=0, default=0, show_default=True, help="Weights and data seed.")
     lr: float = option("--lr", type=float, above_zero=True, default=1e-4, show_default=True,
                        help="AdamW learning rate.")
@@ -90,12 +95,13 @@ class TrainingKind(BenchKind):
             return 0
         return int((results["n_wrong"].fillna(0) > 0).sum())
 
-    def configs(self, options, accum_steps: tuple[int, ...], world: int) -> tuple:
-        """The configurations (TrainConfig) the options ask for, refusing any that cannot run."""
+    def configs(self, options, accum_steps: tuple[int, ...], world: int, precisions: tuple[str, ...]) -> tuple:
+        """The configurations (TrainConfig) the options ask for, refusing any that cannot run; precisions are
+        --mixed-precision's values, or the device's default."""
         raise NotImplementedError
 
     def resolve(self, options: TrainingOptions, machine) -> Bench:
-        from commbench.training.spec import TrainSpec, validate
+        from commbench.training.spec import TrainSpec, default_precision, validate
         from commbench.training.synthetic import ModelShape, shape_for_params
         from commbench.units import parse_count, parse_memory
 
@@ -118,7 +124,9 @@ class TrainingKind(BenchKind):
                                  "--isolation reset")
         if isolation == "auto":
             isolation = "process" if target.device == CPU and not machine.in_job else "reset"
-        spec = TrainSpec(bench=self.name, configs=self.configs(options, options.accum_steps or (1,), target.nproc),
+        precisions = options.precisions or (default_precision(target.device),)
+        configs = self.configs(options, options.accum_steps or (1,), target.nproc, precisions)
+        spec = TrainSpec(bench=self.name, configs=configs,
                          shape=shape, micro_batch=options.micro_batch or defaults["micro_batch"], steps=options.steps,
                          warmup_steps=options.warmup_steps, profile_steps=options.profile_steps, seed=options.seed,
                          lr=options.lr, backend=target.backend, device=target.device, nproc=target.nproc,
@@ -135,7 +143,10 @@ class TrainingKind(BenchKind):
         return spec.points
 
     def run_meta(self, spec) -> dict:
-        return {"isolation": spec.isolation}
+        from commbench.training.batches import POOL_SIZE
+
+        return {"isolation": spec.isolation, "batch_pool_micro_batches": POOL_SIZE,
+                "mixed_precision": sorted({config.mixed_precision or "fp32" for config in spec.configs})}
 
     def prepare(self, spec, ctx):
         from commbench.training.measure import prepare

@@ -112,9 +112,9 @@ def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, wa
             work.wait()
 
     timer = ctx.platform.timer(partial(_swap, ctx, token, token_back, peer))  # the pair's own barrier
-    timed_run = stalled(slowed_by(run, slow_share), stall)
+    timed_run = stalled(slowed_by(run, slow_share, ctx.device), stall, ctx.device)
     timer.time_iterations(timed_run, warmup)
-    timer.size_spin()
+    timer.size_spin()  # CUDA: leaves out the first call, which connected this pair (timing.spin_seconds)
     samples = _pair_max(ctx, timer.time_iterations(timed_run, iters), peer)
     recv.zero_()
     run()
@@ -148,7 +148,7 @@ def all_reduce(ctx, group, members: list[int], *, size_bytes: int, warmup: int, 
     def run() -> None:
         dist.all_reduce(tensor, group=group)
 
-    samples = _timed(ctx, group, slowed_by(run, slow_share), warmup=warmup, iters=iters)
+    samples = _timed(ctx, group, slowed_by(run, slow_share, ctx.device), warmup=warmup, iters=iters)
     tensor.fill_(float(ctx.rank + 1))
     run()
     ctx.platform.synchronize()

@@ -17,6 +17,10 @@ class AllGather(PerRankCollective):
                                        dtype=dtype, device=device)
         return Buffers(send=chunk, recv=whole)
 
+    def buffer_elements(self, layout, *, inplace):
+        # the world-sized output, and the input chunk apart from it out of place (in place it is the output's chunk)
+        return layout.recv_count + (0 if inplace else layout.send_count)
+
     def builtin(self, buffers, setup):
         from commbench.collectives import torch_api
 

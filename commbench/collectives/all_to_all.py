@@ -18,6 +18,9 @@ class AllToAll(PerRankCollective):
         return Buffers(send=torch.empty(layout.send_count, dtype=dtype, device=device),
                        recv=torch.empty(layout.recv_count, dtype=dtype, device=device))
 
+    def buffer_elements(self, layout, *, inplace):
+        return layout.send_count + layout.recv_count  # out of place only: both world-sized
+
     def builtin(self, buffers, setup):
         import torch.distributed as dist
 

@@ -94,6 +94,24 @@ class Collective:
                      rank: int, world: int) -> Buffers:
         raise NotImplementedError
 
+    def buffer_elements(self, layout: Layout, *, inplace: bool) -> int:
+        """Elements make_buffers allocates on one rank (in place the smaller buffer is a view of the larger). Each
+        collective states its own, next to its make_buffers: the memory plan sizes a sweep with it before launch."""
+        raise NotImplementedError
+
+    def ring_spare_elements(self, layout: Layout, world: int) -> int:
+        """Elements the hand-written ring allocates besides the buffers when it runs this point (collectives/ring.py's
+        spare landing and scratch space); 0 for a collective without a ring."""
+        return 0
+
+    def memory_bytes(self, layout: Layout, *, inplace: bool, impl: str, world: int) -> int:
+        """Bytes one rank allocates for one point: its buffers, and the ring's spares when the ring runs it. The
+        check's working memory comes on top (check_data.working_bytes); the backend's own buffers are not counted."""
+        elements = self.buffer_elements(layout, inplace=inplace)
+        if impl == "ring":
+            elements += self.ring_spare_elements(layout, world)
+        return elements * layout.elt_bytes
+
     def fill_inputs(self, buffers: Buffers, *, rank: int, world: int, op: str = "none") -> None:
         """Poison the output, then write this rank's check pattern into the input (also the data that is timed).
 
@@ -174,6 +192,9 @@ class WholeMessageCollective(Collective):
 
         buffer = torch.empty(layout.count, dtype=dtype, device=device)
         return Buffers(send=buffer, recv=buffer)
+
+    def buffer_elements(self, layout, *, inplace):
+        return layout.count  # one buffer, read and written in place
 
 
 class PerRankCollective(Collective):

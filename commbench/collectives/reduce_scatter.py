@@ -18,6 +18,17 @@ class ReduceScatter(PerRankCollective):
                                        dtype=dtype, device=device)
         return Buffers(send=whole, recv=chunk)
 
+    def buffer_elements(self, layout, *, inplace):
+        # the world-sized input, and the output chunk apart from it out of place (in place it is the input's chunk)
+        return layout.send_count + (0 if inplace else layout.recv_count)
+
+    def ring_spare_elements(self, layout, world):
+        """ring.reduce_scatter: up to two landing chunks (one per alternate step, steps 0 … n−2) and up to two
+        scratch chunks for partial sums (steps 0 … n−3), each the size of the output."""
+        if world < 2:
+            return 0
+        return (min(2, world - 1) + min(2, world - 2)) * layout.recv_count
+
     def builtin(self, buffers, setup):
         from commbench.collectives import torch_api
 

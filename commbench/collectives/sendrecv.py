@@ -27,6 +27,9 @@ class SendRecv(Collective):
         return Buffers(send=torch.empty(layout.count, dtype=dtype, device=device),
                        recv=torch.empty(layout.count, dtype=dtype, device=device))
 
+    def buffer_elements(self, layout, *, inplace):
+        return 2 * layout.count  # out of place only: what leaves and what arrives
+
     def builtin(self, buffers, setup):
         return self._exchange(buffers, setup, pairs=1)
 

@@ -201,7 +201,7 @@ def fit_to(request: PerfRequest, *, backend: str, device: str, nccl_version: tup
 SWEEP_OPTIONS = {"--nproc": "-g", "--batch-calls": "-n", "--warmup": "-w", "--agg-iters": "-m",
                  "--check-iters": "-c", "--dtype": "-d", "--op": "-o", "--root": "-r", "--average": "-a",
                  "--blocking": "-z", "--cuda-graph": "-G", "--iters": "-N", "--iteration-times": "-I",
-                 "--timeout": "-T"}
+                 "--timeout": "-T", "--sizes": "-e"}
 """The sweep option each flag becomes, for messages the sweep's own checks raise about a perf run."""
 
 

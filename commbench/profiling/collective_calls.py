@@ -3,14 +3,17 @@
 A call is one communication event as profiling/overlap.py classifies them (an NCCL kernel, old names and new alike,
 or a gloo:* span), with its message from the event's own arguments (torch copies record_param_comms' onto NCCL
 kernels), else from the communication call that launched it (record_param_comms' "In/Out msg nelems" and "dtype", or
-in older traces its "Input Dims" and "Input type"). Its process group comes from the same arguments ("Process Group
-Name", "Process Group Ranks", "Group size"). On CPU, gloo's spans name what gloo ran, not what was asked (a
-reduce-scatter runs as an all-reduce) and record the input only (an all-gather's output goes unseen): a span takes
-its kind and message from the c10d operator that enqueued it (the k-th operator for the k-th span: gloo works its
-queue in order), where the two lists have the same length. algbw = bytes / duration and busbw = algbw × nccl-tests'
-factor for the collective at its group size (commbench/nccl_tests.py), bytes being nccl-tests' size:
-the larger of the input and output. A call of unknown size or kind has no bandwidth.
-"""
+in older traces its "Input Dims" and "Input type"). An NCCL kernel's kind is the collective that was asked for (the
+"Collective name" of its own arguments or of its launching record_param_comms) where the trace records one: NCCL runs
+an all-to-all, gather or scatter as SendRecv kernels. Its process group comes from the same arguments ("Process Group
+Name", "Process Group Ranks", "Group size"); Kineto cuts "Process Group Ranks" to its first 30 ranks
+("[0, 1, ..., 29, ...]"), so the group's size is "Group size", never the length of that list. gloo's spans (on CPU
+tensors, or on CUDA tensors copied to the host) name what gloo ran, not what was asked (a reduce-scatter runs as an
+all-reduce) and record the input only (an all-gather's output goes unseen): a span takes its kind and message from the
+c10d operator that enqueued it (the k-th operator for the k-th span: gloo works its queue in order), where the two
+lists have the same length. algbw = bytes / duration and busbw = algbw × nccl-tests' factor for the collective at its
+group size (commbench/nccl_tests.py), bytes being nccl-tests' size: the larger of the input and output. A call of
+unknown size or kind has no bandwidth. Element sizes are commbench's (backends.DTYPE_BYTES) for the dtypes it runs."""
 
 import math
 import re
@@ -18,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commbench.backends import DTYPE_BYTES
 from commbench.nccl_tests import factor as nccl_tests_factor
-from commbench.profiling.overlap import classify, enclosing_calls, event_kinds
+from commbench.profiling.overlap import classify, enclosing_calls, event_kinds, is_gloo_span
 from commbench.profiling.skew import DTYPE_NAMES
 from commbench.profiling.trace_file import TraceEvents
 
@@ -31,15 +35,28 @@ _KINDS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter":
           "reducescattertensor": "reduce_scatter"}
 """NCCL kernel kinds (AllReduce), gloo span names (all_reduce) and torch collective names (_allgather_base), reduced
 to letters → the collective's name in commbench rows (nccl-tests' where commbench runs none)."""
-_TYPE_BYTES = {"float": 4, "c10::half": 2, "c10::bfloat16": 2, "double": 8, "long": 8, "long int": 8, "int": 4,
-               "unsigned char": 1, "signed char": 1, "char": 1, "bool": 1, "short": 2, "c10::float8_e4m3fn": 1,
-               "c10::float8_e5m2": 1}
-"""Older traces' "Input type" (a C++ type name) → bytes per element."""
 _TYPE_NAMES = {"float": "float32", "c10::half": "float16", "c10::bfloat16": "bfloat16", "double": "float64",
                "long": "int64", "long int": "int64", "int": "int32", "unsigned char": "uint8", "signed char": "int8",
-               "bool": "bool", "short": "int16"}
-_DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "int16": 2,
-                "uint8": 1, "int8": 1, "bool": 1}
+               "char": "int8", "bool": "bool", "short": "int16", "c10::float8_e4m3fn": "float8_e4m3",
+               "c10::float8_e5m2": "float8_e5m2"}
+"""Older traces' "Input type" (a C++ type name, lower-cased) → commbench's dtype name."""
+_COMMBENCH_SPELLING = {"float8_e4m3fn": "float8_e4m3"}
+"""torch's dtype names that commbench spells otherwise (its e4m3 without infinities, NCCL's ncclFloat8e4m3)."""
+_TRACE_ONLY_BYTES = {"int16": 2, "bool": 1}
+"""Element sizes of dtypes traces can name and commbench does not run (backends.DTYPE_BYTES holds the others)."""
+CUT_RANKS = "..."
+"""How Kineto marks a "Process Group Ranks" list it cut (kTruncatLength = 30: "[0, 1, ..., 29, ...]")."""
+
+
+def element_bytes(dtype: str) -> int | None:
+    """Bytes per element of a dtype named as commbench names them; None for one neither table knows."""
+    return DTYPE_BYTES.get(dtype) or _TRACE_ONLY_BYTES.get(dtype)
+
+
+def dtype_name(torch_name) -> str:
+    """commbench's name of the dtype a trace writes as torch does ("Float", "Long", "Float8_e4m3fn", ...)."""
+    name = DTYPE_NAMES.get(str(torch_name), str(torch_name).lower())
+    return _COMMBENCH_SPELLING.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -61,10 +78,13 @@ class Call:
     message: Message | None
     group: str | None
     group_ranks: tuple[int, ...] | None
+    """None where the trace records none, or cut the list (group_ranks_cut)."""
     group_size: int | None
     start_us: float
     duration_us: float
     step: int | None
+    group_ranks_cut: bool = False
+    """Kineto cut the group's rank list (a group over 30 ranks): only group_size tells its size."""
     sequence: int = 0
     """The k-th call of its group, kind and size in its step on this rank: with the step, what matches it with the
     other ranks' calls (ProfilerStep numbers agree across ranks; a size seen in two steps is two calls)."""
@@ -96,42 +116,84 @@ def message_of(args) -> Message | None:
     if not isinstance(args, dict):
         return None
     if "In msg nelems" in args:
-        dtype = DTYPE_NAMES.get(str(args.get("dtype")), str(args.get("dtype")).lower())
+        dtype = dtype_name(args.get("dtype"))
         elements = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
-        size = _DTYPE_BYTES.get(dtype)
+        size = element_bytes(dtype)
         return Message(elements * size, elements, dtype) if size else None
     dims, types = args.get("Input Dims"), args.get("Input type")
     if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] and isinstance(types, list) \
-            and types and str(types[0]).lower() in _TYPE_BYTES and all(isinstance(value, int) for value in dims[0]):
+            and types and _type_bytes(types[0]) and all(isinstance(value, int) for value in dims[0]):
         elements = math.prod(dims[0])
-        type_name = str(types[0]).lower()
-        return Message(elements * _TYPE_BYTES[type_name], elements, _TYPE_NAMES.get(type_name, type_name))
+        dtype = _TYPE_NAMES[str(types[0]).lower()]
+        return Message(elements * element_bytes(dtype), elements, dtype)
     return None
 
 
-def _group_of(args) -> tuple[str | None, tuple[int, ...] | None, int | None]:
+def _type_bytes(type_name) -> int | None:
+    """Bytes per element of an "Input type" entry (a C++ type name); None for what is no known element type."""
+    dtype = _TYPE_NAMES.get(str(type_name).lower())
+    return element_bytes(dtype) if dtype else None
+
+
+@dataclass(frozen=True)
+class Group:
+    """The process group an event's arguments name."""
+
+    name: str | None = None
+    ranks: tuple[int, ...] | None = None
+    size: int | None = None
+    """"Group size": the only count of a group's ranks that Kineto never cuts."""
+    cut: bool = False
+    """"Process Group Ranks" was cut to its first ranks: ranks is then None."""
+
+
+def group_of(args) -> Group:
+    """The group of a communication event ("Process Group Name", "Process Group Ranks", "Group size"). Kineto writes
+    at most 30 ranks ("[0, 1, ..., 29, ...]"): a cut list names no ranks, and its length is no size."""
     if not isinstance(args, dict):
-        return None, None, None
-    ranks = args.get("Process Group Ranks")
-    parsed = None
-    if isinstance(ranks, str):
-        numbers = re.findall(r"-?\d+", ranks)
-        parsed = tuple(int(number) for number in numbers) if numbers else None
+        return Group()
+    text = args.get("Process Group Ranks")
+    ranks, cut = None, False
+    if isinstance(text, str):
+        cut = CUT_RANKS in text
+        numbers = re.findall(r"-?\d+", text)
+        ranks = tuple(int(number) for number in numbers) if numbers and not cut else None
     size = args.get("Group size")
     name = args.get("Process Group Name")
-    return (str(name) if name is not None else None), parsed, (int(size) if isinstance(size, int) else None)
+    return Group(str(name) if name is not None else None, ranks,
+                 int(size) if isinstance(size, int) and not isinstance(size, bool) else None, cut)
+
+
+def _asked_kind(ran: str, *argument_sets) -> str:
+    """The kind of an NCCL kernel's call: what was asked for (its "Collective name") where NCCL ran it as SendRecv
+    kernels (an all-to-all, gather or scatter), else what ran. Sends and receives stay "sendrecv", so the two ends of
+    one transfer pair up across ranks."""
+    if kind_name(ran) != "sendrecv":
+        return ran
+    for args in argument_sets:
+        asked = args.get("Collective name") if isinstance(args, dict) else None
+        kind = kind_name(str(asked)) if asked else None
+        if kind in _KINDS.values() and kind not in ("send", "recv", "sendrecv"):
+            return kind
+    return ran
 
 
 def collective_calls(trace: TraceEvents) -> list[Call]:
-    """The trace's calls in start order, each with its sequence number among calls of its group, kind and size."""
+    """The trace's calls in the order they were issued (a kernel's or gloo span's start; a gloo span paired with its
+    c10d operator at the operator's), each with its sequence number among calls of its group, kind and size."""
     classified = classify(trace)
     kinds = event_kinds(trace, classified)
     comm = np.flatnonzero(classified.comm)
     comm = comm[np.argsort(trace.ts[comm], kind="stable")]
-    gpu = classified.device == "gpu"
-    launchers = enclosing_calls(trace, [int(i) for i in comm]) if gpu else {}
-    records = _launching_records(trace, comm) if gpu else {}
-    enqueued = {} if gpu else _enqueuing_operators(trace, comm)
+    # gloo's spans (on CPU tensors, or gloo on CUDA tensors in a GPU trace) pair with the c10d operators that
+    # enqueued them; kernels with the CPU calls that launched them
+    spans = [int(i) for i in comm if is_gloo_span(trace, int(i))]
+    kernels = [int(i) for i in comm if not is_gloo_span(trace, int(i))]
+    launchers = enclosing_calls(trace, kernels) if kernels else {}
+    records = _launching_records(trace, kernels) if kernels else {}
+    enqueued = _enqueuing_operators(trace, spans)
+    # in the order the calls were issued, which every rank shares: a gloo span where its operator enqueued it
+    comm = sorted(map(int, comm), key=lambda i: (trace.ts[enqueued.get(i, i)], trace.ts[i]))
     steps = classified.steps
     found: list[Call] = []
     counts: dict[tuple, int] = {}
@@ -143,14 +205,16 @@ def collective_calls(trace: TraceEvents) -> list[Call]:
             or (message_of(trace.args[record]) if record is not None else None)
         if message is None and launchers.get(i):
             message = _span_message(launchers[i])
-        group = _group_of(args)
-        if group[0] is None and record is not None:  # the kernel has no copy: its launching call's
-            group = _group_of(trace.args[record])
+        group = group_of(args)
+        if group.name is None and record is not None:  # the kernel has no copy: its launching call's
+            group = group_of(trace.args[record])
         raw = trace.name[operator].removeprefix("c10d::") if operator is not None else kinds.kind[i]
-        name, ranks, size = group
-        size = size or (len(ranks) if ranks else None) or trace.world_size
-        call = Call(trace.rank, len(found), kind_name(raw), raw, message, name, ranks, size, float(trace.ts[i]),
-                    max(0.0, float(trace.end[i] - trace.ts[i])), _step(classified.owner_ts[i], steps))
+        kind = kind_name(_asked_kind(raw, args, trace.args[record] if record is not None else None))
+        # a cut rank list without "Group size" leaves the size unknown: the trace's world size could be wrong
+        size = group.size or (len(group.ranks) if group.ranks else None) or (None if group.cut else trace.world_size)
+        call = Call(trace.rank, len(found), kind, raw, message, group.name, group.ranks, size, float(trace.ts[i]),
+                    max(0.0, float(trace.end[i] - trace.ts[i])), _step(classified.owner_ts[i], steps),
+                    group_ranks_cut=group.cut)
         key = (call.step, call.group, call.kind, message.bytes if message else None)
         call.sequence = counts.get(key, 0)
         counts[key] = call.sequence + 1
@@ -158,14 +222,55 @@ def collective_calls(trace: TraceEvents) -> list[Call]:
     return found
 
 
+_OVERTAKING_SPANS = 8
+"""How many of the earliest unpaired gloo spans an operator's own span is looked for among: gloo's threads (2 by
+default) each start the next queued call, so a span starts at most a few places out of queue order."""
+
+
 def _enqueuing_operators(trace: TraceEvents, spans) -> dict[int, int]:
-    """gloo span → the c10d operator that enqueued it: the k-th (barriers excluded) for the k-th, when they pair."""
+    """gloo span → the c10d operator that enqueued it (barriers excluded), where operators and spans are as many.
+    gloo works its queue in order, on several threads: two calls queued back to back can start in either order, and
+    not in the same order on every rank. So each operator, in the order they were enqueued, takes among the earliest
+    spans not yet taken (that start after it) the first that holds one of its tensors (the shape gloo records), else
+    the first of them."""
     operators = [int(i) for i in np.flatnonzero(trace.cat == "cpu_op")
                  if trace.name[i].startswith("c10d::") and kind_name(trace.name[i].removeprefix("c10d::")) in
                  _KINDS.values() and "barrier" not in trace.name[i]]
+    if len(operators) != len(spans):
+        return {}
     operators.sort(key=lambda i: trace.ts[i])
-    spans = [int(i) for i in spans]
-    return dict(zip(spans, operators)) if len(operators) == len(spans) else {}
+    free = sorted((int(i) for i in spans), key=lambda i: trace.ts[i])
+    found: dict[int, int] = {}
+    for operator in operators:
+        shapes = set(_tensor_shapes(trace.args[operator]))
+        candidates = []
+        for span in free:
+            if trace.ts[span] >= trace.ts[operator]:
+                candidates.append(span)
+                if len(candidates) == _OVERTAKING_SPANS:
+                    break
+        candidates = candidates or free[:1]
+        chosen = next((span for span in candidates if _first_shape(trace.args[span]) in shapes), candidates[0])
+        free.remove(chosen)
+        found[chosen] = operator
+    return found
+
+
+def _tensor_shapes(args) -> list[tuple]:
+    """The shape of every tensor an operator's "Input Dims" records (a tensor list's too)."""
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    shapes = []
+    for arg in dims if isinstance(dims, list) else []:
+        if isinstance(arg, list) and arg and all(isinstance(inner, list) for inner in arg):
+            shapes += [tuple(inner) for inner in arg]
+        elif isinstance(arg, list) and arg:
+            shapes.append(tuple(arg))
+    return shapes
+
+
+def _first_shape(args) -> tuple | None:
+    dims = args.get("Input Dims") if isinstance(args, dict) else None
+    return tuple(dims[0]) if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
 
 
 def operator_message(args) -> Message | None:
@@ -176,11 +281,12 @@ def operator_message(args) -> Message | None:
     dims, types = args.get("Input Dims"), args.get("Input type")
     if not (isinstance(dims, list) and isinstance(types, list)):
         return None
-    element_type = next((str(kind).lower() for kind in types if str(kind).lower() in _TYPE_BYTES), None)
+    element_type = next((kind for kind in types if _type_bytes(kind)), None)
     if element_type is None:
         return None
     elements = max((_elements(arg) for arg in dims), default=0)
-    return Message(elements * _TYPE_BYTES[element_type], elements, _TYPE_NAMES.get(element_type, element_type))
+    dtype = _TYPE_NAMES[str(element_type).lower()]
+    return Message(elements * element_bytes(dtype), elements, dtype)
 
 
 def _elements(dims) -> int:
@@ -195,8 +301,8 @@ def _span_message(spans) -> Message | None:
     for span in reversed(spans):
         if span.message is not None:
             size, dtype = span.message
-            name = DTYPE_NAMES.get(dtype, dtype.lower())
-            element = _DTYPE_BYTES.get(name)
+            name = dtype_name(dtype)
+            element = element_bytes(name)
             return Message(size, size // element if element else 0, name)
     return None
 

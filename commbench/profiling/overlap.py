@@ -1,10 +1,13 @@
 """Communication vs computation in a trace: overlap %, exposed communication, idle time, per step and per kind.
 
 GPU traces follow Holistic Trace Analysis: kernels named like NCCL are communication, memcpy/memset are neither,
-every other kernel is computation, and a kernel belongs to the time (step) of the CPU call that launched it. CPU
-(gloo) traces have no kernels: communication is the gloo:* spans of gloo's threads, computation the main thread's
-aten:: ops. Overlap % = |comm ∩ comp| / |comm|; exposed communication = |comm| − |comm ∩ comp|. Per-kind totals
-name NCCL kernels by their collective (AllReduce, SendRecv, ...); a Generic kernel by the call that launched it.
+every other kernel is computation, and a kernel belongs to the time (step) of the CPU call that launched it. gloo's
+gloo:* spans are communication in every trace: CPU (gloo) traces have no kernels, and their computation is the main
+thread's aten:: ops; gloo on CUDA tensors launches no communication kernel either (it copies the tensors to the host,
+runs on its own threads and copies back), so in a GPU trace its gloo:* spans are the communication and the kernels
+the computation. Overlap % = |comm ∩ comp| / |comm|; exposed communication = |comm| − |comm ∩ comp|. Per-kind
+totals name NCCL kernels by their collective (AllReduce, SendRecv, ...); a Generic kernel by the call that launched
+it; gloo spans by what gloo ran (all_reduce, broadcast, ...).
 """
 
 import math
@@ -26,6 +29,8 @@ NOT_COMPUTE_KERNEL = re.compile(
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)")
 _GPU_SYNC_EVENTS = {"Event Sync", "Context Sync"}
 _NCCL_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
+GLOO_SPAN = "gloo:"
+"""gloo names the span of each collective it runs gloo:<collective> (cat user_annotation), on CPU and CUDA tensors."""
 GENERIC = "Generic"
 """NCCL ≥ 2.19 runs a collective without a kernel of its own in ncclDevKernel_Generic*: the kernel name does not
 say which collective it is, so it is attributed to the collective of the CPU call that launched it."""
@@ -68,7 +73,9 @@ def _classify_gpu(trace, gpu_side, cpu_side, steps) -> Classified:
     owner_ts = trace.ts.copy()
     for i in np.flatnonzero(gpu_side):
         owner_ts[i] = launch_ts.get(int(trace.correlation[i]), math.nan)  # no launching CPU call: HTA drops it
-    comm = np.zeros(len(trace), dtype=bool)
+    # gloo on CUDA tensors: its spans on the host are the communication (HTA, NCCL-only, would find none); their
+    # host<->device copies stay memory, as every memcpy
+    comm = gloo_spans(trace) & cpu_side
     comp = np.zeros(len(trace), dtype=bool)
     for i in np.flatnonzero(trace.stream != -1):  # only device events: names are matched once each
         name = trace.name[i]
@@ -79,8 +86,17 @@ def _classify_gpu(trace, gpu_side, cpu_side, steps) -> Classified:
     return Classified("gpu", comm, comp, owner_ts, steps)
 
 
+def gloo_spans(trace: TraceEvents) -> np.ndarray:
+    """Which events are gloo's record of a collective it ran (gloo:all_reduce, gloo:broadcast, ...): bool per event."""
+    return (trace.cat == "user_annotation") & np.array([name.startswith(GLOO_SPAN) for name in trace.name], dtype=bool)
+
+
+def is_gloo_span(trace: TraceEvents, i: int) -> bool:
+    return trace.cat[i] == "user_annotation" and trace.name[i].startswith(GLOO_SPAN)
+
+
 def _classify_cpu(trace, steps) -> Classified:
-    comm = (trace.cat == "user_annotation") & np.array([name.startswith("gloo:") for name in trace.name], dtype=bool)
+    comm = gloo_spans(trace)
     aten = (trace.cat == "cpu_op") & np.array([name.startswith("aten::") for name in trace.name], dtype=bool)
     step_threads = [trace.tid[i] for i in range(len(trace)) if PROFILER_STEP.match(trace.name[i])]
     threads = Counter(step_threads) or Counter(trace.tid[aten])
@@ -136,8 +152,8 @@ def analyze(trace: TraceEvents) -> dict:
 
 
 def _kind(name: str, device: str) -> str:
-    if device == "cpu":
-        return name.removeprefix("gloo:")
+    if device == "cpu" or name.startswith(GLOO_SPAN):
+        return name.removeprefix(GLOO_SPAN)
     match = _NCCL_KIND.search(name)
     return match.group(1) if match else name.split("(")[0]
 

@@ -4,19 +4,20 @@ Each trace gives its rank's collective calls (profiling/collective_calls.py) in 
 the first step every trace has) or the whole trace. The ranks must agree call by call: the same kind, size and dtype
 in the same order, or the replay could not pair them up. Each call becomes commbench's layout of that collective at
 the job's world size, from the message the trace records: an all-reduce or broadcast of the same elements, an
-all-gather / reduce-scatter / all-to-all of the same per-rank part. Calls commbench cannot replay (send/recv,
-reduce, gather, scatter, a subgroup, a dtype it does not run) are listed, not silently dropped.
+all-gather / reduce-scatter / all-to-all of the same per-rank part. A call is on the whole job when its group's size
+("Group size"; Kineto cuts the rank list it also writes to 30 ranks) is the traced world size. Calls commbench cannot
+replay (send/recv, reduce, gather, scatter, a subgroup, a dtype it does not run) are listed, not silently dropped.
 """
 
 from dataclasses import dataclass
 from statistics import median
 
+from commbench.backends import DTYPE_BYTES
 from commbench.errors import CommbenchError
 from commbench.names import DTYPES
 
 REPLAYABLE = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
 _PER_RANK = {"all_gather", "reduce_scatter", "all_to_all"}
-_ELEMENT_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4}
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,11 @@ def plan(calls_by_trace: dict[str, list], *, step: int | None, world: int, scale
         per_rank_elements = call.message.elements // group if call.kind in _PER_RANK else call.message.elements
         total = per_rank_elements * (world if call.kind in _PER_RANK else 1)
         calls.append({"kind": call.kind, "dtype": call.message.dtype, "elements": per_rank_elements,
-                      "bytes": total * _ELEMENT_BYTES[call.message.dtype], "traced_bytes": call.message.bytes,
+                      "bytes": total * DTYPE_BYTES[call.message.dtype], "traced_bytes": call.message.bytes,
                       "traced_us": median(traced), "gap_before_us": max(0.0, median(gaps))})
-    spans = [calls_[-1].start_us + calls_[-1].duration_us - calls_[0].start_us for calls_ in per_rank if calls_]
+    # gloo's threads can start two queued calls in either order: the span is from the earliest start to the last end
+    spans = [max(call.start_us + call.duration_us for call in calls_) - min(call.start_us for call in calls_)
+             for calls_ in per_rank if calls_]
     return Plan(tuple(calls), tuple(skipped), traced_world, chosen_step, median(spans))
 
 
@@ -122,6 +125,8 @@ def _why_not(call, traced_world: int) -> str:
         return "the trace records no size"
     if call.message.dtype not in DTYPES:
         return f"dtype {call.message.dtype}: commbench runs {', '.join(DTYPES)}"
-    if call.group_ranks is not None and len(call.group_ranks) != traced_world:
-        return f"a subgroup of {len(call.group_ranks)} ranks"
+    if call.group_ranks_cut and call.group_size is None:
+        return "the trace cuts the group's rank list and records no group size, so whether it is a subgroup is unknown"
+    if call.group_size is not None and call.group_size != traced_world:
+        return f"a subgroup of {call.group_size} ranks"
     return ""

@@ -1,6 +1,11 @@
 """The replay on every rank: the planned calls with commbench's own collectives (their buffers, builtin runners and
 checks), timed one by one (a barrier before each; the slowest rank's time) and as the whole sequence (back to back,
-or with the traced gaps between calls slept or spun), then each distinct call checked once (n_wrong)."""
+or with the traced gaps between calls slept or spun), then each distinct call checked once (n_wrong).
+
+A call is timed by the platform's per-iteration timer, as a sweep times one: on CUDA by CUDA events around it on its
+stream, a spin kernel covering the host's issue time, so that it compares with the kernel durations a GPU trace
+records; on CPU by the host clock (gloo returns when the call is done). The sequence is timed by the host clock on
+every device: its traced gaps are host waits."""
 
 import time
 
@@ -9,6 +14,8 @@ from commbench.replay import rows as replay_rows
 
 _SPIN_BELOW_S = 0.002
 """Gaps shorter than this are spun: a sleep that short wakes a scheduler tick late."""
+SEQUENCE_TIMER = "host clock"
+"""How the whole sequence is timed, on every device (its gaps are host sleeps and spins)."""
 
 
 def prepare(spec, ctx):
@@ -61,6 +68,17 @@ def _wait(seconds: float) -> None:
         pass
 
 
+def _timers(ctx, runners) -> list:
+    """One per-iteration timer per call. On a GPU each times its call once untimed first: the host's issue time of
+    that call (after the warm-up, so no first-call connection setup) sizes the spin that covers it."""
+    timers = [ctx.platform.timer(ctx.barrier) for _ in runners]
+    if ctx.platform.has_gpu:
+        for timer, (_, _, _, call, _) in zip(timers, runners):
+            timer.time_iterations(call, 1)
+            timer.size_spin()
+    return timers
+
+
 def measure(spec, point, run: RankRun) -> Measured:
     ctx = run.ctx
     runners, shared = _runners(spec, ctx)
@@ -69,14 +87,11 @@ def measure(spec, point, run: RankRun) -> Measured:
         for _, _, _, call, _ in runners:
             call()
         sync()
+    timers = _timers(ctx, runners)
     per_call = [[0.0] * spec.iters for _ in runners]
     for iteration in range(spec.iters):
-        for position, (_, _, _, call, _) in enumerate(runners):
-            ctx.barrier()
-            started = time.perf_counter()
-            call()
-            sync()
-            per_call[position][iteration] = time.perf_counter() - started
+        for position, (timer, (_, _, _, call, _)) in enumerate(zip(timers, runners)):
+            per_call[position][iteration] = timer.time_iterations(call, 1)[0]
     gaps = [call["gap_before_us"] * 1e-6 if spec.with_gaps else 0.0 for call in spec.calls]
     sequence = []
     for _ in range(spec.iters):
@@ -97,8 +112,10 @@ def measure(spec, point, run: RankRun) -> Measured:
     slowest = [[max(rank_times[0][position][iteration] for rank_times in gathered) for iteration in range(spec.iters)]
                for position in range(len(runners))]
     sequence_s = [max(rank_times[1][iteration] for rank_times in gathered) for iteration in range(spec.iters)]
+    methods = [timer.method + timer.launch_cover() for timer in timers]  # rank 0's: the cover is per rank
     rows, samples = replay_rows.build(spec, slowest, sequence_s, wrong, run.run_id, world=ctx.world,
-                                      backend=ctx.backend, device=ctx.device.type, gaps_s=sum(gaps))
+                                      backend=ctx.backend, device=ctx.device.type, gaps_s=sum(gaps),
+                                      methods=methods, sequence_method=SEQUENCE_TIMER)
     return Measured(rows[0], samples=samples, rows=rows[1:])
 
 

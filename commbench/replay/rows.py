@@ -1,5 +1,7 @@
 """`commbench replay`'s rows: one per call group (the calls of one kind, size and dtype in the step: how many,
-traced vs replayed time and busbw) and one for the whole sequence; samples are every replayed call's time."""
+traced vs replayed time and busbw) and one for the whole sequence; samples are every replayed call's time.
+timing_method says how each row was timed (CUDA events for a call on a GPU, the host clock on CPU and for the
+sequence)."""
 
 from statistics import median
 
@@ -12,14 +14,18 @@ KEY_COLUMNS = ("bench", "kind", "size_bytes", "dtype")
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "backend", "device", "world_size", "traced_world_size",
                   "scaled", "step", "calls", "iters", "time_us_traced_p50", "time_us_p50", "time_us_p95",
                   "time_us_min", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "busbw_gbps_traced",
-                  "replayed_vs_traced", "gaps_us", "n_wrong", "note")
+                  "replayed_vs_traced", "gaps_us", "n_wrong", "timing_method", "note")
+REQUIRED_COLUMNS = tuple(column for column in RESULT_COLUMNS if column != "timing_method")
+"""A results file must have these; timing_method is read as empty where a run has none."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 SEQUENCE = "sequence"
 """The kind of the row for the whole step: every replayed call in order."""
 
 
 def build(spec, slowest: list[list[float]], sequence_s: list[float], wrong: dict, run_id: str, *, world: int,
-          backend: str, device: str, gaps_s: float) -> tuple[list[dict], list[dict]]:
+          backend: str, device: str, gaps_s: float, methods: list[str], sequence_method: str
+          ) -> tuple[list[dict], list[dict]]:
+    """methods: how each planned call was timed (on rank 0), sequence_method how the sequence was."""
     groups: dict[tuple, list[int]] = {}  # by what the rank side shares buffers by, so n_wrong is the group's
     for position, call in enumerate(spec.calls):
         groups.setdefault((call["kind"], call["elements"], call["dtype"]), []).append(position)
@@ -39,7 +45,7 @@ def build(spec, slowest: list[list[float]], sequence_s: list[float], wrong: dict
                      "algbw_gbps": algbw_gbps(size, summary.p50), "busbw_gbps": _busbw(kind, size, summary.p50, world),
                      "busbw_gbps_traced": _busbw(kind, size, traced_us * 1e-6, world),
                      "replayed_vs_traced": summary.p50 * 1e6 / traced_us if traced_us > 0 else None,
-                     "gaps_us": None, "n_wrong": n_wrong, "note": note})
+                     "gaps_us": None, "n_wrong": n_wrong, "timing_method": methods[positions[0]], "note": note})
         samples += [{"schema_version": SCHEMA_VERSION, "run_id": run_id, "bench": "replay", "kind": kind,
                      "size_bytes": size, "dtype": dtype, "iteration": index, "time_us": time * 1e6}
                     for index, time in enumerate(times)]
@@ -51,7 +57,8 @@ def build(spec, slowest: list[list[float]], sequence_s: list[float], wrong: dict
                  **_times(summary), "time_us_traced_p50": spec.traced_span_us, "algbw_gbps": None,
                  "busbw_gbps": None, "busbw_gbps_traced": None,
                  "replayed_vs_traced": summary.p50 * 1e6 / spec.traced_span_us if spec.traced_span_us > 0 else None,
-                 "gaps_us": gaps_s * 1e6, "n_wrong": sum(wrong.values()), "note": sequence_note})
+                 "gaps_us": gaps_s * 1e6, "n_wrong": sum(wrong.values()), "timing_method": sequence_method,
+                 "note": sequence_note})
     samples += [{"schema_version": SCHEMA_VERSION, "run_id": run_id, "bench": "replay", "kind": SEQUENCE,
                  "size_bytes": total, "dtype": "-", "iteration": index, "time_us": time * 1e6}
                 for index, time in enumerate(sequence_s)]

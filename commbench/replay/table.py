@@ -2,6 +2,8 @@
 
 import math
 
+from commbench.replay.rows import SEQUENCE
+
 
 def _number(value, digits: int = 1) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
@@ -14,9 +16,10 @@ def format_table(results) -> str:
     scaled = " (scaled)" if str(first["scaled"]) in ("True", "true") else ""
     known = first["step"] is not None and first["step"] == first["step"]  # NaN: the whole trace
     step = f"step {int(first['step'])}" if known else "the whole trace"
+    timer = _timer(results)
     lines = [f"# replay of {step} traced at {first['traced_world_size']} ranks, on {first['backend']}/"
              f"{first['device']} at {first['world_size']} ranks{scaled}; time = median per call over {first['iters']} "
-             "iterations (a barrier before each call, the slowest rank's time); busbw with nccl-tests' factors",
+             f"iterations (a barrier before each call, the slowest rank's time{timer}); busbw with nccl-tests' factors",
              f"# {'kind':<15} {'size':>12} {'dtype':>9} {'calls':>5} {'traced (us)':>12} {'replayed (us)':>14} "
              f"{'±CI (%)':>8} {'replayed/traced':>15} {'busbw traced':>13} {'busbw replayed':>15} {'#wrong':>6}",
              f"# {'':<15} {'(B)':>12} {'':>9} {'':>5} {'':>12} {'':>14} {'':>8} {'':>15} {'(GB/s)':>13} "
@@ -32,6 +35,13 @@ def format_table(results) -> str:
     notes = [str(note) for note in results["note"].dropna().unique() if str(note)]
     lines += [f"# note: {note}" for note in notes]
     return "\n".join(lines)
+
+
+def _timer(results) -> str:
+    """", timed by …" for the calls' timing_method (CUDA events on a GPU, the host clock on CPU), where rows say."""
+    methods = results.loc[results["kind"] != SEQUENCE, "timing_method"].dropna()
+    methods = sorted({str(method).split(";")[0] for method in methods if str(method)})  # the timer, not its cover
+    return f", timed by {' / '.join(methods)}" if methods else ""
 
 
 def key_numbers(results):

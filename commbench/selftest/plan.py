@@ -10,7 +10,7 @@ from commbench.benches import kind_for_command
 from commbench.benches.collective import DEFAULT_COLLECTIVES
 from commbench.benches.options import options_of, parse_options
 from commbench.errors import CommbenchError
-from commbench.names import CUDA, GLOO, IMPLEMENTATIONS, PER_ITERATION, TIMINGS
+from commbench.names import CUDA, GLOO, IMPLEMENTATIONS, NCCL, PER_ITERATION, TIMINGS
 
 STEPS = ("sweep", "profile", "ddp", "fsdp", "zero", "report", "compare")
 """The steps, in run order: `--only` chooses among them. profile is the profiled sweep and `trace analyze`."""
@@ -33,6 +33,30 @@ TRAINING_AXES = {
 }
 """One or two configurations each: DDP with several buckets, FSDP2 resharding (ZeRO-3) with prefetching, and
 ZeRO-1 (ZeroRedundancyOptimizer) next to ZeRO-2."""
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """The one point the profile step traces, and what its traces can show."""
+
+    collective: str
+    placement: str
+    """in or out (--placement)."""
+    no_communication: str | None = None
+    """Why the traces can hold no communication (the verdict then does not ask for it); None: each must."""
+
+
+def profile_point(world: int, backend: str, device: str) -> ProfilePoint:
+    """What the profile step traces at this world size, backend and device.
+
+    NCCL with one rank runs a collective without communicating (ncclLaunchOneRank): in place it does nothing at all,
+    out of place it copies the input to the output on the stream (cudaMemcpyAsync). So at world 1 the step traces
+    an out-of-place all_gather, whose copy is work on the device that the check verifies, and the verdict asks for
+    a GPU trace per rank instead of communication. all_reduce has no out-of-place form in torch."""
+    if world == 1 and backend == NCCL and device == CUDA:
+        return ProfilePoint("all_gather", "out",
+                            "NCCL runs a one-rank collective as a device copy, with no communication kernel")
+    return ProfilePoint("all_reduce", "in")
 
 
 @dataclass(frozen=True)
@@ -63,6 +87,8 @@ class Plan:
     """Steps (and `collective NAME IMPL` paths) that cannot run on this target, with the reason."""
     collective_paths: tuple[tuple[str, str], ...] = ()
     """(collective, impl) of every implementation commbench has, in table order."""
+    profile: ProfilePoint = ProfilePoint("all_reduce", "in")
+    """What the profile step traces (`profile_point`)."""
 
     @property
     def sweep(self) -> Bench | None:
@@ -117,16 +143,17 @@ def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only
              "impls": tuple(dict.fromkeys(impl for _, impl in runnable)),
              "sizes": f"{SMALL_BYTES},{large_bytes}", "placement": "both", "timings": TIMINGS,
              "warmup": WARMUP, "iters": ITERS}
-    profile = {**common, "collectives": ("all_reduce",), "impls": ("builtin",), "sizes": str(SMALL_BYTES),
-               "placement": "in", "timings": (PER_ITERATION,), "warmup": WARMUP, "iters": ITERS, "profile": True,
-               "profile_iters": 2}
+    profiled = profile_point(target.nproc, target.backend, target.device)
+    profile = {**common, "collectives": (profiled.collective,), "impls": ("builtin",), "sizes": str(SMALL_BYTES),
+               "placement": profiled.placement, "timings": (PER_ITERATION,), "warmup": WARMUP, "iters": ITERS,
+               "profile": True, "profile_iters": 2}
     wanted = {"sweep": ("sweep", sweep), "profile": ("sweep", profile),
               **{step: (step, {**common, **TRAINING, **TRAINING_AXES[step]}) for step in TRAINING_STEPS}}
     commands = {step: _command(command, values, machine) for step, (command, values) in wanted.items()
                 if step in selected and step not in not_applicable}
     plan = Plan(backend=target.backend, device=target.device, nproc=target.nproc, gpus=machine.gpus,
                 large_bytes=large_bytes, selected=selected, only=tuple(only), timeout_s=timeout_s,
-                commands=commands, not_applicable=not_applicable, collective_paths=paths)
+                commands=commands, not_applicable=not_applicable, collective_paths=paths, profile=profiled)
     return plan
 
 

@@ -259,13 +259,29 @@ def profile_check(plan: Plan, profile: SubRun, analyze: StepRun | None) -> Check
         return Check(path, FAIL, f"trace analyze printed no JSON report ({type(error).__name__})")
     if len(traces) != plan.nproc:
         return Check(path, FAIL, f"{len(traces)} trace(s) analysed, expected one per rank ({plan.nproc})")
+    point = (f"{len(traces)} trace{'s' * (len(traces) != 1)} (1 {plan.profile.collective} point × {plan.nproc} "
+             f"rank{'s' * (plan.nproc != 1)})")
+    if plan.profile.no_communication:
+        return _judged_without_communication(plan, profile, traces, point)
     silent = [trace["rank"] for trace in traces if not trace["comm_us"] or not trace["collectives"]]
     if silent:
         return Check(path, FAIL, f"no communication found in the trace of rank(s) {silent}")
     kinds = sorted({kind["kind"] for trace in traces for kind in trace["collectives"]})
     comm = max(trace["comm_us"] for trace in traces)
-    return Check(path, PASS, f"{len(traces)} traces (1 point × {plan.nproc} ranks): {', '.join(kinds)}, "
-                             f"comm up to {comm:.0f} us")
+    return Check(path, PASS, f"{point}: {', '.join(kinds)}, comm up to {comm:.0f} us")
+
+
+def _judged_without_communication(plan: Plan, profile: SubRun, traces: list[dict], point: str) -> Check:
+    """A target whose collective communicates nothing (NCCL at world size 1, plan.profile_point): the profiled
+    point's output must have been checked (the device copy is the work), and every trace must be a GPU trace."""
+    path = "profile + trace analyze"
+    if profile.results["n_wrong"].isna().any():
+        return Check(path, FAIL, "profiled sweep: its row was not checked (n_wrong empty)")
+    not_gpu = [trace["rank"] for trace in traces if trace.get("device") != "gpu"]
+    if not_gpu:
+        return Check(path, FAIL, f"no GPU activity in the trace of rank(s) {not_gpu}")
+    return Check(path, PASS, f"{point}, each a GPU trace, 0 wrong; no communication to find: "
+                             f"{plan.profile.no_communication}")
 
 
 # --- the training sweeps ------------------------------------------------------------------------------------------

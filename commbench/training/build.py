@@ -5,6 +5,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from commbench.training.meshes import device_mesh
+from commbench.training.precision import apply_matmul_precision, fsdp_bf16
 from commbench.training.spec import TrainConfig, TrainSpec
 from commbench.training.synthetic import build_model
 from commbench.training.wrappers import apply_ddp, apply_fsdp1, apply_fsdp2, apply_zero1
@@ -31,15 +33,14 @@ def parameter_units(model: nn.Module, *, per_block: bool) -> list[list[tuple[int
 
 
 def _mesh(config: TrainConfig, device: torch.device, world: int):
-    from torch.distributed.device_mesh import init_device_mesh
-
+    """HSDP's (replicas × shard group) mesh, or the 1-D mesh of all ranks; shared by configurations of one shape."""
     if config.shard_group:
-        return init_device_mesh(device.type, (world // config.shard_group, config.shard_group),
-                                mesh_dim_names=("replicate", "shard"))
-    return init_device_mesh(device.type, (world,))
+        return device_mesh(device.type, (world // config.shard_group, config.shard_group), ("replicate", "shard"))
+    return device_mesh(device.type, (world,))
 
 
 def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device: torch.device) -> Built:
+    apply_matmul_precision(config.mixed_precision)  # process-wide: set for every configuration, on or off
     model = build_model(spec.shape, seed=spec.seed, device=device)
     per_block = config.wrap != "model"
     units = parameter_units(model, per_block=per_block)
@@ -57,7 +58,7 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
                             reshard_after_forward=config.reshard_after_forward,
                             forward_prefetch=config.forward_prefetch or 0,
                             backward_prefetch=None if backward in (None, "default") else int(backward),
-                            bf16=config.mixed_precision == "bf16", per_block=per_block)
+                            bf16=fsdp_bf16(config.mixed_precision, config.impl), per_block=per_block)
     elif config.impl == "fsdp1":
         strategy = ("HYBRID_SHARD" if config.shard_group else "FULL_SHARD") if config.reshard_after_forward \
             else ("_HYBRID_SHARD_ZERO2" if config.shard_group else "SHARD_GRAD_OP")
@@ -66,7 +67,7 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
                             forward_prefetch=bool(config.forward_prefetch),
                             limit_all_gathers=config.limit_all_gathers is not False, per_block=per_block,
                             device_mesh=_mesh(config, device, world) if config.shard_group else None,
-                            bf16=config.mixed_precision == "bf16")
+                            bf16=fsdp_bf16(config.mixed_precision, config.impl))
     else:
         raise ValueError(f"unknown implementation {config.impl!r}")
     if ddp is not None:

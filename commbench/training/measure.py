@@ -1,14 +1,14 @@
 """Measure one training configuration on every rank and (rank 0) turn it into a row.
 
-Order: build, warm-up steps (DDP rebuilds its buckets at step 2), reset the peak-memory counter, timed steps
-(barrier before each; a step lasts as long as its slowest rank), model state and the replica check, a profiled
-trace of a few more steps, and last, for DDP, steps with and without gradient sync in alternation: the median of
+Order: build, draw the micro-batches on the device (training/batches.py: the timed steps only pick from them),
+warm-up steps (DDP rebuilds its buckets at step 2), reset the peak-memory counter, timed steps (barrier before each; a
+step lasts as long as its slowest rank), model state and the replica check, a profiled trace of a few more steps,
+and last, for DDP, steps with and without gradient sync in alternation: the median of
 the paired differences is the time the sync adds (pairs cancel the machine's drift). Steps under no_sync let
 replicas drift apart, so nothing that needs them in sync comes after.
 """
 
 import hashlib
-import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -27,10 +27,12 @@ from commbench.profiling.comm_calls import comm_calls
 from commbench.profiling.nvml_sampler import combine_ranks, rank_summary, ranks_sharing_gpu
 from commbench.profiling.trace_file import load_trace
 from commbench.stats import summarize
+from commbench.training.batches import BatchPool
 from commbench.training.build import Built, build
 from commbench.training.model_state import count
+from commbench.training.precision import gathered_bytes
 from commbench.training.spec import SETTING_COLUMNS, ConfigPoint, TrainSpec
-from commbench.training.step import train_step
+from commbench.training.step import step_function
 from commbench.training.synthetic import count_params
 
 FP32_ADAM = memory.PRESETS["fp32-adam"]  # what every configuration holds at rest: fp32 parameters, AdamW
@@ -66,12 +68,10 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
     platform.release()
     start_bytes = platform.current()
     built = build(config, spec, rank=ctx.rank, world=ctx.world, device=device)
-    step_numbers = itertools.count()
-
-    def step(sync: bool = True) -> float:
-        return train_step(built.model, built.optimizer, shape=spec.shape, micro_batch=spec.micro_batch,
-                          accum_steps=config.accum_steps, seed=spec.seed, step=next(step_numbers), rank=ctx.rank,
-                          device=device, sync=sync)
+    # every micro-batch is drawn here, on the device: the timed steps only pick from the pool
+    pool = BatchPool(spec.shape, micro_batch=spec.micro_batch, seed=spec.seed, rank=ctx.rank, device=device)
+    step = step_function(built.model, built.optimizer, pool, accum_steps=config.accum_steps,
+                         precision=config.mixed_precision, impl=config.impl, device=device)
 
     for _ in range(spec.warmup_steps):
         step()
@@ -109,7 +109,8 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
         "measured_state": measured_state, "predicted_state": predicted,
         "gpu": rank_summary(gpu_samples, uuid=platform.gpu_uuid())})
     faults.keep_alive(fault, built, rank=ctx.rank, point=point.index)
-    units, built = built.units, None  # the next configuration starts from released memory
+    # the next configuration starts from released memory (step holds the model, the optimizer and the pool)
+    units, built, pool, step = built.units, None, None, None
     if ctx.rank != 0:
         return Measured(None)
     row = _row(spec, point, ctx, run_id=run.run_id, times_ms=times_ms, paired_ms=paired_ms, losses=losses,
@@ -206,7 +207,7 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
     traffic = comm_volume.training_traffic(
         strategy=config.strategy, impl=config.impl, units=units, world=ctx.world,
         accum_steps=config.accum_steps, shard_group=config.shard_group,
-        gather_bytes=2 if config.mixed_precision == "bf16" else 4,
+        gather_bytes=gathered_bytes(config.mixed_precision, config.impl),
         reduce_bytes=2 if config.comm_hook in ("bf16", "fp16") else 4)
     formula = FORMULA_AT_REST[config.strategy]
     formula_bytes = memory.state_per_rank(formula, params=params, ranks=ctx.world, state=FP32_ADAM,

@@ -5,7 +5,7 @@ import itertools
 
 from commbench.errors import CommbenchError
 from commbench.models.strategies import KEYS, WITHOUT_SHARD_GROUP
-from commbench.training.spec import TrainConfig
+from commbench.training.spec import PRECISIONS, TrainConfig
 from commbench.training.wrappers import DDP_COMM_HOOKS
 
 STRATEGIES = KEYS
@@ -13,7 +13,6 @@ FSDP_IMPLS = ("fsdp2", "fsdp1")
 FSDP2_BACKWARD = ("default", "1", "2")
 FSDP1_BACKWARD = ("pre", "post", "none")
 WRAPS = ("block", "model")
-PRECISIONS = ("fp32", "bf16")
 
 
 def parse_bool(option: str, value: str) -> bool:
@@ -46,16 +45,18 @@ def _choices(option: str, values, allowed) -> None:
             raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
 
 
-def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, accum_steps
-                ) -> tuple[TrainConfig, ...]:
+def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, accum_steps,
+                precisions=("fp32",)) -> tuple[TrainConfig, ...]:
     _choices("--comm-hook", comm_hooks, DDP_COMM_HOOKS)
+    _choices("--mixed-precision", precisions, PRECISIONS)
     for size in bucket_cap_mb:
         if size <= 0:
             raise CommbenchError(f"--bucket-cap-mb {size:g} must be above 0 MiB")
     return tuple(TrainConfig(strategy="ddp", impl="ddp", accum_steps=accum, bucket_cap_mb=size,
-                             gradient_as_bucket_view=view, static_graph=static, comm_hook=hook)
-                 for size, view, static, hook, accum in itertools.product(
-                     bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, accum_steps))
+                             gradient_as_bucket_view=view, static_graph=static, comm_hook=hook,
+                             mixed_precision=precision)
+                 for size, view, static, hook, precision, accum in itertools.product(
+                     bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, precisions, accum_steps))
 
 
 def fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_prefetch, limit_all_gathers, wraps,
@@ -104,18 +105,19 @@ def fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_pre
 
 
 def strategy_configs(*, strategies, impl: str, shard_group: int | None, bucket_cap_mb: float | None, accum_steps,
-                     world: int) -> tuple[TrainConfig, ...]:
+                     world: int, precisions=("fp32",)) -> tuple[TrainConfig, ...]:
     _choices("--strategy", strategies, STRATEGIES)
     _choices("--impl", (impl,), FSDP_IMPLS)
+    _choices("--mixed-precision", precisions, PRECISIONS)
     configs = []
-    for strategy, accum in itertools.product(strategies, accum_steps):
+    for strategy, precision, accum in itertools.product(strategies, precisions, accum_steps):
         if strategy in ("ddp", "zero1"):
             configs.append(TrainConfig(strategy=strategy, impl=strategy, accum_steps=accum,
-                                       bucket_cap_mb=bucket_cap_mb))
+                                       bucket_cap_mb=bucket_cap_mb, mixed_precision=precision))
             continue
         configs.append(TrainConfig(strategy=strategy, impl=impl, accum_steps=accum,
                                    reshard_after_forward=strategy != "zero2", wrap="block",
-                                   shard_group=shard_group if strategy == "hsdp" else None))
+                                   mixed_precision=precision, shard_group=shard_group if strategy == "hsdp" else None))
     return tuple(configs)
 
 

@@ -10,6 +10,10 @@ from commbench.stats import MIN_SAMPLES_FOR_CI
 ISOLATIONS = ("reset", "process")
 """--isolation: one launch with memory reset between configurations, or a launch per configuration."""
 MODEL_KINDS = ("transformer", "mlp")
+PRECISIONS = ("fp32", "tf32", "bf16")
+"""--mixed-precision: fp32 throughout; tf32 (fp32 tensors, TensorFloat-32 matrix multiplications: CUDA only); bf16
+(how models are trained on GPUs: bfloat16 compute, fp32 parameters, optimizer state and gradient reduction). How each
+implementation applies bf16 is commbench/training/precision.py."""
 _FSDP_COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 """all_gather_into_tensor and reduce_scatter_tensor in a shard group; all_reduce across HSDP's replicas."""
 IMPL_COLLECTIVES = {"ddp": ("all_reduce", "broadcast"), "zero1": ("all_reduce", "broadcast"),
@@ -60,7 +64,7 @@ class TrainConfig:
     wrap: str | None = _setting()
     """block (one FSDP unit per block) or model (one unit for the whole model)."""
     mixed_precision: str | None = _setting("precision")
-    """fp32, or bf16 (bf16 compute and all-gathers, fp32 gradient reduction)."""
+    """fp32, tf32 or bf16 (PRECISIONS), for every implementation; None reads as fp32."""
     shard_group: int | None = _setting()
     """HSDP: ranks per shard group (the mesh is replicas × shard_group)."""
 
@@ -76,6 +80,13 @@ SETTINGS = {f.name: f.metadata["short"] or f.name for f in fields(TrainConfig) i
 """Every setting of a configuration (field name → its name in labels), in field order."""
 SETTING_COLUMNS = tuple(name for name in SETTINGS if name != "accum_steps")
 """The settings as results columns of the same names (accum_steps stands with the batch columns)."""
+
+
+def default_precision(device: str) -> str:
+    """What a sweep runs when --mixed-precision is not given: bf16 on GPUs, as models are trained there (fp32 without
+    TF32 leaves the tensor cores idle and makes communication a far smaller share of the step than in training);
+    fp32 on CPU, where bf16 is fast only with AVX-512 BF16 or AMX and the correctness references are fp32."""
+    return "bf16" if device == CUDA else "fp32"
 
 
 def config_label(strategy: str, impl: str, settings: dict) -> str:
@@ -183,6 +194,12 @@ def validate(spec: TrainSpec) -> None:
         if config.shard_group is not None and (config.shard_group < 1 or spec.nproc % config.shard_group):
             raise CommbenchError(f"--shard-group {config.shard_group} must divide the {spec.nproc} ranks "
                                  "(HSDP is replicas × shard group); e.g. --shard-group 2 with --nproc 4")
+        if config.mixed_precision not in (None, *PRECISIONS):
+            raise CommbenchError(f"unknown --mixed-precision {config.mixed_precision!r}; choose from "
+                                 f"{', '.join(PRECISIONS)}")
+        if config.mixed_precision == "tf32" and spec.device != CUDA:
+            raise CommbenchError(f"--mixed-precision tf32 sets how NVIDIA GPUs multiply fp32 matrices; on --device "
+                                 f"{spec.device} use fp32 or bf16")
         if config.strategy == "hsdp" and config.shard_group in (None, spec.nproc):
             raise CommbenchError(f"hsdp needs at least two replicas: give --shard-group N with N < {spec.nproc} "
                                  "dividing the rank count (with 2 ranks, use zero3 instead)")

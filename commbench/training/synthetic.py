@@ -110,8 +110,10 @@ def build_model(shape: ModelShape, *, seed: int, device: torch.device | str = CP
 
 def make_batch(shape: ModelShape, *, micro_batch: int, seed: int, step: int, rank: int,
                device: torch.device | str = CPU) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and regression targets for one micro-batch, a pure function of (seed, step, rank)."""
-    generator = torch.Generator().manual_seed(hash((seed, step, rank)) & 0x7FFF_FFFF_FFFF)
-    inputs = torch.randn(micro_batch, shape.seq_len, shape.hidden, generator=generator)
-    targets = torch.randn(micro_batch, shape.seq_len, shape.hidden, generator=generator)
-    return inputs.to(device), targets.to(device)
+    """Inputs and regression targets for one micro-batch, a pure function of (seed, step, rank) on each device type.
+    Drawn on the device itself (its own generator): no host random numbers, no copy from pageable host memory.
+    Training steps take batches from a BatchPool (training/batches.py), drawn before anything is timed."""
+    generator = torch.Generator(device=device).manual_seed(hash((seed, step, rank)) & 0x7FFF_FFFF_FFFF)
+    size = (micro_batch, shape.seq_len, shape.hidden)
+    return (torch.randn(size, generator=generator, device=device),
+            torch.randn(size, generator=generator, device=device))

@@ -108,11 +108,28 @@ def format_training_table(results: pd.DataFrame) -> str:
         lines.append(f"{label:<{width}} " + " ".join(f"{cell(row):>{w}}" for _, _, w, cell in _COLUMNS))
     first = results.iloc[0]
     lines.append(f"# {first['world_size']} ranks, {first['backend']} on {first['device']}; model "
-                 f"{first['model_kind']} {first['params'] / 1e6:.2f}M parameters; step time = slowest rank; comm, "
+                 f"{first['model_kind']} {first['params'] / 1e6:.2f}M parameters{precision_text(results)}; "
+                 "step time = slowest rank; comm, "
                  "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP); "
                  "p50 95% CI = distribution-free 95 % CI of the median step time (n/a: fewer than 6 steps)")
     lines.append(_best_line(results, labels))
     return "\n".join(lines)
+
+
+def precision_text(results: pd.DataFrame) -> str:
+    """What the footer says of the precision (which the labels name only where it varies): ", precision bf16 (...)";
+    nothing for rows that do not record it."""
+    present = [value for value in results["mixed_precision"] if not _missing(value)] \
+        if "mixed_precision" in results else []
+    if not present:
+        return ""
+    values = sorted(set(present), key=str)
+    text = f", precision {'/'.join(values)}"
+    if "bf16" in values:
+        text += " (bf16: autocast for DDP/ZeRO-1, FSDP's bf16 parameters and fp32 gradient reduction)"
+    if "tf32" in values:
+        text += " (tf32: fp32 with TensorFloat-32 matmuls)"
+    return text
 
 
 def _best_line(results: pd.DataFrame, labels: list[str]) -> str:

@@ -17,11 +17,12 @@ import torch.nn.functional as F
 
 from commbench.models.memory import PRESETS
 from commbench.models.shard_layout import local_state
+from commbench.training.batches import BatchPool
 from commbench.training.build import build
 from commbench.training.model_state import count
 from commbench.training.spec import TrainConfig, TrainSpec
-from commbench.training.step import train_step
-from commbench.training.synthetic import ModelShape, build_model, make_batch
+from commbench.training.step import step_function
+from commbench.training.synthetic import ModelShape, build_model
 
 STEPS, MICRO_BATCH, SEED, LR = 3, 2, 11, 1e-3
 # hidden 72 and 3 heads: rows that do not divide by 4 ranks, so shards are uneven and FSDP1 pads
@@ -35,9 +36,10 @@ def check(config: TrainConfig, out_path: Path) -> None:
                      warmup_steps=2, profile_steps=0, seed=SEED, lr=LR, backend="gloo", device="cpu", nproc=world)
     built = build(config, spec, rank=rank, world=world, device=cpu)
     model, optimizer = built.model, built.optimizer
-    local_losses = [train_step(model, optimizer, shape=shape, micro_batch=MICRO_BATCH,
-                               accum_steps=config.accum_steps, seed=SEED, step=step, rank=rank, device=cpu)
-                    for step in range(STEPS)]
+    pool = BatchPool(shape, micro_batch=MICRO_BATCH, seed=SEED, rank=rank, device=cpu)
+    step_once = step_function(model, optimizer, pool, accum_steps=config.accum_steps,
+                              precision=config.mixed_precision, impl=config.impl, device=cpu)
+    local_losses = [step_once() for _ in range(STEPS)]
     state = count(model, optimizer)
     predicted = local_state(impl=config.impl, units=built.units, rank=rank, world=world, shard_group=config.shard_group)
     losses = torch.tensor(local_losses, dtype=torch.float64)
@@ -55,16 +57,16 @@ def check(config: TrainConfig, out_path: Path) -> None:
     else:
         full = [p.detach().clone() for p in model.parameters()]
 
-    # the reference: the mean gradient over ranks and micro-batches is the gradient of the mean loss
+    # the reference: the mean gradient over ranks and micro-batches is the gradient of the mean loss, on the
+    # micro-batches each rank's pool gives
+    pools = [BatchPool(shape, micro_batch=MICRO_BATCH, seed=SEED, rank=r, device=cpu) for r in range(world)]
     reference = build_model(shape, seed=SEED)
     reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=LR)
     reference_losses = []
     for step in range(STEPS):
         reference_optimizer.zero_grad()
         loss = sum(F.mse_loss(reference(inputs), targets) / (world * config.accum_steps)
-                   for r in range(world) for micro in range(config.accum_steps)
-                   for inputs, targets in [make_batch(shape, micro_batch=MICRO_BATCH, seed=SEED,
-                                                      step=step * config.accum_steps + micro, rank=r)])
+                   for pool_of_rank in pools for inputs, targets in pool_of_rank.for_step(step, config.accum_steps))
         loss.backward()
         reference_losses.append(float(loss))
         reference_optimizer.step()

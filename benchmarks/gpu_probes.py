@@ -1,0 +1,154 @@
+"""The GPU facts commbench's CUDA paths rest on, measured in one process (benchmarks/gpu_validation.py's first step).
+
+    python benchmarks/gpu_probes.py --out probes.json
+
+- versions: Python, torch, CUDA, NCCL, the driver (NVML), commbench;
+- NVML by UUID: each torch device's UUID resolves, through NVML, to a GPU of the same name (commbench matches ranks'
+  devices to NVML handles this way);
+- NVML field values: the NVLink link count field reads;
+- CUDA event resolution: the smallest non-zero gap between back-to-back events, and their median gap;
+- spin calibration: torch.cuda._sleep(cycles) timed by events at three lengths, a straight line through them, and the
+  clock it implies beside NVML's SM clock (commbench's per-iteration timing sizes its spin this way);
+- host issue times: an NCCL world-1 all_reduce of 1 MiB issued 21 times, the first (which creates NCCL's connections)
+  against the median of the rest.
+
+Without a GPU it writes the versions and cuda: null, and exits 0. "checks" holds each property that must hold.
+"""
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import time
+from pathlib import Path
+
+
+def versions() -> dict:
+    import torch
+
+    import commbench
+
+    found = {"python": platform.python_version(), "torch": torch.__version__, "cuda_runtime": torch.version.cuda,
+             "commbench": getattr(commbench, "__version__", None), "nccl": None, "driver": None}
+    if torch.cuda.is_available() and torch.distributed.is_nccl_available():
+        found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        found["driver"] = str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception as error:  # no driver here: say so rather than fail (the CPU path of this probe)
+        found["driver"] = f"unavailable: {type(error).__name__}"
+    return found
+
+
+def nvml_by_uuid() -> tuple[list[dict], bool]:
+    import pynvml
+    import torch
+
+    pynvml.nvmlInit()
+    devices = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        uuid = f"GPU-{props.uuid}"
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid.encode())
+        name = pynvml.nvmlDeviceGetName(handle)
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        sm_clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        fields = pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT])
+        devices.append({"index": index, "uuid": uuid, "torch_name": props.name, "nvml_name": name,
+                        "sm_clock_mhz": sm_clock, "nvlink_link_count": int(fields[0].value.uiVal),
+                        "nvlink_field_status": int(fields[0].nvmlReturn)})
+    same = all(device["torch_name"] in device["nvml_name"] or device["nvml_name"] in device["torch_name"]
+               for device in devices)
+    return devices, bool(devices) and same
+
+
+def event_resolution() -> dict:
+    import torch
+
+    gaps = []
+    for _ in range(50):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        end.record()
+        end.synchronize()
+        gaps.append(start.elapsed_time(end) * 1e3)
+    positive = [gap for gap in gaps if gap > 0]
+    return {"min_nonzero_us": min(positive) if positive else 0.0, "median_us": statistics.median(gaps)}
+
+
+def spin_calibration(sm_clock_mhz: float | None) -> dict:
+    import torch
+
+    lengths = (100_000, 1_000_000, 10_000_000)
+    seconds = []
+    torch.cuda._sleep(1000)  # the kernel's first launch loads it
+    for cycles in lengths:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        seconds.append(start.elapsed_time(end) / 1e3)
+    slope, intercept = statistics.linear_regression(lengths, seconds)
+    predicted = [intercept + slope * cycles for cycles in lengths]
+    mean = statistics.fmean(seconds)
+    total = sum((value - mean) ** 2 for value in seconds)
+    r2 = 1 - sum((value - guess) ** 2 for value, guess in zip(seconds, predicted)) / total if total else 0.0
+    return {"cycles": list(lengths), "seconds": seconds, "implied_clock_mhz": 1e-6 / slope if slope > 0 else None,
+            "nvml_sm_clock_mhz": sm_clock_mhz, "r2": r2}
+
+
+def host_issue_times() -> dict:
+    import torch
+    import torch.distributed as dist
+
+    with socket.socket() as probe:  # a free port for the one-rank rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+    try:
+        tensor = torch.ones(1 << 18, device="cuda")  # 1 MiB of float32
+        output = torch.empty_like(tensor)
+        issue = []
+        for _ in range(21):
+            started = time.perf_counter()
+            dist.all_reduce(output.copy_(tensor))
+            issue.append(time.perf_counter() - started)
+            torch.cuda.synchronize()
+    finally:
+        dist.destroy_process_group()
+    rest = statistics.median(issue[1:])
+    return {"first_us": issue[0] * 1e6, "median_rest_us": rest * 1e6, "first_over_rest": issue[0] / rest}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    import torch
+
+    found: dict = {**versions(), "cuda": None, "checks": {}}
+    if torch.cuda.is_available():
+        devices, same = nvml_by_uuid()
+        events = event_resolution()
+        spin = spin_calibration(devices[0]["sm_clock_mhz"] if devices else None)
+        issue = host_issue_times()
+        found.update(cuda={"devices": devices}, events=events, spin=spin, host_issue=issue)
+        found["checks"] = {
+            "nvml_by_uuid_names_agree": same,
+            "nvlink_field_reads": all(device["nvlink_field_status"] == 0 for device in devices),
+            "event_resolution_under_10_us": 0 < events["min_nonzero_us"] < 10,
+            "spin_linear_r2_over_0.99": spin["r2"] > 0.99,
+            "issue_after_first_under_1_ms": issue["median_rest_us"] < 1000,
+        }
+    args.out.write_text(json.dumps(found, indent=2))
+    print(json.dumps(found["checks"] or {"cuda": None}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,329 @@
+"""Benchmark (not a test): the whole GPU check in one script, sized for 8 minutes on one GPU.
+
+Each step is a real `commbench` command (or the probes of benchmarks/gpu_probes.py) with a timeout and a property its
+output must have; a table closes the run, and --json writes it too. What one GPU can prove is in
+../shared/notes/gpu-single-h200.md: NCCL at world size 1 (every collective a device copy or a no-op), gloo on CUDA
+tensors at several ranks (all_reduce and broadcast only), CUDA events, profiler traces with real kernels, NVML.
+
+    python benchmarks/gpu_validation.py [--out DIR] [--only STEP,...] [--json FILE]   # on a GPU node
+    python benchmarks/gpu_validation.py --dry-run [--out DIR]                            # anywhere
+
+--dry-run prints the plan (every step's command, timeout and property), then runs each step that can run without a
+GPU as its CPU stand-in: the same command on gloo/CPU tensors with 2 ranks and smaller sizes, judged by the same
+property. It proves the script, the commands and the checks; only a GPU proves the GPU paths. Exit code: 0 when every
+step that ran passed, 1 otherwise.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_TRACE = ROOT.parent / "shared" / "data" / "traces" / "gpu" / "ddp-allreduce-2rank-rank0.json.gz"
+WORLD_1_COLLECTIVES = "all_reduce,reduce_scatter,all_gather,broadcast,reduce,all_to_all"
+"""Every collective that runs at world size 1 (sendrecv needs a peer)."""
+TRAINING_SHAPE = ["--layers", "2", "--hidden", "256", "--seq-len", "128", "--steps", "6", "--warmup-steps", "2"]
+"""Small enough for seconds per configuration, large enough for real kernels."""
+ONE_CONFIGURATION = {"ddp": ["--bucket-cap-mb", "25"],
+                     "fsdp": ["--reshard-after-forward", "true", "--forward-prefetch", "1", "--backward-prefetch", "1"],
+                     "zero": ["--strategy", "ddp,zero1,zero2,zero3"]}
+"""One configuration per bench (each strategy for zero): the step proves the path, it does not sweep."""
+BUDGET_S = 480
+"""The timeouts of all steps sum to this at most: the whole check fits in 8 minutes on one GPU."""
+CPU_TIMEOUT_FACTOR = 3
+"""A CPU stand-in's timeout is this multiple of its step's: 2 gloo ranks on a small VM run slower than one GPU (the
+stand-in of selftest took 103 s on a 2-core VM)."""
+
+
+@dataclass
+class Context:
+    out: Path
+    gpu: bool
+    """False: the CPU stand-ins (gloo on CPU tensors, 2 ranks, smaller sizes)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    what: str
+    """The property it must show, in words (the table's column)."""
+    command: Callable[[Context], list[str]]
+    check: Callable[[Context, subprocess.CompletedProcess], str | None]
+    """None when the property holds, else what is wrong (or it raises StepFailed saying so)."""
+    timeout_s: int
+    needs_gpu_only: str | None = None
+    """Why the step has no CPU stand-in, where it has none."""
+    after: tuple[str, ...] = field(default=())
+    """Steps whose output it reads."""
+
+
+def commbench(*args: str) -> list[str]:
+    return [sys.executable, "-m", "commbench", *args]
+
+
+def on_device(ctx: Context, *, gloo_on_cuda: bool = False, nproc: int = 1) -> list[str]:
+    """The placement options: NCCL (or gloo on CUDA tensors) on the GPU, else gloo on CPU with 2 ranks."""
+    if not ctx.gpu:
+        return ["--backend", "gloo", "--device", "cpu", "--nproc", "2"]
+    return ["--backend", "gloo" if gloo_on_cuda else "nccl", "--device", "cuda", "--nproc", str(nproc)]
+
+
+def run_dir(ctx: Context, run_id: str) -> Path:
+    return ctx.out / run_id
+
+
+def results_of(ctx: Context, run_id: str) -> pd.DataFrame:
+    found = sorted(run_dir(ctx, run_id).rglob("results.csv"))
+    if not found:
+        raise FileNotFoundError(f"no results.csv under {run_dir(ctx, run_id)}")
+    return pd.concat([pd.read_csv(path) for path in found], ignore_index=True)
+
+
+class StepFailed(Exception):
+    """What is wrong with a step's outcome (the table's detail)."""
+
+
+def exit_0(process: subprocess.CompletedProcess) -> None:
+    if process.returncode != 0:
+        tail = (process.stderr or process.stdout or "").strip().splitlines()[-3:]
+        raise StepFailed(f"exit {process.returncode}: {' | '.join(tail)}")
+
+
+def checked_rows(ctx: Context, process: subprocess.CompletedProcess, run_id: str) -> pd.DataFrame:
+    """The run's rows, after it exited 0, none of them with wrong results."""
+    exit_0(process)
+    rows = results_of(ctx, run_id)
+    if rows.empty or ("n_wrong" in rows and (rows["n_wrong"] != 0).any()):
+        raise StepFailed(f"{len(rows)} rows, n_wrong {rows['n_wrong'].tolist() if 'n_wrong' in rows else '-'}")
+    return rows
+
+
+# ---- the steps' commands and checks
+
+
+def probes_command(ctx: Context) -> list[str]:
+    return [sys.executable, str(ROOT / "benchmarks" / "gpu_probes.py"), "--out", str(ctx.out / "probes.json")]
+
+
+def probes_check(ctx: Context, process) -> str | None:
+    exit_0(process)
+    found = json.loads((ctx.out / "probes.json").read_text())
+    if not ctx.gpu:
+        return None if found.get("torch") and found.get("cuda") is None else "versions or the absence of CUDA unread"
+    wrong = [name for name, ok in found.get("checks", {}).items() if not ok]
+    return f"probe checks failed: {', '.join(wrong)}" if wrong else None
+
+
+def sweep_command(timing: str) -> Callable[[Context], list[str]]:
+    def command(ctx: Context) -> list[str]:
+        sizes = "1K:256M:x16" if ctx.gpu else "1K,64K"
+        return commbench("sweep", *on_device(ctx), "-c", WORLD_1_COLLECTIVES, "--sizes", sizes, "--iters", "6",
+                         "--timing", timing, "--out", str(ctx.out), "--run-id", f"sweep-{timing}", "--quiet")
+    return command
+
+
+def sweep_check(timing: str) -> Callable[[Context, subprocess.CompletedProcess], str | None]:
+    def check(ctx: Context, process) -> str | None:
+        rows = checked_rows(ctx, process, f"sweep-{timing}")
+        sizes = 5 if ctx.gpu else 2  # 1K:256M:x16 is 1K, 16K, 256K, 4M, 64M
+        collectives = len(WORLD_1_COLLECTIVES.split(","))
+        if len(rows) < sizes * collectives:
+            return f"{len(rows)} rows, expected at least {sizes * collectives}"
+        if not (rows["time_us_p50"] > 0).all():
+            return "a row without a positive time"
+        return None
+    return check
+
+
+def profile_command(ctx: Context) -> list[str]:
+    return commbench("sweep", *on_device(ctx, gloo_on_cuda=True, nproc=4), "-c", "all_reduce", "--sizes", "1K,1M",
+                     "--iters", "6", "--profile", "--out", str(ctx.out), "--run-id", "gloo-cuda-profile", "--quiet")
+
+
+def profile_check(ctx: Context, process) -> str | None:
+    checked_rows(ctx, process, "gloo-cuda-profile")
+    traces = list((run_dir(ctx, "gloo-cuda-profile") / "traces").rglob("*.json*"))
+    return None if traces else "no trace written under traces/"
+
+
+def analyze_command(ctx: Context) -> list[str]:
+    traces = sorted(str(path) for path in (run_dir(ctx, "gloo-cuda-profile") / "traces").rglob("*.json*"))
+    return commbench("trace", "analyze", *traces[:1], "--json")
+
+
+def analyze_check(ctx: Context, process) -> str | None:
+    exit_0(process)
+    document = json.loads(process.stdout)
+    text = json.dumps(document)
+    # the communication the analyser found: the gloo all_reduces of the trace, on CPU spans or CUDA copies
+    comm = [value for key, value in _walk(document) if key.startswith("comm") and key.endswith("_us")]
+    if not comm or max(comm) <= 0:
+        return f"no communication time in the analysis ({text[:200]})"
+    return None
+
+
+def _walk(node, key: str = ""):
+    if isinstance(node, dict):
+        for name, value in node.items():
+            yield from _walk(value, name)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value, key)
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        yield key, float(node)
+
+
+def training_command(bench: str, *, gloo_on_cuda: bool = False) -> Callable[[Context], list[str]]:
+    def command(ctx: Context) -> list[str]:
+        nproc = 2 if gloo_on_cuda else 1
+        extra = ONE_CONFIGURATION[bench]
+        run_id = f"{bench}-{'gloo-cuda' if gloo_on_cuda else 'world1'}"
+        return commbench(bench, *on_device(ctx, gloo_on_cuda=gloo_on_cuda, nproc=nproc), *TRAINING_SHAPE, *extra,
+                         "--out", str(ctx.out), "--run-id", run_id, "--quiet")
+    return command
+
+
+def training_check(run_id: str) -> Callable[[Context, subprocess.CompletedProcess], str | None]:
+    def check(ctx: Context, process) -> str | None:
+        rows = checked_rows(ctx, process, run_id)
+        if "step_time_ms_p50" not in rows or not (rows["step_time_ms_p50"] > 0).all():
+            return f"no positive step_time_ms_p50 in {len(rows)} rows"
+        if "peak_mem_bytes" in rows and not (rows["peak_mem_bytes"] > 0).all():
+            return "a configuration without peak memory"
+        return None
+    return check
+
+
+def selftest_command(ctx: Context) -> list[str]:
+    placement = [] if ctx.gpu else ["--backend", "gloo", "--device", "cpu", "--nproc", "2"]
+    return commbench("selftest", *placement, "--out", str(ctx.out), "--run-id", "selftest")
+
+
+def replay_command(ctx: Context) -> list[str]:
+    # a 2-rank NCCL DDP step: its all_reduces run on gloo with CUDA tensors at 2 ranks on one GPU
+    return commbench("replay", str(SHARED_TRACE), *on_device(ctx, gloo_on_cuda=True, nproc=2), "--scale-world", "2",
+                     "--iters", "6", "--out", str(ctx.out), "--run-id", "replay", "--quiet")
+
+
+def replay_check(ctx: Context, process) -> str | None:
+    if not SHARED_TRACE.exists():
+        return f"{SHARED_TRACE} is absent (a clone without ../shared)"
+    checked_rows(ctx, process, "replay")
+    return None
+
+
+STEPS = (
+    Step("probes", "versions, NVML by UUID, field values, event resolution, spin calibration, host issue times",
+         probes_command, probes_check, 40),
+    Step("sweep-batch", "world-1 sweep of 6 collectives, batch timing: every row checked (n_wrong 0), times > 0",
+         sweep_command("batch"), sweep_check("batch"), 50),
+    Step("sweep-per-iteration", "the same in per-iteration timing (CUDA events and the spin)",
+         sweep_command("per-iteration"), sweep_check("per-iteration"), 50),
+    Step("gloo-cuda-profile", "gloo on CUDA tensors, 4 ranks on one GPU, with --profile: runs, checked",
+         profile_command, profile_check, 40),
+    Step("trace-analyze", "trace analyze of that trace finds communication > 0", analyze_command, analyze_check, 20,
+         after=("gloo-cuda-profile",)),
+    Step("ddp-world1", "DDP at world 1: step time and peak memory per configuration", training_command("ddp"),
+         training_check("ddp-world1"), 35),
+    Step("fsdp-world1", "FSDP at world 1: step time and peak memory", training_command("fsdp"),
+         training_check("fsdp-world1"), 35),
+    Step("zero-world1", "DDP, ZeRO-1/2/3 at world 1", training_command("zero"), training_check("zero-world1"), 45),
+    Step("ddp-gloo-cuda", "DDP with gloo on CUDA tensors at 2 ranks", training_command("ddp", gloo_on_cuda=True),
+         training_check("ddp-gloo-cuda"), 35),
+    Step("selftest", "commbench selftest passes every step it runs", selftest_command,
+         lambda ctx, process: exit_0(process), 100),
+    Step("replay", "replay of the shared 2-rank GPU DDP trace, every call checked", replay_command, replay_check, 30),
+)
+
+
+@dataclass
+class Outcome:
+    step: str
+    mode: str
+    seconds: float | None
+    verdict: str
+    detail: str
+
+
+def run_step(step: Step, ctx: Context) -> Outcome:
+    mode = "GPU" if ctx.gpu else "CPU stand-in"
+    if not ctx.gpu and step.needs_gpu_only:
+        return Outcome(step.name, "skipped", None, "-", step.needs_gpu_only)
+    command = step.command(ctx)
+    timeout = step.timeout_s * (1 if ctx.gpu else CPU_TIMEOUT_FACTOR)
+    started = time.monotonic()
+    try:
+        process = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        return Outcome(step.name, mode, time.monotonic() - started, "FAIL", f"over its {timeout} s timeout")
+    seconds = time.monotonic() - started
+    try:
+        problem = step.check(ctx, process)
+    except StepFailed as failure:
+        problem = str(failure)
+    except (OSError, ValueError, KeyError) as error:  # a missing or unreadable output is the step's failure
+        problem = f"{type(error).__name__}: {error}"
+    return Outcome(step.name, mode, seconds, "FAIL" if problem else "PASS", problem or "")
+
+
+def print_plan(steps: list[Step], ctx: Context) -> None:
+    print(f"# plan ({'GPU' if ctx.gpu else 'CPU stand-ins'}), timeouts sum to {sum(s.timeout_s for s in steps)} s "
+          f"(budget {BUDGET_S} s on one GPU)")
+    for step in steps:
+        shown = " ".join(step.command(ctx)) if not step.after else f"(after {', '.join(step.after)}) " + " ".join(
+            step.command(ctx)[:5]) + " ..."
+        print(f"- {step.name} [{step.timeout_s} s]: {step.what}\n    {shown}")
+
+
+def print_table(outcomes: list[Outcome]) -> None:
+    print("\n| step | mode | seconds | result | detail |\n| --- | --- | --- | --- | --- |")
+    for outcome in outcomes:
+        seconds = "-" if outcome.seconds is None else f"{outcome.seconds:.1f}"
+        print(f"| {outcome.step} | {outcome.mode} | {seconds} | {outcome.verdict} | {outcome.detail} |")
+
+
+def gpu_present() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True)
+    return probe.stdout.strip() == "True"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("/tmp/commbench-gpu-validation"))
+    parser.add_argument("--dry-run", action="store_true", help="the plan, then every step's CPU stand-in")
+    parser.add_argument("--only", default="", help="comma-separated step names [default: all]")
+    parser.add_argument("--json", type=Path, help="also write the outcomes here")
+    args = parser.parse_args()
+    names = [name for name in args.only.split(",") if name]
+    unknown = sorted(set(names) - {step.name for step in STEPS})
+    if unknown:
+        parser.error(f"unknown step(s) {unknown}; choose from {[step.name for step in STEPS]}")
+    steps = [step for step in STEPS if not names or step.name in names]
+    gpu = gpu_present()
+    if not gpu and not args.dry_run:
+        print("no CUDA GPU is visible: run with --dry-run for the plan and the CPU stand-ins", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    ctx = Context(out=args.out, gpu=gpu and not args.dry_run)
+    print_plan(steps, ctx)
+    outcomes = []
+    for step in steps:
+        outcome = run_step(step, ctx)
+        outcomes.append(outcome)
+        print(f"{outcome.step}: {outcome.verdict} ({outcome.mode}) {outcome.detail}", flush=True)
+    print_table(outcomes)
+    if args.json:
+        args.json.write_text(json.dumps([outcome.__dict__ for outcome in outcomes], indent=2))
+    return 0 if all(outcome.verdict != "FAIL" for outcome in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""Before a sweep launches: does its largest point fit in the memory its ranks will have? Refused (exit 2) when not,
+naming what the point needs, what there is, and the largest size that fits, instead of a rank dying mid-sweep on an
+allocation (exit 3).
+
+A point needs, on each rank, the buffers its collective allocates (each collective states them next to its
+make_buffers: Collective.buffer_elements; all_gather's output is n × its input, all_to_all holds two world-sized
+buffers), the ring's spare space when the ring runs it, and the check's working memory (check_data.working_bytes).
+On CPU the ranks on this machine draw from its RAM together (machine.host_memory_bytes: MemAvailable, or the room
+under a cgroup limit); on CUDA each GPU holds the ranks placed on it (gpu_mapping.ranks_per_gpu: one with NCCL)
+within the memory of the smallest device here (machine.gpu_memory_bytes, NVML's). Where a figure is unknown (no
+NVML, a machine stated for other nodes) nothing is refused.
+
+These figures count what commbench allocates. The backend's own buffers (NCCL's channels, gloo's scratch), the CUDA
+context and the process itself come on top, so fitting is necessary, not sufficient: a refusal is certain, a pass is
+not a promise. Imports no torch (planning happens in the launching process).
+"""
+
+import math
+from dataclasses import dataclass
+
+from commbench.backends import DTYPE_BYTES, FLOATING_DTYPES
+from commbench.collectives import check_data, get_collective
+from commbench.errors import CommbenchError
+from commbench.gpu_mapping import ranks_per_gpu
+from commbench.names import CPU
+from commbench.spec import SweepSpec, impls_for, ops_for, placements_for
+from commbench.units import format_bytes
+
+_UNITS = (("TiB", "T", 1024**4), ("GiB", "G", 1024**3), ("MiB", "M", 1024**2), ("KiB", "K", 1024))
+_SIZE_UNITS = _UNITS[1:]
+"""Units a suggested size is written in: up to G, which --sizes and nccl-tests' -e both read (2048G, not 2T)."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The memory a set of ranks shares: how much, how many ranks draw from it, and what it is (for messages)."""
+
+    available: int
+    ranks: int
+    what: str
+
+
+@dataclass(frozen=True)
+class Need:
+    """The most one rank needs at one size: in which case (collective, dtype, placement, implementation)."""
+
+    per_rank: int
+    case: str
+
+
+def pool_for(spec: SweepSpec, machine) -> Pool | None:
+    """The memory the sweep's ranks on this machine share, None when it is not known."""
+    ranks_here = (machine.local_world_size or 1) if machine.in_job else spec.nproc
+    if spec.device == CPU:
+        if machine.host_memory_bytes is None:
+            return None
+        return Pool(machine.host_memory_bytes, ranks_here, "this machine's available memory (MemAvailable, or the "
+                                                           "room under its cgroup's limit)")
+    if machine.gpu_memory_bytes is None:
+        return None
+    sharing = ranks_per_gpu(local_ranks=ranks_here, visible=machine.gpus,
+                            step_gpus=machine.step_gpus if machine.in_job else None)
+    return Pool(machine.gpu_memory_bytes, sharing, "the memory of one GPU (the smallest here, NVML's)")
+
+
+def need_at(spec: SweepSpec, size_bytes: int) -> Need:
+    """What one rank needs for the hungriest point at this requested size, over the sweep's collectives,
+    implementations, dtypes, ops and placements."""
+    world, worst = spec.nproc, Need(0, "")
+    for name in spec.collectives:
+        collective = get_collective(name)
+        for impl in impls_for(spec, name):
+            for dtype in spec.dtypes:
+                layout = collective.layout(size_bytes, DTYPE_BYTES[dtype], world)
+                for inplace in placements_for(spec, name):
+                    buffers = collective.memory_bytes(layout, inplace=inplace, impl=impl, world=world)
+                    checking = max((check_data.working_bytes(elt_bytes=DTYPE_BYTES[dtype], world=world, op=op,
+                                                             floating=dtype in FLOATING_DTYPES)
+                                    for op in ops_for(spec, name)), default=0) if spec.check else 0
+                    if buffers + checking > worst.per_rank:
+                        placement = "in place" if inplace else "out of place"
+                        impl_named = "" if impl == "builtin" else f" ({impl})"
+                        worst = Need(buffers + checking, f"{name}{impl_named} {dtype} {placement} "
+                                                         f"{format_bytes(layout.size_bytes)}")
+    return worst
+
+
+def check_fits(spec: SweepSpec, machine) -> None:
+    """Refuse, before anything launches, a sweep whose largest point cannot fit in the memory its ranks share."""
+    pool = pool_for(spec, machine)
+    if pool is None:
+        return
+    need = need_at(spec, max(spec.sizes))
+    if need.per_rank * pool.ranks <= pool.available:
+        return
+    parts = (f"{readable(need.per_rank)} per rank for its buffers and check data, × {pool.ranks} ranks"
+             if pool.ranks > 1 else "its buffers and check data")
+    fits = largest_fitting_size(spec, pool)
+    advice = f"sizes up to {size_text(fits)} fit: end --sizes there" if fits else "not even the smallest size fits"
+    fewer = ", or run fewer ranks on this machine" if pool.ranks > 1 else ""
+    raise CommbenchError(f"the sweep's largest point, {need.case}, needs {readable(need.per_rank * pool.ranks)} "
+                         f"({parts}), and {pool.what} is {readable(pool.available)}; {advice}{fewer}")
+
+
+def largest_fitting_size(spec: SweepSpec, pool: Pool) -> int | None:
+    """The largest size at which every point of the sweep fits, rounded down to a whole number of its largest unit
+    (as --sizes takes it: 7G, not 7.3 GiB); None when not even one byte's worth does. The need grows with the size,
+    so it is a bisection."""
+    def fits(size: int) -> bool:
+        return need_at(spec, size).per_rank * pool.ranks <= pool.available
+
+    low, high = 0, max(spec.sizes)  # fits(low) holds by convention, fits(high) does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    if low < 1:
+        return None
+    scale = next((scale for _, _, scale in _SIZE_UNITS if low >= scale), 1)
+    return low // scale * scale
+
+
+def size_text(size: int) -> str:
+    """A size as --sizes (and commbench perf's -e) takes it: the largest unit that divides it (7G, 1536K, 100)."""
+    for _, letter, scale in _SIZE_UNITS:
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{letter}"
+    return str(size)
+
+
+def readable(size: float) -> str:
+    """A byte count for people, three significant digits in binary units: 1.5 TiB, 23.4 GiB, 512 B."""
+    for unit, _, scale in _UNITS:
+        if size >= scale:
+            value = size / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{math.floor(value)} {unit}"
+    return f"{int(size)} B"
