@@ -8,7 +8,8 @@
 - NVML field values: the NVLink link count field reads;
 - CUDA event resolution: the smallest non-zero gap between back-to-back events, and their median gap;
 - spin calibration: torch.cuda._sleep(cycles) timed by events at three lengths, a straight line through them, and the
-  clock it implies beside NVML's SM clock (commbench's per-iteration timing sizes its spin this way);
+  clock it implies beside NVML's SM clock; then commbench's own spin (commbench.timing.spin_device, which the
+  per-iteration timer and the test faults use) asked for 1, 5 and 20 ms, within 20 % of each;
 - host issue times: an NCCL world-1 all_reduce of 1 MiB issued 21 times, the first (which creates NCCL's connections)
   against the median of the rest.
 
@@ -102,6 +103,26 @@ def spin_calibration(sm_clock_mhz: float | None) -> dict:
             "nvml_sm_clock_mhz": sm_clock_mhz, "r2": r2}
 
 
+def commbench_spin() -> dict:
+    """commbench's own spin (commbench.timing.spin_device, calibrated once per process) asked for 1, 5 and 20 ms,
+    each timed by CUDA events."""
+    import torch
+
+    from commbench.timing import calibrate_spin, spin_device
+
+    calibrate_spin()
+    found = {}
+    for wanted_s in (0.001, 0.005, 0.020):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        spin_device(wanted_s)
+        end.record()
+        end.synchronize()
+        found[f"{wanted_s * 1e3:g}_ms"] = start.elapsed_time(end)
+    return {"measured_ms": found,
+            "worst_ratio": max(abs(measured / float(key.removesuffix("_ms")) - 1) for key, measured in found.items())}
+
+
 def host_issue_times() -> dict:
     import torch
     import torch.distributed as dist
@@ -137,13 +158,15 @@ def main() -> None:
         devices, same = nvml_by_uuid()
         events = event_resolution()
         spin = spin_calibration(devices[0]["sm_clock_mhz"] if devices else None)
+        own_spin = commbench_spin()
         issue = host_issue_times()
-        found.update(cuda={"devices": devices}, events=events, spin=spin, host_issue=issue)
+        found.update(cuda={"devices": devices}, events=events, spin=spin, commbench_spin=own_spin, host_issue=issue)
         found["checks"] = {
             "nvml_by_uuid_names_agree": same,
             "nvlink_field_reads": all(device["nvlink_field_status"] == 0 for device in devices),
             "event_resolution_under_10_us": 0 < events["min_nonzero_us"] < 10,
             "spin_linear_r2_over_0.99": spin["r2"] > 0.99,
+            "commbench_spin_within_20_pct": own_spin["worst_ratio"] < 0.2,
             "issue_after_first_under_1_ms": issue["median_rest_us"] < 1000,
         }
     args.out.write_text(json.dumps(found, indent=2))

@@ -15,7 +15,6 @@ context and the process itself come on top, so fitting is necessary, not suffici
 not a promise. Imports no torch (planning happens in the launching process).
 """
 
-import math
 from dataclasses import dataclass
 
 from commbench.backends import DTYPE_BYTES, FLOATING_DTYPES
@@ -24,11 +23,7 @@ from commbench.errors import CommbenchError
 from commbench.gpu_mapping import ranks_per_gpu
 from commbench.names import CPU
 from commbench.spec import SweepSpec, impls_for, ops_for, placements_for
-from commbench.units import format_bytes
-
-_UNITS = (("TiB", "T", 1024**4), ("GiB", "G", 1024**3), ("MiB", "M", 1024**2), ("KiB", "K", 1024))
-_SIZE_UNITS = _UNITS[1:]
-"""Units a suggested size is written in: up to G, which --sizes and nccl-tests' -e both read (2048G, not 2T)."""
+from commbench.units import format_bytes, readable, round_down_to_unit, size_text
 
 
 @dataclass(frozen=True)
@@ -115,22 +110,4 @@ def largest_fitting_size(spec: SweepSpec, pool: Pool) -> int | None:
         low, high = (middle, high) if fits(middle) else (low, middle)
     if low < 1:
         return None
-    scale = next((scale for _, _, scale in _SIZE_UNITS if low >= scale), 1)
-    return low // scale * scale
-
-
-def size_text(size: int) -> str:
-    """A size as --sizes (and commbench perf's -e) takes it: the largest unit that divides it (7G, 1536K, 100)."""
-    for _, letter, scale in _SIZE_UNITS:
-        if size >= scale and size % scale == 0:
-            return f"{size // scale}{letter}"
-    return str(size)
-
-
-def readable(size: float) -> str:
-    """A byte count for people, three significant digits in binary units: 1.5 TiB, 23.4 GiB, 512 B."""
-    for unit, _, scale in _UNITS:
-        if size >= scale:
-            value = size / scale
-            return f"{value:.3g} {unit}" if value < 1000 else f"{math.floor(value)} {unit}"
-    return f"{int(size)} B"
+    return round_down_to_unit(low)

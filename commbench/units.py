@@ -162,6 +162,34 @@ def _check_count(spec: str, count: int) -> None:
                              "measure; use a larger factor or step, or a narrower range")
 
 
+_BINARY_UNITS = (("TiB", "T", 1024**4), ("GiB", "G", 1024**3), ("MiB", "M", 1024**2), ("KiB", "K", 1024))
+_SIZE_UNITS = _BINARY_UNITS[1:]
+"""Units a suggested size is written in: up to G, which --sizes and nccl-tests' -e both read (2048G, not 2T)."""
+
+
+def round_down_to_unit(size: int) -> int:
+    """size rounded down to a whole number of its largest unit up to G (5.3 GiB → 5 GiB), as size_text writes it."""
+    scale = next((scale for _, _, scale in _SIZE_UNITS if size >= scale), 1)
+    return size // scale * scale
+
+
+def size_text(size: int) -> str:
+    """A size as --sizes (and commbench perf's -e) takes it: the largest unit that divides it (7G, 1536K, 100)."""
+    for _, letter, scale in _SIZE_UNITS:
+        if size >= scale and size % scale == 0:
+            return f"{size // scale}{letter}"
+    return str(size)
+
+
+def readable(size: float) -> str:
+    """A byte count for people, three significant digits in binary units: 1.5 TiB, 23.4 GiB, 512 B."""
+    for unit, _, scale in _BINARY_UNITS:
+        if size >= scale:
+            value = size / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{math.floor(value)} {unit}"
+    return f"{int(size)} B"
+
+
 def format_bytes(size: int) -> str:
     """A byte count the way the CLI accepts it back: 1 KiB, 16 MiB, 1000 B."""
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):

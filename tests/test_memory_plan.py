@@ -13,8 +13,9 @@ from commbench.backends import DTYPE_BYTES
 from commbench.collectives import COLLECTIVES, check_data
 from commbench.errors import CommbenchError
 from commbench.machine import Machine
-from commbench.memory_plan import check_fits, largest_fitting_size, need_at, pool_for, size_text
+from commbench.memory_plan import check_fits, largest_fitting_size, need_at, pool_for
 from commbench.spec import SweepSpec
+from commbench.units import size_text
 from tests.conftest import commbench_env
 
 GiB = 1024**3
