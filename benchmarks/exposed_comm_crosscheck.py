@@ -1,11 +1,12 @@
 """Benchmark (not a test): how the two exposed-communication figures of a DDP bench agree on this machine.
 
-A DDP bench reports exposed communication twice: from the profiler trace (`exposed_comm_ms`, the least-waiting rank's
-communication not hidden behind compute) and as the paired step-with-sync minus step-without-sync difference
-(`exposed_comm_ms_nosync`, DDP's no_sync). Their ratio depends on the machine, so tests only check that both are
-measured; this runs the DDP sweep of tests/test_train_sweep.py (MLP 8M, buckets 25 and 100 MB, accumulation 1 and 4,
-2 gloo ranks, --isolation reset) --runs times and prints, per run and configuration, both figures, their ratio and the
-trace's overlap, then the range of the ratios.
+A DDP bench reports exposed communication three ways: from the profiler trace (`exposed_comm_ms`, the median over
+the ranks of communication not hidden behind compute; `exposed_comm_ms_max` the largest), as step minus compute-only
+step (`exposed_comm_ms_baseline`, every implementation), and as the paired step-with-sync minus step-without-sync
+difference (`exposed_comm_ms_nosync`, DDP's no_sync). This compares the trace with no_sync. Their ratio depends
+on the machine, so tests only check that both are measured; this runs the DDP sweep of tests/test_train_sweep.py
+(MLP 8M, buckets 25 and 100 MB, accumulation 1 and 4, 2 gloo ranks, --isolation reset) --runs times and prints,
+per run and configuration, both figures, their ratio and the trace's overlap, then the range of the ratios.
 
 Where the trace shows the all-reduce serialised after backward (overlap < 20 %), expect the trace below the no_sync
 difference: that difference also holds the sync's work that is not communication (DDP copying gradients into buckets

@@ -268,6 +268,8 @@ NUMERIC_COLUMNS = (
     "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "config_index", "step", "step_time_ms", "step_time_ms_p50",
     "step_time_ms_p95", "samples_per_s",
     "comm_ms", "exposed_comm_ms", "exposed_comm_ms_nosync", "overlap_pct", "peak_mem_bytes", "model_state_bytes",
+    "comm_ms_max", "exposed_comm_ms_max", "exposed_comm_ms_baseline", "step_time_ms_baseline_p50",
+    "tokens_per_s_per_rank", "mfu_pct",
     "model_state_bytes_predicted", "model_state_bytes_formula")
 """Columns that compare, fit, report and the tables compute with: a value there that is not a number (or empty) is
 refused at its line by the reader, instead of surfacing as a TypeError in pandas or a wrong figure."""

@@ -52,8 +52,11 @@ def _config(**fields) -> str:
 
 
 # Each configuration's losses and parameters after 3 AdamW steps against one process that trains on every rank's
-# micro-batches. Tolerances: parameters 5e-5 absolute, losses 1e-5 relative — float32 all-reduce/reduce-scatter sums
-# in another order than the single process (measured: 0 at 2 ranks, ≤ 1.5e-5 on parameters at 4 ranks).
+# micro-batches. Tolerances: parameters 1e-4 absolute, losses 1e-5 relative — float32 all-reduce/reduce-scatter sums
+# in another order than the single process. The largest difference is the attention's key bias, whose gradient is zero
+# in exact arithmetic (softmax ignores a constant added to a row of scores): Adam scales its rounding noise up to
+# lr-sized steps, so its noise and the reference's differ by up to 5.3e-5 at 4 ranks (HSDP, language-model loss;
+# every other parameter ≤ 4e-7).
 STRATEGY_CASES = [
     (2, _config(strategy="ddp", impl="ddp", bucket_cap_mb=25.0, accum_steps=2)),
     (2, _config(strategy="zero1", impl="zero1")),
@@ -98,7 +101,7 @@ def test_strategy_matches_single_process_reference(reference_runs, nproc, config
     fields = json.loads(config)
     for result in results:
         assert result["identical_across_ranks"]
-        assert result["max_param_difference_vs_reference"] < 5e-5
+        assert result["max_param_difference_vs_reference"] < 1e-4
         assert result["losses"] == pytest.approx(result["reference_losses"], rel=1e-5)
         # model state counted from the local tensors equals the layout-exact prediction, padding included
         assert result["param_bytes"] + result["grad_bytes"] + result["optim_bytes"] == result["predicted_bytes"]

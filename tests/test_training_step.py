@@ -13,7 +13,7 @@ from commbench.training.synthetic import build_model, make_batch
 
 SHAPE = ModelShape(kind="transformer", layers=2, hidden=64, heads=4, seq_len=8)
 MICRO_BATCH = 2
-# every way torch draws random tensors; make_batch's randn records as aten::randn and aten::normal_
+# every way torch draws random tensors; make_batch's randint records as aten::randint and aten::random_
 RANDOM_OPS = {"aten::randn", "aten::normal_", "aten::rand", "aten::uniform_", "aten::randint", "aten::random_"}
 
 
@@ -63,9 +63,9 @@ def test_the_pool_is_a_pure_function_of_seed_rank_and_micro_batch_and_stays_smal
             assert torch.equal(inputs, expected[0]) and torch.equal(targets, expected[1])
     assert all(torch.equal(a, b) for first, second in zip(pool.batches, again.batches) for a, b in zip(first, second))
     assert not torch.equal(pool.batches[0][0], other_rank.batches[0][0])
-    # POOL_SIZE micro-batches of inputs and targets, however many steps run
+    # POOL_SIZE micro-batches of inputs and targets (int64 token ids), however many steps run
     assert len(pool.batches) == POOL_SIZE
-    assert pool.nbytes == POOL_SIZE * 2 * MICRO_BATCH * SHAPE.seq_len * SHAPE.hidden * 4
+    assert pool.nbytes == POOL_SIZE * 2 * MICRO_BATCH * SHAPE.seq_len * 8
 
 
 def test_steps_on_the_pool_train():

@@ -5,22 +5,30 @@ from dataclasses import dataclass
 from commbench.bench_kind import Plot
 from commbench.benches.options import option
 from commbench.benches.training import MODEL_STATE_PLOT, TrainingKind, TrainingOptions
-
-COMM_HOOKS = ("none", "bf16", "fp16")
+from commbench.training.ddp_hooks import COMM_HOOKS
 
 
 @dataclass(frozen=True, kw_only=True)
 class DdpOptions(TrainingOptions):
-    bucket_cap_mb: tuple[float, ...] = option("--bucket-cap-mb", type=float, many=True, above_zero=True,
-                                              unit="MiB",
-                                              help="DDP bucket sizes in MiB [default: 1,5,10,25,50,100].")
+    bucket_cap_mb: tuple[str, ...] = option(
+        "--bucket-cap-mb", many=True,
+        help="DDP bucket caps in MiB, and/or default (DDP's own buckets: nothing passed, a 1 MiB first bucket then 25 "
+             "MiB; any explicit cap makes the first bucket as large as the rest). Caps that give this model the same "
+             "buckets run once [default: default, and 1/16, 1/4 and all of the model's gradient bytes].")
+    first_bucket_mb: tuple[float, ...] = option(
+        "--first-bucket-mb", type=float, many=True, above_zero=True, unit="MiB",
+        help="First-bucket caps in MiB (the gradients backward produces first), passed as torch's bucket_cap_mb_list "
+             "[first, cap] [default: as large as the cap; 1 MiB for default].")
     gradient_as_bucket_view: tuple[bool, ...] = option("--gradient-as-bucket-view", type=bool, many=True,
                                                        help="true and/or false [default: false].")
     static_graph: tuple[bool, ...] = option("--static-graph", type=bool, many=True,
-                                            help="true and/or false [default: false].")
+                                            help="true and/or false [default: false]. With --accum-steps above 1 "
+                                                 "the first step syncs every micro-batch (a static graph is "
+                                                 "recorded on a synced iteration).")
     comm_hooks: tuple[str, ...] = option("--comm-hook", many=True, choices=COMM_HOOKS,
-                                         help="none, bf16, fp16 (gradients compressed for the all-reduce) "
-                                              "[default: none].")
+                                         help="none; bf16, fp16 (gradients compressed for the all-reduce: half the "
+                                              "bytes); powersgd (rank-1 PowerSGD with error feedback, compressing "
+                                              "from step 3; NCCL only) [default: none].")
 
 
 class DdpKind(TrainingKind):
@@ -35,14 +43,21 @@ class DdpKind(TrainingKind):
     plots = (Plot("ddp_buckets", "DDP: step time by bucket size, exposed communication stacked",
                   "commbench.report.training_plots:ddp_buckets"), MODEL_STATE_PLOT)
 
-    def configs(self, options: DdpOptions, accum_steps, world, precisions):
-        from commbench.training import plan
+    def configs_for_model(self, options: DdpOptions, accum_steps, world, precisions, shape):
+        """Bucket caps relative to the model's gradient bytes by default; caps that give this model the same buckets
+        are one configuration, run once (with a note naming them)."""
+        from commbench.training import ddp_buckets, plan
 
-        return plan.ddp_configs(bucket_cap_mb=options.bucket_cap_mb or (1.0, 5.0, 10.0, 25.0, 50.0, 100.0),
-                                gradient_as_bucket_view=options.gradient_as_bucket_view or (False,),
-                                static_graph=options.static_graph or (False,),
-                                comm_hooks=options.comm_hooks or ("none",), precisions=precisions,
-                                accum_steps=accum_steps)
+        caps = options.bucket_cap_mb or plan.ddp_default_caps(sum(ddp_buckets.gradient_bytes_in_ready_order(shape)))
+        configs = plan.ddp_configs(bucket_cap_mb=caps, first_bucket_mb=options.first_bucket_mb or (None,),
+                                   gradient_as_bucket_view=options.gradient_as_bucket_view or (False,),
+                                   static_graph=options.static_graph or (False,),
+                                   comm_hooks=options.comm_hooks or ("none",), precisions=precisions,
+                                   accum_steps=accum_steps)
+        return ddp_buckets.merge_same_buckets(configs, shape)
+
+    def configs(self, options: DdpOptions, accum_steps, world, precisions):
+        raise NotImplementedError("DDP's configurations depend on the model: configs_for_model()")
 
 
 KIND = DdpKind()

@@ -19,8 +19,10 @@ class FsdpOptions(TrainingOptions):
                                                help="FSDP2: blocks gathered ahead in forward (0, 1, 2); FSDP1: 0 or 1 "
                                                     "[default: 0,1].")
     backward_prefetch: tuple[str, ...] = option("--backward-prefetch", many=True,
-                                                help="FSDP2: default, 1, 2 blocks ahead; FSDP1: pre, post, none "
-                                                     "[default: default,1 / pre].")
+                                                help="FSDP2: default (its implicit prefetch, one unit ahead; 1 runs "
+                                                     "as default), 2 units ahead; FSDP1: pre, post, none; with "
+                                                     "--reshard-after-forward false every value runs as the default "
+                                                     "[default: default,2 / pre].")
     limit_all_gathers: tuple[bool, ...] = option("--limit-all-gathers", type=bool, many=True,
                                                  help="FSDP1: true and/or false [default: true].")
     wraps: tuple[str, ...] = option("--wrap", many=True,
@@ -39,13 +41,17 @@ class FsdpKind(TrainingKind):
     plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
 
     def configs(self, options: FsdpOptions, accum_steps, world, precisions):
+        return self.configs_for_model(options, accum_steps, world, precisions, None)[0]
+
+    def configs_for_model(self, options: FsdpOptions, accum_steps, world, precisions, shape):
+        """The configurations, and a note for each requested value that runs as another (merged into one row)."""
         from commbench.training import plan
 
-        return plan.fsdp_configs(
+        return plan.fsdp_plan(
             impls=options.impls or ("fsdp2",),
             reshard_after_forward=tuple(plan.parse_reshard(value) for value in options.reshards or ("true", "false")),
             forward_prefetch=options.forward_prefetch or (0, 1),
-            backward_prefetch=options.backward_prefetch or ("default", "1", "pre"),
+            backward_prefetch=options.backward_prefetch or ("default", "2", "pre"),
             limit_all_gathers=options.limit_all_gathers or (True,), wraps=options.wraps or ("block",),
             precisions=precisions, accum_steps=accum_steps, world=world)
 

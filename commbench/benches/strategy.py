@@ -20,6 +20,12 @@ class StrategyOptions(TrainingOptions):
                                      help="HSDP: ranks per shard group [default: 2].")
     bucket_cap_mb: float | None = option("--bucket-cap-mb", type=float, above_zero=True, unit="MiB",
                                          help="DDP bucket size for ddp and zero1 [default: 25].")
+    master_weights: tuple[bool, ...] = option("--master-weights", type=bool, many=True,
+                                              help="ddp and zero1 under --mixed-precision bf16: true keeps bf16 "
+                                                   "parameters and gradients with fp32 master copies and Adam moments "
+                                                   "in the optimizer (the ZeRO paper's mixed-precision rows: ZeRO-1 "
+                                                   "4Ψ + 12Ψ/N), false fp32 parameters under autocast "
+                                                   "[default: false].")
 
 
 class StrategyKind(TrainingKind):
@@ -41,7 +47,8 @@ class StrategyKind(TrainingKind):
         return plan.strategy_configs(strategies=chosen, impl=options.impl, accum_steps=accum_steps,
                                      bucket_cap_mb=options.bucket_cap_mb,
                                      shard_group=options.shard_group or (2 if "hsdp" in chosen else None),
-                                     world=world, precisions=precisions)
+                                     world=world, precisions=precisions,
+                                     master_weights=options.master_weights or (None,))
 
 
 def _refuse_ignored(options: StrategyOptions, chosen: tuple[str, ...]) -> None:

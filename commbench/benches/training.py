@@ -11,9 +11,18 @@ from commbench.names import CPU, CUDA
 from commbench.training.spec import ISOLATIONS, MODEL_KINDS, PRECISIONS, SETTING_COLUMNS
 
 # Defaults sized to finish a DDP sweep in about two minutes on a 2-core CPU, and to give a GPU real work.
-DEFAULTS = {CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4},
-            CUDA: {"params": "350M", "seq_len": 1024, "micro_batch": 8, "layers": 24}}
+# The vocabulary: small on CPU (its embedding and head still the largest units), a Llama-2-sized one on GPU.
+DEFAULTS = {CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4, "vocab": 4096},
+            CUDA: {"params": "350M", "seq_len": 1024, "micro_batch": 8, "layers": 24, "vocab": 32000}}
 KEY_COLUMNS = ("bench", "config_index", "config")
+RATE_COLUMNS = ("tokens_per_s_per_rank", "model_flops_per_token", "model_tflops_per_rank", "peak_tflops", "mfu_pct",
+                "mfu_note")
+"""Per-rank rates and MFU (commbench/training/flops.py); samples_per_s and tokens_per_s are global (all ranks)."""
+EXPOSED_COLUMNS = ("comm_ms_max", "exposed_comm_ms_max", "step_time_ms_baseline_p50", "exposed_comm_ms_baseline",
+                   "compute_baseline")
+"""The trace's worst rank (comm_ms and exposed_comm_ms are the median over ranks), and the exposed cost against the
+compute-only baseline for every implementation (training/compute_baseline.py; compute_baseline: the method, or
+"absent: why")."""
 RESULT_COLUMNS = (
     "schema_version", "run_id", *KEY_COLUMNS, "strategy", "impl", "backend", "device", "world_size",
     "model_kind", "params", "layers", "hidden", "heads", "seq_len", "micro_batch", "accum_steps", "global_batch",
@@ -25,7 +34,9 @@ RESULT_COLUMNS = (
     "gpu_mem_used_peak_bytes", "mem_carryover_bytes", "memory_budget_bytes", "fits", "model_state_bytes",
     "model_param_bytes", "model_grad_bytes", "model_optim_bytes", "optim_scalar_bytes",
     "model_state_bytes_predicted", "model_state_exact_ranks", "model_state_formula", "model_state_bytes_formula",
-    "loss_last", "n_wrong")
+    "loss_last", "n_wrong", *RATE_COLUMNS, *EXPOSED_COLUMNS)
+ADDED_COLUMNS = (*RATE_COLUMNS, "first_bucket_mb", *EXPOSED_COLUMNS)
+"""Columns newer than the first training runs: an older results.csv lacks them and they read as missing (empty)."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "phase", "step", "step_time_ms")
 MODEL_STATE_PLOT = Plot("model_state", "Model state per rank: measured vs predicted",
                         "commbench.report.training_plots:model_state_vs_prediction")
@@ -44,6 +55,9 @@ class TrainingOptions(TargetOptions):
     layers: int | None = option("--layers", type=int, lowest=1, help="Blocks [default: 4 on CPU, 24 on GPU].")
     hidden: int | None = option("--hidden", type=int, lowest=1, help="Hidden size (instead of --params).")
     heads: int = option("--heads", type=int, lowest=1, default=4, show_default=True, help="Attention heads.")
+    vocab: int | None = option("--vocab", type=int, lowest=1,
+                               help="Transformer: tokens of its embedding and LM head (the mlp model has neither) "
+                                    f"[default: {DEFAULTS[CPU]['vocab']} on CPU, {DEFAULTS[CUDA]['vocab']} on GPU].")
     seq_len: int | None = option("--seq-len", type=int, lowest=1, help="Tokens per sample [default: 64 CPU, 1024 GPU].")
     micro_batch: int | None = option("--micro-batch", type=int, lowest=1,
                                      help="Samples per rank per micro-batch [default: 2 CPU, 8 GPU].")
@@ -78,7 +92,8 @@ class TrainingOptions(TargetOptions):
 class TrainingKind(BenchKind):
     """A training-step sweep; a subclass names its options and turns them into configurations (configs())."""
 
-    result_columns = required_columns = RESULT_COLUMNS
+    result_columns = RESULT_COLUMNS
+    required_columns = tuple(column for column in RESULT_COLUMNS if column not in ADDED_COLUMNS)
     sample_columns = SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     identity = ("bench", "config")
@@ -100,6 +115,11 @@ class TrainingKind(BenchKind):
         --mixed-precision's values, or the device's default."""
         raise NotImplementedError
 
+    def configs_for_model(self, options, accum_steps, world, precisions, shape) -> tuple[tuple, tuple[str, ...]]:
+        """The configurations for this model, and a note for each that the model made the same as another (merged);
+        by default configs(), which the model does not change."""
+        return self.configs(options, accum_steps, world, precisions), ()
+
     def resolve(self, options: TrainingOptions, machine) -> Bench:
         from commbench.training.spec import TrainSpec, default_precision, validate
         from commbench.training.synthetic import ModelShape, shape_for_params
@@ -112,11 +132,11 @@ class TrainingKind(BenchKind):
         layers = options.layers or defaults["layers"]
         if options.hidden:
             shape = ModelShape(kind=options.model_kind, layers=layers, hidden=options.hidden, heads=options.heads,
-                               seq_len=seq_len)
+                               seq_len=seq_len, vocab=options.vocab or defaults["vocab"])
         else:
             params = parse_count(options.params or defaults["params"], option="--params")
             shape = shape_for_params(params, kind=options.model_kind, layers=layers, heads=options.heads,
-                                     seq_len=seq_len)
+                                     seq_len=seq_len, vocab=options.vocab or defaults["vocab"])
         budget = parse_memory(options.memory_budget, option="--memory-budget") if options.memory_budget else None
         isolation = options.isolation
         if isolation == "process" and machine.in_job:
@@ -125,14 +145,15 @@ class TrainingKind(BenchKind):
         if isolation == "auto":
             isolation = "process" if target.device == CPU and not machine.in_job else "reset"
         precisions = options.precisions or (default_precision(target.device),)
-        configs = self.configs(options, options.accum_steps or (1,), target.nproc, precisions)
+        configs, notes = self.configs_for_model(options, options.accum_steps or (1,), target.nproc, precisions, shape)
         spec = TrainSpec(bench=self.name, configs=configs,
                          shape=shape, micro_batch=options.micro_batch or defaults["micro_batch"], steps=options.steps,
                          warmup_steps=options.warmup_steps, profile_steps=options.profile_steps, seed=options.seed,
                          lr=options.lr, backend=target.backend, device=target.device, nproc=target.nproc,
                          isolation=isolation, memory_budget_bytes=budget, timeout_s=options.timeout)
         validate(spec)
-        return Bench(self, spec, spec.points, process_per_point=spec.isolation == "process", cores=target.cores)
+        return Bench(self, spec, spec.points, notes=notes, process_per_point=spec.isolation == "process",
+                     cores=target.cores)
 
     def spec_from_json(self, text):
         from commbench.training.spec import TrainSpec

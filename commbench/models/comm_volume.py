@@ -72,9 +72,11 @@ def training_traffic(*, strategy: str, impl: str, units: list[list[tuple[int, ..
       zero2  an all-gather per micro-batch (forward) and one reduce-scatter; FSDP1 (SHARD_GRAD_OP) keeps the
              parameters gathered across no_sync micro-batches, so it gathers once per optimizer step;
       zero3  two all-gathers per micro-batch (forward and backward) and one reduce-scatter; FSDP1 never reshards
-             the root unit after forward, so the root is gathered once (FSDP2 gathers it twice);
+             the root unit after forward, so the root is gathered once; FSDP2 (torchtitan's layout,
+             training/fsdp2_units.py) keeps the root and the last block gathered, so both are gathered once (with
+             one unit for the model, that unit reshards and is gathered twice);
       hsdp   zero3 inside each shard group, plus an all-reduce of each gradient shard across the replicas.
-    `units` lists the FSDP units' parameter shapes with the root's own unit last.
+    `units` lists the FSDP units' parameter shapes with the root's own unit last (after the last block).
     """
     everything = sum(math.prod(shape) for unit in units for shape in unit)
     ring = lambda n: (n - 1) / n if n > 1 else 0.0  # noqa: E731  (the (n−1)/n of one ring phase)
@@ -89,7 +91,8 @@ def training_traffic(*, strategy: str, impl: str, units: list[list[tuple[int, ..
     gathered = 0  # elements all-gathered per micro-batch
     for index, message in enumerate(messages):
         root = index == len(messages) - 1
-        gathered += message * (1 if strategy == "zero2" or (impl == "fsdp1" and root) else 2)
+        kept = (impl == "fsdp1" and root) or (impl == "fsdp2" and len(messages) > 1 and index >= len(messages) - 2)
+        gathered += message * (1 if strategy == "zero2" or kept else 2)
     gathered *= 1 if (impl, strategy) == ("fsdp1", "zero2") else accum_steps
     elements = gathered + unit_elements
     sent = ring(shards) * (gathered * gather_bytes + unit_elements * reduce_bytes)

@@ -5,7 +5,11 @@ every other kernel is computation, and a kernel belongs to the time (step) of th
 gloo:* spans are communication in every trace: CPU (gloo) traces have no kernels, and their computation is the main
 thread's aten:: ops; gloo on CUDA tensors launches no communication kernel either (it copies the tensors to the host,
 runs on its own threads and copies back), so in a GPU trace its gloo:* spans are the communication and the kernels
-the computation. Overlap % = |comm ∩ comp| / |comm|; exposed communication = |comm| − |comm ∩ comp|. Per-kind
+the computation. FSDP's copies around its collectives (packing shards into the all-gather input, unpacking the
+gathered parameters, packing gradients for the reduce-scatter) launch ordinary copy kernels that HTA would count as
+computation; they are the communication's own work, so in a GPU trace they count as communication (known by the FSDP
+call that launched them; `comm_copy_us` says how much), never as the computation that hides it. Overlap % =
+|comm ∩ comp| / |comm|; exposed communication = |comm| − |comm ∩ comp|. Per-kind
 totals name NCCL kernels by their collective (AllReduce, SendRecv, ...); a Generic kernel by the call that launched
 it; gloo spans by what gloo ran (all_reduce, broadcast, ...).
 """
@@ -41,6 +45,13 @@ _COLLECTIVE_PREFIXES = (("reducescatter", "ReduceScatter"), ("allgather", "AllGa
 """A torch collective's name (letters only, lower case) → the NCCL kernel kind that runs it, so an attributed Generic
 kernel counts with the kernels named after its collective (torch runs barrier as a one-element all-reduce, and
 all-to-all, gather, scatter, send and recv as grouped NCCL sends and receives)."""
+FSDP_COPY_OPS = frozenset({"fsdp::all_gather_copy_in", "fsdp::split_with_sizes_copy", "fsdp::chunk_cat"})
+"""FSDP2's copy operators (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the all-gather's copy-in and
+copy-out and the reduce-scatter's copy-in. Their kernels are generic copy/cat kernels, named for nothing FSDP, so a
+device event is one of them when its launch lies inside such an operator on the launching thread."""
+FSDP_COPY_SPAN = re.compile(r"^FSDP::all_gather(_copy_out)?( \(|$)")
+"""FSDP2's record_function spans around an all-gather's copy-in (with the cast of the shards to the parameter dtype,
+outside all_gather_copy_in) and around its copy-out: "FSDP::all_gather (blocks.0)"."""
 _ELEMENT_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Short": 2, "Byte": 1,
                   "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
 
@@ -54,6 +65,11 @@ class Classified:
     comp: np.ndarray  # bool per event
     owner_ts: np.ndarray  # GPU: the launching CPU call's start; CPU: the event's own start; NaN = unplaced
     steps: list[tuple[int, float, float]]  # (step number, start, end) of each ProfilerStep window
+    comm_copy: np.ndarray | None = None  # bool per event: FSDP's copy work around a collective (GPU), timed as comm
+
+    def __post_init__(self):
+        if self.comm_copy is None:
+            self.comm_copy = np.zeros(len(self.comm), dtype=bool)
 
 
 def classify(trace: TraceEvents) -> Classified:
@@ -77,13 +93,41 @@ def _classify_gpu(trace, gpu_side, cpu_side, steps) -> Classified:
     # host<->device copies stay memory, as every memcpy
     comm = gloo_spans(trace) & cpu_side
     comp = np.zeros(len(trace), dtype=bool)
+    copies = fsdp_copies(trace, gpu_side, cpu_side)
     for i in np.flatnonzero(trace.stream != -1):  # only device events: names are matched once each
         name = trace.name[i]
         if COMM_KERNEL.match(name):
             comm[i] = True
-        elif not MEMORY_KERNEL.match(name) and not NOT_COMPUTE_KERNEL.match(name):
+        elif not copies[i] and not MEMORY_KERNEL.match(name) and not NOT_COMPUTE_KERNEL.match(name):
             comp[i] = True
-    return Classified("gpu", comm, comp, owner_ts, steps)
+    return Classified("gpu", comm, comp, owner_ts, steps, copies & ~comm)
+
+
+def fsdp_copies(trace: TraceEvents, gpu_side: np.ndarray, cpu_side: np.ndarray) -> np.ndarray:
+    """Which device events FSDP's copy operators or copy spans launched (FSDP_COPY_OPS, FSDP_COPY_SPAN): bool per
+    event, found by the launching CPU call (same correlation id) lying inside one on its thread."""
+    found = np.zeros(len(trace), dtype=bool)
+    spans: dict = defaultdict(list)  # thread → (start, end) of its FSDP copy calls
+    for i in np.flatnonzero(cpu_side):
+        name = trace.name[i]
+        if name in FSDP_COPY_OPS or (name.startswith("FSDP::") and FSDP_COPY_SPAN.match(name)):
+            spans[trace.tid[i]].append((float(trace.ts[i]), float(trace.end[i])))
+    if not spans:
+        return found
+    merged = {tid: intervals.merge(np.array([s for s, _ in found_spans]), np.array([e for _, e in found_spans]))
+              for tid, found_spans in spans.items()}
+    launcher: dict[int, int] = {}
+    for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
+        launcher.setdefault(int(trace.correlation[i]), i)
+    for i in np.flatnonzero(gpu_side & (trace.correlation >= 0)):
+        call = launcher.get(int(trace.correlation[i]))
+        if call is None or trace.tid[call] not in merged:
+            continue
+        starts, ends = merged[trace.tid[call]]
+        at = float(trace.ts[call])
+        index = int(np.searchsorted(starts, at, side="right")) - 1
+        found[i] = index >= 0 and at <= ends[index]
+    return found
 
 
 def gloo_spans(trace: TraceEvents) -> np.ndarray:
@@ -107,7 +151,8 @@ def _classify_cpu(trace, steps) -> Classified:
 
 def window_metrics(trace: TraceEvents, classified: Classified, selected: np.ndarray) -> dict:
     """Times (µs) of the selected events: unions, their overlap, exposed communication and idle time."""
-    comm_mask, comp_mask = classified.comm & selected, classified.comp & selected
+    comm_mask, comp_mask = (classified.comm | classified.comm_copy) & selected, classified.comp & selected
+    copy_mask = classified.comm_copy & selected
     comm = intervals.merge(trace.ts[comm_mask], trace.end[comm_mask])
     comp = intervals.merge(trace.ts[comp_mask], trace.end[comp_mask])
     comm_us, compute_us = intervals.total(*comm), intervals.total(*comp)
@@ -117,6 +162,7 @@ def window_metrics(trace: TraceEvents, classified: Classified, selected: np.ndar
     span_us = float(trace.end[either].max() - trace.ts[either].min()) if either.any() else 0.0
     return {
         "comm_us": comm_us,
+        "comm_copy_us": intervals.total(*intervals.merge(trace.ts[copy_mask], trace.end[copy_mask])),
         "compute_us": compute_us,
         "overlap_us": overlap_us,
         "overlap_pct": round(100 * overlap_us / comm_us, 2) if comm_us > 0 else None,

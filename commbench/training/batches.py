@@ -1,13 +1,14 @@
 """The micro-batches a configuration trains on, drawn on the device before anything is timed.
 
 Drawing a batch inside the timed step would time the random-number generator and, for a batch drawn on the host, a
-copy from pageable memory: at the GPU default shape (8 × 1024 × 1088) one CPU thread drew a micro-batch in 0.1 to
+copy from pageable memory: for hidden-sized vectors of 8 × 1024 × 1088 one CPU thread drew a micro-batch in 0.1 to
 0.3 s on the machines measured, time a real training step does not spend. So a configuration first draws a small
 pool of micro-batches on its device, and the step only picks from it: micro-batch k of the configuration
 (step × accum_steps + micro) is pool entry k mod POOL_SIZE, reused round-robin. Each entry is make_batch of (seed,
 entry, rank): the data stay a pure function of seed, rank and step. The pool is held for the configuration's whole
 life and counts in its peak memory, as a data loader's prefetched batches do: POOL_SIZE × 2 tensors (inputs,
-targets) of micro_batch × seq_len × hidden fp32 values.
+targets) of micro_batch × seq_len int64 token ids for a transformer, of micro_batch × seq_len × hidden fp32 values
+for the mlp model.
 """
 
 import torch
@@ -17,7 +18,7 @@ from commbench.training.synthetic import make_batch
 
 POOL_SIZE = 4
 """Micro-batches drawn per configuration: enough that consecutive micro-batches differ, few enough to cost little
-memory (68 MiB each at the GPU default shape: 8 × 1024 tokens × 1088 hidden, inputs and targets)."""
+memory (a transformer's micro-batch at the GPU default shape is 8 × 1024 token ids, inputs and targets: 128 KiB)."""
 
 
 def pool_entry(micro_batch_number: int, size: int = POOL_SIZE) -> int:

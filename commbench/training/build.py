@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from commbench.training.master_weights import MasterWeightAdamW
 from commbench.training.meshes import device_mesh
 from commbench.training.precision import apply_matmul_precision, fsdp_bf16
 from commbench.training.spec import TrainConfig, TrainSpec
@@ -19,17 +20,19 @@ class Built:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     ddp: nn.Module | None  # the DistributedDataParallel module, whose logging data we read
-    units: list[list[tuple[int, ...]]]  # parameter shapes per FSDP unit (blocks, then the root's own)
+    units: list[list[tuple[int, ...]]]  # parameter shapes per FSDP unit (embedding, blocks, then the root's own)
     replica_of: int  # ranks with the same value hold identical state (DDP: all; FSDP: a shard's replicas)
 
 
 def parameter_units(model: nn.Module, *, per_block: bool) -> list[list[tuple[int, ...]]]:
-    """Parameter shapes grouped as FSDP wraps them, in parameter order."""
+    """Parameter shapes grouped as FSDP wraps them, in parameter order: the embedding (a transformer's), each block,
+    then the root's own (final norm and head)."""
     if not per_block:
         return [[tuple(p.shape) for p in model.parameters()]]
-    in_blocks = {id(p) for p in model.blocks.parameters()}
-    units = [[tuple(p.shape) for p in block.parameters()] for block in model.blocks]
-    return units + [[tuple(p.shape) for p in model.parameters() if id(p) not in in_blocks]]
+    children = ([model.embedding] if getattr(model, "embedding", None) is not None else []) + list(model.blocks)
+    in_children = {id(p) for child in children for p in child.parameters()}
+    units = [[tuple(p.shape) for p in child.parameters()] for child in children]
+    return units + [[tuple(p.shape) for p in model.parameters() if id(p) not in in_children]]
 
 
 def _mesh(config: TrainConfig, device: torch.device, world: int):
@@ -42,15 +45,20 @@ def _mesh(config: TrainConfig, device: torch.device, world: int):
 def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device: torch.device) -> Built:
     apply_matmul_precision(config.mixed_precision)  # process-wide: set for every configuration, on or off
     model = build_model(spec.shape, seed=spec.seed, device=device)
+    if config.master_weights:  # the ZeRO paper's mixed precision: bf16 in the model, fp32 master in the optimizer
+        model = model.to(torch.bfloat16)
     per_block = config.wrap != "model"
     units = parameter_units(model, per_block=per_block)
     optimizer, ddp = None, None
     if config.impl == "ddp":
         model = ddp = apply_ddp(model, device=device, bucket_cap_mb=config.bucket_cap_mb,
+                                first_bucket_mb=config.first_bucket_mb,
                                 gradient_as_bucket_view=bool(config.gradient_as_bucket_view),
                                 static_graph=bool(config.static_graph), comm_hook=config.comm_hook or "none")
     elif config.impl == "zero1":
-        model, optimizer = apply_zero1(model, device=device, lr=spec.lr, bucket_cap_mb=config.bucket_cap_mb)
+        optimizer_class = MasterWeightAdamW if config.master_weights else torch.optim.AdamW
+        model, optimizer = apply_zero1(model, device=device, lr=spec.lr, bucket_cap_mb=config.bucket_cap_mb,
+                                       optimizer_class=optimizer_class)
         ddp = model
     elif config.impl == "fsdp2":
         backward = config.backward_prefetch
@@ -72,7 +80,8 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
         raise ValueError(f"unknown implementation {config.impl!r}")
     if ddp is not None:
         ddp._set_ddp_runtime_logging_sample_rate(1)  # log every iteration, not a sample of them
-    optimizer = optimizer or torch.optim.AdamW(model.parameters(), lr=spec.lr)
+    optimizer = optimizer or (MasterWeightAdamW if config.master_weights else torch.optim.AdamW)(
+        model.parameters(), lr=spec.lr)
     shards = config.shard_group or world
     replica_of = 0 if config.impl in ("ddp", "zero1") else rank % shards
     return Built(model, optimizer, ddp, units, replica_of)

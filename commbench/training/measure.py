@@ -3,11 +3,14 @@
 Order: build, draw the micro-batches on the device (training/batches.py: the timed steps only pick from them),
 warm-up steps (DDP rebuilds its buckets at step 2), reset the peak-memory counter, timed steps (barrier before each; a
 step lasts as long as its slowest rank), model state and the replica check, a profiled trace of a few more steps,
-and last, for DDP, steps with and without gradient sync in alternation: the median of
-the paired differences is the time the sync adds (pairs cancel the machine's drift). Steps under no_sync let
+real steps and compute-only baseline steps in alternation (training/compute_baseline.py: the median of the paired
+differences is the communication's exposed cost, for every implementation), and last, for DDP, steps with and without
+gradient sync in alternation: the median of the paired differences is the time the sync adds (pairs cancel the
+machine's drift). Steps under no_sync let
 replicas drift apart, so nothing that needs them in sync comes after.
 """
 
+import functools
 import hashlib
 import math
 import time
@@ -29,13 +32,18 @@ from commbench.profiling.trace_file import load_trace
 from commbench.stats import summarize
 from commbench.training.batches import BatchPool
 from commbench.training.build import Built, build
+from commbench.training.compute_baseline import METHOD as BASELINE_METHOD
+from commbench.training.compute_baseline import build_baseline, predicted_extra, refusal
+from commbench.training.exposed import paired_cost, trace_figures
+from commbench.training.flops import rate_columns, synthetic_flops_per_token
+from commbench.training.master_weights import state_bytes_of
 from commbench.training.model_state import count
 from commbench.training.precision import gathered_bytes
 from commbench.training.spec import SETTING_COLUMNS, ConfigPoint, TrainSpec
 from commbench.training.step import step_function
 from commbench.training.synthetic import count_params
 
-FP32_ADAM = memory.PRESETS["fp32-adam"]  # what every configuration holds at rest: fp32 parameters, AdamW
+FP32_ADAM = memory.PRESETS["fp32-adam"]  # at rest without master weights (training/master_weights.py): fp32 AdamW
 
 
 @dataclass(frozen=True)
@@ -91,13 +99,14 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
         faults.corrupt_output(fault, _local(next(built.model.parameters())), rank=ctx.rank, point=point.index)
     state = count(built.model, built.optimizer)
     predicted = local_state(impl=config.impl, units=built.units, rank=ctx.rank, world=ctx.world,
-                            shard_group=config.shard_group).bytes(FP32_ADAM)
+                            shard_group=config.shard_group).bytes(state_bytes_of(config))
     measured_state = state.param_bytes + state.grad_bytes + state.optim_bytes
     # ranks that failed the check (each counted once, however many of its steps had a non-finite loss)
     failed_here = _differs_from_its_replicas(built, ctx) or not all(math.isfinite(x) for x in losses)
     n_wrong = ctx.sum_over_ranks(int(failed_here))
     ddp_figures = _ddp_logging(built.ddp)
     traced = _traced_comm(step, spec, point, ctx, run.trace_dir) if spec.records_traces else {}
+    baseline_ms, baseline_note = _paired_with_baseline(step, built, pool, spec, config, ctx, peak=peak)
     paired_ms = None
     if config.impl == "ddp":
         step(sync=False)  # untimed: the first step without sync may take another path
@@ -114,24 +123,56 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
     if ctx.rank != 0:
         return Measured(None)
     row = _row(spec, point, ctx, run_id=run.run_id, times_ms=times_ms, paired_ms=paired_ms, losses=losses,
+               baseline_ms=baseline_ms, baseline_note=baseline_note,
                per_rank=per_rank, traced=traced, ddp_figures=ddp_figures, n_wrong=n_wrong,
                budget_bytes=run.state.budget_bytes, units=units)
     samples = [{"phase": "sync", "step": index, "step_time_ms": value} for index, value in enumerate(times_ms)]
     samples += [{"phase": "paired_sync" if index % 2 == 0 else "paired_nosync", "step": index // 2,
                  "step_time_ms": value} for index, value in enumerate(paired_ms or [])]
+    samples += [{"phase": "paired_step" if index % 2 == 0 else "paired_compute", "step": index // 2,
+                 "step_time_ms": value} for index, value in enumerate(baseline_ms or [])]
     return Measured(row, samples)
 
 
 def _timed_steps(step, ctx, syncs: list[bool]) -> tuple[list[float], list[float]]:
     """Per-step time (ms, the slowest rank's) and this rank's losses; syncs says which steps sync gradients."""
+    return _timed_calls([functools.partial(step, sync) for sync in syncs], ctx)
+
+
+def _timed_calls(calls, ctx) -> tuple[list[float], list[float]]:
+    """Each call (a step taking no arguments) timed as a step: barrier first, the slowest rank's time (ms)."""
     times_s, losses = [], []
-    for sync in syncs:
+    for call in calls:
         ctx.barrier()
         start = time.perf_counter()
-        losses.append(step(sync))  # returns a Python float: the device has finished the step's computation
+        losses.append(call())  # returns a Python float: the device has finished the step's computation
         ctx.platform.synchronize()
         times_s.append(time.perf_counter() - start)
     return [seconds * 1e3 for seconds in ctx.max_over_ranks(times_s)], losses
+
+
+def _paired_with_baseline(step, built: Built, pool: BatchPool, spec: TrainSpec, config, ctx, *, peak: dict
+                          ) -> tuple[list[float] | None, str]:
+    """Real steps and compute-only baseline steps in alternation (real first; each the slowest rank's time), and
+    what the compute_baseline column says: the method, or "absent: why" (every rank then skips it, so that none
+    waits at a barrier for a rank that could not build its copy)."""
+    capacity = ctx.platform.capacity(_ranks_sharing_memory(ctx))  # what the device holds, not --memory-budget
+    peak_bytes = _max([peak["peak_mem_bytes"], peak["peak_mem_reserved_bytes"]])
+    reason = refusal(peak_bytes=peak_bytes, extra=predicted_extra(built, config, spec), capacity_bytes=capacity)
+    baseline = None
+    if not any(ctx.gather_objects(reason)):
+        try:
+            baseline = build_baseline(built, config, spec, pool, device=ctx.device)
+            for _ in range(spec.warmup_steps):  # untimed, as the real steps' warm-up (AdamW allocates its state)
+                baseline()
+        except (torch.OutOfMemoryError, MemoryError):
+            baseline, reason = None, f"absent: out of memory building or warming the local copy on rank {ctx.rank}"
+            ctx.platform.release()
+    reasons = [text for text in ctx.gather_objects(reason) if text]
+    if reasons:
+        return None, reasons[0]
+    times_ms, _ = _timed_calls([step, baseline] * spec.steps, ctx)
+    return times_ms, BASELINE_METHOD
 
 
 def _digest(built: Built) -> str:
@@ -170,7 +211,8 @@ def _ddp_logging(ddp) -> dict:
 
 def _traced_comm(step, spec: TrainSpec, point: ConfigPoint, ctx, trace_dir: Path) -> dict:
     """Communication per optimizer step from each rank's trace of spec.profile_steps steps (mean over the steps):
-    comm and exposed comm of the rank with the least exposed comm; calls and message sizes (equal on every rank)."""
+    comm and exposed comm as the median and max over ranks (training/exposed.py); calls and message sizes (equal on
+    every rank)."""
     path = trace_dir / f"rank{ctx.rank}-{spec.bench}-config{point.index:03d}.json.gz"
     capture(step, barrier=ctx.barrier, iterations=spec.profile_steps, platform=ctx.platform, path=path,
             record_shapes=True)
@@ -183,19 +225,11 @@ def _traced_comm(step, spec: TrainSpec, point: ConfigPoint, ctx, trace_dir: Path
             "comm_calls": len(calls) / len(steps),
             "comm_msg_elems": None if any(call.elements is None for call in calls)
             else sum(call.elements for call in calls) / len(steps)}
-    ranks = ctx.gather_objects(mine)
-    # A collective's span on a rank includes waiting for the slowest rank to arrive; the rank that waits least
-    # (the least exposed communication) shows what the communication itself costs the step.
-    critical = min(ranks, key=lambda rank: rank["exposed_comm_ms"])
-    traced = {"comm_ms": critical["comm_ms"], "exposed_comm_ms": critical["exposed_comm_ms"],
-              "comm_calls": ranks[0]["comm_calls"], "comm_msg_elems": ranks[0]["comm_msg_elems"]}
-    traced["overlap_pct"] = round(100 * (1 - traced["exposed_comm_ms"] / traced["comm_ms"]), 2) \
-        if traced["comm_ms"] else None
-    return traced
+    return trace_figures(ctx.gather_objects(mine))
 
 
 def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_ms, losses, per_rank, traced,
-         ddp_figures, n_wrong, budget_bytes, units) -> dict:
+         ddp_figures, n_wrong, budget_bytes, units, baseline_ms=None, baseline_note=None) -> dict:
     config = point.config
     summary = summarize(times_ms)
     global_batch = spec.micro_batch * config.accum_steps * ctx.world
@@ -207,10 +241,10 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
     traffic = comm_volume.training_traffic(
         strategy=config.strategy, impl=config.impl, units=units, world=ctx.world,
         accum_steps=config.accum_steps, shard_group=config.shard_group,
-        gather_bytes=gathered_bytes(config.mixed_precision, config.impl),
-        reduce_bytes=2 if config.comm_hook in ("bf16", "fp16") else 4)
+        gather_bytes=2 if config.master_weights else gathered_bytes(config.mixed_precision, config.impl),
+        reduce_bytes=2 if config.comm_hook in ("bf16", "fp16") or config.master_weights else 4)
     formula = FORMULA_AT_REST[config.strategy]
-    formula_bytes = memory.state_per_rank(formula, params=params, ranks=ctx.world, state=FP32_ADAM,
+    formula_bytes = memory.state_per_rank(formula, params=params, ranks=ctx.world, state=state_bytes_of(config),
                                           shard_group=config.shard_group).total_bytes
     peaks = [rank["peak"] for rank in per_rank]
     worst = max(range(len(per_rank)), key=lambda r: per_rank[r]["measured_state"])
@@ -233,6 +267,10 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
         "step_time_ms_nosync_p50": nosync.p50 if nosync else None,
         "exposed_comm_ms_nosync": sync_cost.p50 if sync_cost else None,
         "comm_ms": traced.get("comm_ms"), "exposed_comm_ms": traced.get("exposed_comm_ms"),
+        "comm_ms_max": traced.get("comm_ms_max"), "exposed_comm_ms_max": traced.get("exposed_comm_ms_max"),
+        "step_time_ms_baseline_p50": summarize(baseline_ms[1::2]).p50 if baseline_ms else None,
+        "exposed_comm_ms_baseline": paired_cost(baseline_ms[::2], baseline_ms[1::2]) if baseline_ms else None,
+        "compute_baseline": baseline_note,
         "overlap_pct": traced.get("overlap_pct"), "comm_calls": traced.get("comm_calls"),
         "comm_msg_elems": traced.get("comm_msg_elems"), "comm_msg_elems_predicted": traffic.msg_elements,
         "comm_bytes_per_rank_predicted": traffic.bytes_sent_per_rank,
@@ -251,6 +289,9 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
         "model_state_exact_ranks": sum(rank["state_exact"] for rank in per_rank),
         "model_state_formula": display_name(formula), "model_state_bytes_formula": formula_bytes,
         "loss_last": losses[-1], "n_wrong": n_wrong,
+        **rate_columns(tokens_per_s=samples_per_s * spec.shape.seq_len, world=ctx.world,
+                       flops_per_token=synthetic_flops_per_token(spec.shape), device_type=ctx.device.type,
+                       device_name=ctx.platform.device_name(), precision=config.mixed_precision),
     }
 
 

@@ -45,24 +45,89 @@ def _choices(option: str, values, allowed) -> None:
             raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
 
 
+BUCKET_DEFAULT = "default"
+"""--bucket-cap-mb's name for DDP's own buckets: no bucket argument passed (a 1 MiB first bucket, then 25 MiB)."""
+
+
+def parse_bucket_cap(value) -> float | str:
+    """A --bucket-cap-mb value: default, or a cap in MiB above 0."""
+    if str(value).strip().lower() == BUCKET_DEFAULT:
+        return BUCKET_DEFAULT
+    try:
+        size = float(value)
+    except ValueError:
+        raise CommbenchError(f"--bucket-cap-mb {value!r} is not a number of MiB or default; e.g. --bucket-cap-mb "
+                             "default,5,25") from None
+    if not size > 0 or size == float("inf"):
+        raise CommbenchError(f"--bucket-cap-mb {value} must be above 0 MiB (or default)")
+    return size
+
+
+def ddp_default_caps(gradient_bytes: int) -> tuple[float | str, ...]:
+    """The default sweep's --bucket-cap-mb: DDP's own buckets, then caps at fractions of the model's gradient bytes
+    (training/ddp_buckets.py), so the rows show different bucket counts whatever the model's size."""
+    from commbench.training.ddp_buckets import default_caps_mb
+
+    return (BUCKET_DEFAULT, *default_caps_mb(gradient_bytes))
+
+
 def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, accum_steps,
-                precisions=("fp32",)) -> tuple[TrainConfig, ...]:
+                precisions=("fp32",), first_bucket_mb=(None,)) -> tuple[TrainConfig, ...]:
+    """bucket_cap_mb: sizes in MiB or "default" (DDP's own: recorded as its 25 MiB cap and 1 MiB first bucket, and
+    built by passing nothing); first_bucket_mb: the first bucket's cap, None = as large as the cap."""
+    from commbench.training.ddp_buckets import TORCH_CAP_MB, TORCH_FIRST_MB
+
     _choices("--comm-hook", comm_hooks, DDP_COMM_HOOKS)
     _choices("--mixed-precision", precisions, PRECISIONS)
-    for size in bucket_cap_mb:
-        if size <= 0:
-            raise CommbenchError(f"--bucket-cap-mb {size:g} must be above 0 MiB")
-    return tuple(TrainConfig(strategy="ddp", impl="ddp", accum_steps=accum, bucket_cap_mb=size,
+    caps = [parse_bucket_cap(size) for size in bucket_cap_mb]
+    for first in first_bucket_mb:
+        if first is not None and not first > 0:
+            raise CommbenchError(f"--first-bucket-mb {first:g} must be above 0 MiB")
+    buckets = []
+    for cap, first in itertools.product(caps, first_bucket_mb):
+        if cap == BUCKET_DEFAULT:
+            cap, first = TORCH_CAP_MB, TORCH_FIRST_MB if first is None else first
+        buckets.append((cap, first))
+    return tuple(TrainConfig(strategy="ddp", impl="ddp", accum_steps=accum, bucket_cap_mb=cap, first_bucket_mb=first,
                              gradient_as_bucket_view=view, static_graph=static, comm_hook=hook,
                              mixed_precision=precision)
-                 for size, view, static, hook, precision, accum in itertools.product(
-                     bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, precisions, accum_steps))
+                 for (cap, first), view, static, hook, precision, accum in itertools.product(
+                     dict.fromkeys(buckets), gradient_as_bucket_view, static_graph, comm_hooks, precisions,
+                     accum_steps))
 
 
-def fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_prefetch, limit_all_gathers, wraps,
-                 precisions, accum_steps, world: int) -> tuple[TrainConfig, ...]:
+def effective_backward_prefetch(impl: str, reshard: bool | int, value: str) -> tuple[str, str | None]:
+    """The --backward-prefetch value a configuration really runs, and why it differs from `value` (None: it does not).
+    Two requests that run the same are one configuration, so the sweep measures it once."""
+    default = "default" if impl == "fsdp2" else "pre"
+    if reshard is False and value != default:
+        return default, (f"{impl} --backward-prefetch {value} with --reshard-after-forward false runs as {default}: "
+                         "the parameters stay gathered from forward, so backward gathers nothing to prefetch")
+    if impl == "fsdp2" and value == "1":
+        return default, ("fsdp2 --backward-prefetch 1 runs as default: FSDP2's implicit backward prefetch already "
+                         "gathers the next unit, one ahead")
+    return value, None
+
+
+def fsdp_plan(*, impls, reshard_after_forward, forward_prefetch, backward_prefetch, limit_all_gathers, wraps,
+              precisions, accum_steps, world: int) -> tuple[tuple[TrainConfig, ...], tuple[str, ...]]:
+    """fsdp_configs' configurations, and a note for each requested value that runs as another one (merged into it)."""
+    notes: dict[str, None] = {}  # ordered, each once
+    configs = _fsdp_configs(impls=impls, reshard_after_forward=reshard_after_forward, forward_prefetch=forward_prefetch,
+                            backward_prefetch=backward_prefetch, limit_all_gathers=limit_all_gathers, wraps=wraps,
+                            precisions=precisions, accum_steps=accum_steps, world=world, notes=notes)
+    return configs, tuple(notes)
+
+
+def fsdp_configs(**axes) -> tuple[TrainConfig, ...]:
     """FSDP2 takes the numeric prefetch depths, FSDP1 its pre/post/none and a 0/1 forward flag; each implementation
-    runs the values that apply to it (an axis with none for it runs at its default)."""
+    runs the values that apply to it (an axis with none for it runs at its default). Values that run as the same
+    configuration are merged into one (fsdp_plan says which)."""
+    return fsdp_plan(**axes)[0]
+
+
+def _fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_prefetch, limit_all_gathers, wraps,
+                  precisions, accum_steps, world: int, notes: dict) -> tuple[TrainConfig, ...]:
     _choices("--impl", impls, FSDP_IMPLS)
     _choices("--backward-prefetch", backward_prefetch, FSDP2_BACKWARD + FSDP1_BACKWARD)
     _choices("--wrap", wraps, WRAPS)
@@ -90,14 +155,19 @@ def fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_pre
             if not reshards:
                 raise CommbenchError("FSDP1 reshards after forward or not (FULL_SHARD / SHARD_GRAD_OP): give "
                                      "--reshard-after-forward true or false")
-        for reshard, fwd, bwd, limit, wrap, precision, accum in itertools.product(
+        for reshard, fwd, requested, limit, wrap, precision, accum in itertools.product(
                 reshards, forward, backward, limits, wraps, precisions, accum_steps):
+            bwd, why = effective_backward_prefetch(impl, reshard, requested)
             if wrap == "model" and (fwd or bwd not in ("default", "pre")):
                 continue  # one unit has no other unit to prefetch
             strategy = "zero3" if reshard is not False else "zero2"
-            configs.append(TrainConfig(strategy=strategy, impl=impl, accum_steps=accum, reshard_after_forward=reshard,
-                                       forward_prefetch=fwd, backward_prefetch=bwd, limit_all_gathers=limit,
-                                       wrap=wrap, mixed_precision=precision))
+            config = TrainConfig(strategy=strategy, impl=impl, accum_steps=accum, reshard_after_forward=reshard,
+                                 forward_prefetch=fwd, backward_prefetch=bwd, limit_all_gathers=limit,
+                                 wrap=wrap, mixed_precision=precision)
+            if why:
+                notes[why] = None
+            if config not in configs:
+                configs.append(config)
     if not configs:
         raise CommbenchError("no FSDP configuration is left: with --wrap model there is nothing to prefetch; "
                              "add --forward-prefetch 0 and --backward-prefetch default")
@@ -105,20 +175,35 @@ def fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_pre
 
 
 def strategy_configs(*, strategies, impl: str, shard_group: int | None, bucket_cap_mb: float | None, accum_steps,
-                     world: int, precisions=("fp32",)) -> tuple[TrainConfig, ...]:
+                     world: int, precisions=("fp32",), master_weights=(None,)) -> tuple[TrainConfig, ...]:
+    """master_weights (ddp and zero1 under bf16 only): True keeps bf16 parameters with fp32 master copies in the
+    optimizer (the ZeRO paper's mixed-precision rows), False fp32 parameters under autocast."""
     _choices("--strategy", strategies, STRATEGIES)
     _choices("--impl", (impl,), FSDP_IMPLS)
     _choices("--mixed-precision", precisions, PRECISIONS)
+    _refuse_unused_master_weights(strategies, precisions, master_weights)
     configs = []
     for strategy, precision, accum in itertools.product(strategies, precisions, accum_steps):
         if strategy in ("ddp", "zero1"):
-            configs.append(TrainConfig(strategy=strategy, impl=strategy, accum_steps=accum,
-                                       bucket_cap_mb=bucket_cap_mb, mixed_precision=precision))
+            for master in master_weights if precision == "bf16" else (None,):
+                configs.append(TrainConfig(strategy=strategy, impl=strategy, accum_steps=accum,
+                                           bucket_cap_mb=bucket_cap_mb, mixed_precision=precision,
+                                           master_weights=master))
             continue
         configs.append(TrainConfig(strategy=strategy, impl=impl, accum_steps=accum,
                                    reshard_after_forward=strategy != "zero2", wrap="block",
                                    mixed_precision=precision, shard_group=shard_group if strategy == "hsdp" else None))
     return tuple(configs)
+
+
+def _refuse_unused_master_weights(strategies, precisions, master_weights) -> None:
+    """--master-weights changes ddp and zero1 under bf16 only: anywhere else it would be silently dropped."""
+    if master_weights == (None,):
+        return
+    if "bf16" not in precisions or not {"ddp", "zero1"} & set(strategies):
+        raise CommbenchError("--master-weights applies to ddp and zero1 under --mixed-precision bf16 (FSDP's bf16 "
+                             "policy keeps fp32 shards as its master copy already); add --mixed-precision bf16 and "
+                             "--strategy zero1, or drop --master-weights")
 
 
 def default_strategies(world: int) -> tuple[str, ...]:

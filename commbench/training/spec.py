@@ -33,6 +33,8 @@ class ModelShape:
     seq_len: int = 128
     """Tokens per sample: tokens/s = samples/s × seq_len."""
     ffn_mult: int = 4
+    vocab: int = 4096
+    """Transformer: tokens of the embedding and of the LM head's logits (mlp models have neither)."""
 
 
 def _setting(short: str | None = None, default=None):
@@ -51,6 +53,9 @@ class TrainConfig:
     """ddp (DistributedDataParallel), zero1 (ZeroRedundancyOptimizer over DDP), fsdp2 (fully_shard) or fsdp1."""
     accum_steps: int = _setting("accum", default=1)
     bucket_cap_mb: float | None = _setting("bucket_mb")
+    first_bucket_mb: float | None = _setting("first_bucket_mb")
+    """DDP: the first bucket's cap in MiB (torch's bucket_cap_mb_list [first, cap]); None = as large as the cap. DDP's
+    own default is bucket_mb=25 first_bucket_mb=1, built by passing no bucket argument (training/ddp_buckets.py)."""
     gradient_as_bucket_view: bool | None = _setting("bucket_view")
     static_graph: bool | None = _setting()
     comm_hook: str | None = _setting()
@@ -65,6 +70,9 @@ class TrainConfig:
     """block (one FSDP unit per block) or model (one unit for the whole model)."""
     mixed_precision: str | None = _setting("precision")
     """fp32, tf32 or bf16 (PRECISIONS), for every implementation; None reads as fp32."""
+    master_weights: bool | None = _setting("master")
+    """DDP and ZeRO-1 under bf16: bf16 parameters and gradients, fp32 master copy and Adam moments in the optimizer
+    (the ZeRO paper's mixed-precision Adam, training/master_weights.py); None or False: fp32 parameters."""
     shard_group: int | None = _setting()
     """HSDP: ranks per shard group (the mesh is replicas × shard_group)."""
 
@@ -173,7 +181,8 @@ def validate(spec: TrainSpec) -> None:
         raise CommbenchError(f"--warmup-steps {spec.warmup_steps} is too few: DDP rebuilds its buckets at step 2; "
                              "use 2 or more")
     for name, value in (("--micro-batch", spec.micro_batch), ("--seq-len", spec.shape.seq_len),
-                        ("--layers", spec.shape.layers), ("--hidden", spec.shape.hidden)):
+                        ("--layers", spec.shape.layers), ("--hidden", spec.shape.hidden),
+                        ("--vocab", spec.shape.vocab)):
         if value < 1:
             raise CommbenchError(f"{name} {value} must be 1 or more")
     if spec.profile_steps < 0:
@@ -200,11 +209,22 @@ def validate(spec: TrainSpec) -> None:
         if config.mixed_precision == "tf32" and spec.device != CUDA:
             raise CommbenchError(f"--mixed-precision tf32 sets how NVIDIA GPUs multiply fp32 matrices; on --device "
                                  f"{spec.device} use fp32 or bf16")
+        if config.master_weights and (config.impl not in ("ddp", "zero1") or config.mixed_precision != "bf16"):
+            raise CommbenchError("--master-weights true keeps bf16 parameters with fp32 master copies for ddp and "
+                                 "zero1 under --mixed-precision bf16 (FSDP's bf16 policy keeps fp32 shards already); "
+                                 "add --mixed-precision bf16 or drop --master-weights")
         if config.strategy == "hsdp" and config.shard_group in (None, spec.nproc):
             raise CommbenchError(f"hsdp needs at least two replicas: give --shard-group N with N < {spec.nproc} "
                                  "dividing the rank count (with 2 ranks, use zero3 instead)")
     if spec.backend == GLOO and spec.device == CUDA:
         _refuse_gloo_cuda(spec)
+    if spec.backend == GLOO and any(config.comm_hook == "powersgd" for config in spec.configs):
+        # PowerSGD issues its later all-reduces from the collective futures' callbacks, which gloo runs on its own
+        # threads: with two or more buckets the ranks issue them in different orders and gloo aborts on a size
+        # mismatch (torch 2.13, seen on a 2-rank CPU run)
+        raise CommbenchError("--comm-hook powersgd needs --backend nccl: on gloo its all-reduces start from "
+                             "callbacks in no fixed order across ranks, and ranks with several buckets mismatch; "
+                             "use none, bf16 or fp16 on gloo")
 
 
 def _refuse_gloo_cuda(spec: TrainSpec) -> None:

@@ -5,10 +5,10 @@ import itertools
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
 from commbench.training.batches import BatchPool
 from commbench.training.precision import compute as precision_context
+from commbench.training.synthetic import batch_loss
 
 
 @contextlib.contextmanager
@@ -41,7 +41,7 @@ def train_step(model, optimizer, micro_batches, *, sync: bool = True,
     for micro, (inputs, targets) in enumerate(micro_batches):
         with gradient_sync(model, enabled=sync and micro == accum_steps - 1):
             with compute():
-                loss = F.mse_loss(model(inputs), targets) / accum_steps
+                loss = batch_loss(model(inputs), targets) / accum_steps
             loss.backward()
         total = loss.detach().float() if total is None else total + loss.detach().float()
     optimizer.step()

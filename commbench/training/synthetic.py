@@ -1,4 +1,6 @@
-"""Synthetic models that need no download: a transformer-block stack and an MLP stack, deterministic by seed."""
+"""Synthetic models that need no download, deterministic by seed: a transformer language model (token embedding,
+attention + MLP blocks, final norm, LM head over a vocabulary, cross-entropy on next-token targets) and an MLP stack
+(regression on hidden-sized vectors: no embedding, no head over a vocabulary)."""
 
 import math
 
@@ -23,12 +25,17 @@ def params_per_block(shape: ModelShape) -> int:
 
 
 def count_params(shape: ModelShape) -> int:
-    head = shape.hidden * shape.hidden + shape.hidden + 2 * shape.hidden  # final LayerNorm and output linear
-    return shape.layers * params_per_block(shape) + head
+    """Parameters of SyntheticModel(shape): the blocks, the final LayerNorm and the output layer; a transformer's
+    output is the LM head (vocab × hidden, no bias) and it has a token embedding (vocab × hidden) too, untied."""
+    if shape.kind == "mlp":
+        ends = shape.hidden * shape.hidden + shape.hidden  # output linear, hidden to hidden
+    else:
+        ends = 2 * shape.vocab * shape.hidden  # embedding and LM head
+    return shape.layers * params_per_block(shape) + 2 * shape.hidden + ends
 
 
 def shape_for_params(target: float, *, kind: str = "transformer", layers: int | None = None, heads: int = 4,
-                     seq_len: int = 128) -> ModelShape:
+                     seq_len: int = 128, vocab: int = ModelShape.vocab) -> ModelShape:
     """The shape whose parameter count is closest to target: layers given (or 4 up to 1B, then 32), hidden chosen."""
     if kind not in MODEL_KINDS:
         raise CommbenchError(f"unknown model kind {kind!r}; choose from {', '.join(MODEL_KINDS)}")
@@ -36,7 +43,7 @@ def shape_for_params(target: float, *, kind: str = "transformer", layers: int | 
     step = math.lcm(_HIDDEN_STEP, heads)
     best = None
     for hidden in range(step, step * 4096, step):
-        shape = ModelShape(kind=kind, layers=layers, hidden=hidden, heads=heads, seq_len=seq_len)
+        shape = ModelShape(kind=kind, layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab)
         error = abs(count_params(shape) - target)
         if best is not None and error > best[0]:
             break  # the count grows with hidden: the previous one was closest
@@ -83,19 +90,35 @@ class Block(nn.Module):
 
 
 class SyntheticModel(nn.Module):
+    """transformer: token ids (batch × seq_len) in, logits (batch × seq_len × vocab) out; mlp: hidden-sized vectors in
+    and out. The embedding is registered first, so the parameter order is the order the units run in forward
+    (embedding, blocks, norm, head): what training/build.py's parameter_units and ZeRO-1's partition rely on."""
+
     def __init__(self, shape: ModelShape):
         super().__init__()
         if shape.hidden % shape.heads:
             raise CommbenchError(f"hidden size {shape.hidden} must divide by --heads {shape.heads}")
         self.shape = shape
+        # untied, as in Llama: the embedding and the head are separate FSDP units, the largest of a real LLM
+        self.embedding = nn.Embedding(shape.vocab, shape.hidden) if shape.kind == "transformer" else None
         self.blocks = nn.ModuleList(Block(shape) for _ in range(shape.layers))
         self.norm = nn.LayerNorm(shape.hidden)
-        self.head = nn.Linear(shape.hidden, shape.hidden)
+        self.head = nn.Linear(shape.hidden, shape.vocab, bias=False) if shape.kind == "transformer" \
+            else nn.Linear(shape.hidden, shape.hidden)
 
     def forward(self, x):
+        if self.embedding is not None:
+            x = self.embedding(x)
         for block in self.blocks:
             x = block(x)
         return self.head(self.norm(x))
+
+
+def batch_loss(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of logits against token ids (transformer), mean squared error against vectors (mlp)."""
+    if targets.dtype.is_floating_point:
+        return F.mse_loss(outputs, targets)
+    return F.cross_entropy(outputs.flatten(0, 1), targets.flatten())
 
 
 def build_model(shape: ModelShape, *, seed: int, device: torch.device | str = CPU) -> SyntheticModel:
@@ -110,10 +133,15 @@ def build_model(shape: ModelShape, *, seed: int, device: torch.device | str = CP
 
 def make_batch(shape: ModelShape, *, micro_batch: int, seed: int, step: int, rank: int,
                device: torch.device | str = CPU) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs and regression targets for one micro-batch, a pure function of (seed, step, rank) on each device type.
-    Drawn on the device itself (its own generator): no host random numbers, no copy from pageable host memory.
-    Training steps take batches from a BatchPool (training/batches.py), drawn before anything is timed."""
+    """Inputs and targets for one micro-batch, a pure function of (seed, step, rank) on each device type: for a
+    transformer, token ids (int64, micro_batch × seq_len) and the next token of each (one sequence of seq_len + 1
+    tokens, shifted); for mlp, hidden-sized vectors and regression targets. Drawn on the device itself (its own
+    generator): no host random numbers, no copy from pageable host memory. Training steps take batches from a
+    BatchPool (training/batches.py), drawn before anything is timed."""
     generator = torch.Generator(device=device).manual_seed(hash((seed, step, rank)) & 0x7FFF_FFFF_FFFF)
+    if shape.kind == "transformer":
+        tokens = torch.randint(shape.vocab, (micro_batch, shape.seq_len + 1), generator=generator, device=device)
+        return tokens[:, :-1].clone(), tokens[:, 1:].clone()  # separate tensors: the pool's bytes are its tensors'
     size = (micro_batch, shape.seq_len, shape.hidden)
     return (torch.randn(size, generator=generator, device=device),
             torch.randn(size, generator=generator, device=device))

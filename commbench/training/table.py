@@ -6,16 +6,20 @@ import math
 import pandas as pd
 
 from commbench.stats import as_number
+from commbench.training.exposed import table_notes as exposed_notes
 from commbench.training.spec import SETTINGS, config_label
 
 _COLUMNS = [  # (header, units, width, value of a row)
     ("step p50", "(ms)", 9, lambda r: _num(r["step_time_ms_p50"], 1)),
     ("p50 95% CI", "(ms)", 15, lambda r: step_ci_text(r)),
     ("step p95", "(ms)", 9, lambda r: _num(r["step_time_ms_p95"], 1)),
-    ("samples/s", "(1/s)", 10, lambda r: _num(r["samples_per_s"], 1)),
+    ("samples/s", "(all ranks)", 11, lambda r: _num(r["samples_per_s"], 1)),
+    ("tokens/s", "(per rank)", 10, lambda r: _num(r.get("tokens_per_s_per_rank"), 0)),
+    ("MFU", "(%)", 6, lambda r: _num(r.get("mfu_pct"), 1)),
     ("comm", "(ms)", 8, lambda r: _num(r["comm_ms"], 1)),
     ("exposed", "(ms)", 8, lambda r: _num(r["exposed_comm_ms"], 1)),
     ("no_sync Δ", "(ms)", 10, lambda r: _num(r["exposed_comm_ms_nosync"], 1)),
+    ("vs compute", "(ms)", 11, lambda r: _num(r.get("exposed_comm_ms_baseline"), 1)),
     ("overlap", "(%)", 8, lambda r: _num(r["overlap_pct"], 0)),
     ("peak mem", "(MiB)", 9, lambda r: _num(_mib(r["peak_mem_bytes"]), 0)),
     ("state", "(MiB)", 8, lambda r: _num(_mib(r["model_state_bytes"]), 2)),
@@ -94,6 +98,11 @@ def short_labels(results: pd.DataFrame) -> list[str]:
             for _, row in results.iterrows()]
 
 
+def _column(results: pd.DataFrame, name: str) -> pd.Series:
+    """A numeric column, all missing in a run written before it existed."""
+    return pd.to_numeric(results[name], errors="coerce") if name in results else pd.Series(math.nan, results.index)
+
+
 def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -112,8 +121,35 @@ def format_training_table(results: pd.DataFrame) -> str:
                  "step time = slowest rank; comm, "
                  "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP); "
                  "p50 95% CI = distribution-free 95 % CI of the median step time (n/a: fewer than 6 steps)")
+    lines += footnotes(results)
+    lines += [f"# {note}" for note in exposed_notes(results)]
     lines.append(_best_line(results, labels))
     return "\n".join(lines)
+
+
+PEAK_MEMORY_MEANING = {
+    "cpu": "peak mem = the largest rank's peak resident set (Linux VmHWM) during the timed steps: the whole process, "
+           "most of it torch itself (a few hundred MiB before any model), so it dwarfs the model state beside it",
+    "cuda": "peak mem = the largest rank's peak allocated by torch's CUDA allocator during the timed steps "
+            "(peak_mem_reserved_bytes: reserved; gpu_mem_used_peak_bytes: NVML's device-wide figure)",
+}
+
+
+def footnotes(results: pd.DataFrame) -> list[str]:
+    """What the rates and the peak memory are: which rate is global and which per rank, how MFU is counted (or why
+    it is absent), and what "peak mem" measures on each device type in the table."""
+    lines = ["# rates: samples/s = all ranks together (global batch / step time); tokens/s per rank = global tokens/s "
+             "÷ ranks; MFU = model FLOPs per token (6 × non-embedding parameters + 12 × layers × hidden × seq_len, "
+             "forward + backward) × tokens/s per rank ÷ the GPU's dense peak at the precision"]
+    notes = sorted({str(note) for note in results.get("mfu_note", pd.Series(dtype=object)) if not _missing(note)})
+    if "mfu_pct" not in results or results["mfu_pct"].isna().all():
+        lines[0] += f"; MFU absent: {'; '.join(notes)}" if notes else "; MFU absent: not recorded in this run"
+    else:
+        lines[0] += f"; peak used: {'; '.join(notes)}"
+    for device in sorted({str(value) for value in results["device"]}):
+        if device in PEAK_MEMORY_MEANING:
+            lines.append(f"# {PEAK_MEMORY_MEANING[device]}")
+    return lines
 
 
 def precision_text(results: pd.DataFrame) -> str:
@@ -154,7 +190,12 @@ def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame({
         "configuration": short_labels(results), "step p50 (ms)": results["step_time_ms_p50"].round(1),
         "step p50 95% CI (ms)": [step_ci_text(row) for _, row in results.iterrows()],
-        "samples/s": results["samples_per_s"].round(1), "exposed comm, trace (ms)": results["exposed_comm_ms"].round(1),
+        "samples/s (all ranks)": results["samples_per_s"].round(1),
+        "tokens/s per rank": _column(results, "tokens_per_s_per_rank").round(0),
+        "MFU (%)": _column(results, "mfu_pct").round(1),
+        "exposed comm, trace (ms)": results["exposed_comm_ms"].round(1),
+        "exposed comm, trace max rank (ms)": _column(results, "exposed_comm_ms_max").round(1),
+        "exposed comm vs compute-only (ms)": _column(results, "exposed_comm_ms_baseline").round(1),
         "no_sync Δ (ms)": results["exposed_comm_ms_nosync"].round(1), "overlap (%)": results["overlap_pct"],
         "peak mem (MiB)": (results["peak_mem_bytes"] / 2**20).round(0),
         "model state (MiB)": (results["model_state_bytes"] / 2**20).round(2),

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from commbench.models.memory import PRESETS
 from commbench.models.shard_layout import local_state
@@ -22,11 +21,11 @@ from commbench.training.build import build
 from commbench.training.model_state import count
 from commbench.training.spec import TrainConfig, TrainSpec
 from commbench.training.step import step_function
-from commbench.training.synthetic import ModelShape, build_model
+from commbench.training.synthetic import ModelShape, batch_loss, build_model
 
 STEPS, MICRO_BATCH, SEED, LR = 3, 2, 11, 1e-3
-# hidden 72 and 3 heads: rows that do not divide by 4 ranks, so shards are uneven and FSDP1 pads
-shape = ModelShape(kind="transformer", layers=2, hidden=72, heads=3, seq_len=8)
+# hidden 72, 3 heads and a 102-token vocabulary: rows that do not divide by 4 ranks, so shards are uneven and FSDP1 pads
+shape = ModelShape(kind="transformer", layers=2, hidden=72, heads=3, seq_len=8, vocab=102)
 cpu = torch.device("cpu")
 
 
@@ -65,7 +64,7 @@ def check(config: TrainConfig, out_path: Path) -> None:
     reference_losses = []
     for step in range(STEPS):
         reference_optimizer.zero_grad()
-        loss = sum(F.mse_loss(reference(inputs), targets) / (world * config.accum_steps)
+        loss = sum(batch_loss(reference(inputs), targets) / (world * config.accum_steps)
                    for pool_of_rank in pools for inputs, targets in pool_of_rank.for_step(step, config.accum_steps))
         loss.backward()
         reference_losses.append(float(loss))

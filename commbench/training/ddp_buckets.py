@@ -1,0 +1,130 @@
+"""DDP's gradient buckets: the arguments a configuration's bucket settings give DistributedDataParallel, and the buckets
+DDP forms from them at its rebuild (step 2), predicted before launch from the model's parameter shapes.
+
+torch 2.13 forms buckets greedily over the gradients in the order they become ready in backward (about the reverse of
+the parameter order): a bucket takes whole tensors and closes once it holds its limit or more. The limits are
+[first bucket, cap, cap, ...]: with no bucket argument at all the first bucket is 1 MiB and the rest 25 MiB, but any
+bucket_cap_mb makes the first bucket as large as the rest. A first bucket of another size is torch's
+bucket_cap_mb_list [first, cap] (its last limit holds for every later bucket).
+
+The prediction is what lets a sweep choose bucket sizes relative to the model's gradient bytes and run every distinct
+bucket layout once: two caps that give the same buckets are one configuration under two names.
+"""
+
+import math
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import distributed as torch_ddp
+
+MIB = 1024 * 1024
+TORCH_CAP_MB = float(torch_ddp._DEFAULT_BUCKET_CAP_MB)
+"""DDP's bucket cap when no bucket argument is given (25 MiB in torch 2.13)."""
+TORCH_FIRST_MB = dist._DEFAULT_FIRST_BUCKET_BYTES / MIB
+"""DDP's first bucket when no bucket argument is given (1 MiB in torch 2.13)."""
+DEFAULT_CAP_FRACTIONS = (1 / 16, 1 / 4, 1.0)
+"""The default sweep's caps, as fractions of the model's gradient bytes: many small buckets, a few, and one (no
+overlap of the all-reduce with backward), beside DDP's own default row."""
+
+
+def is_torch_default(cap_mb: float | None, first_mb: float | None) -> bool:
+    """Whether these settings are DDP's own buckets (nothing given, or exactly its 25 MiB cap and 1 MiB first)."""
+    return (cap_mb is None and first_mb is None) or (cap_mb == TORCH_CAP_MB and first_mb == TORCH_FIRST_MB)
+
+
+def ddp_bucket_arguments(cap_mb: float | None, first_mb: float | None) -> dict:
+    """DistributedDataParallel's keyword arguments for these settings. DDP's default is built by passing nothing: any
+    bucket_cap_mb, even 25, loses the small first bucket."""
+    if is_torch_default(cap_mb, first_mb):
+        return {}
+    if first_mb is None:
+        return {"bucket_cap_mb": cap_mb}
+    return {"bucket_cap_mb_list": [first_mb, TORCH_CAP_MB if cap_mb is None else cap_mb]}
+
+
+def rebuild_limits(cap_mb: float | None, first_mb: float | None) -> list[int]:
+    """The bucket limits in bytes DDP uses at its rebuild: the first bucket's, then the one every later bucket gets."""
+    if is_torch_default(cap_mb, first_mb):
+        return [dist._DEFAULT_FIRST_BUCKET_BYTES, int(TORCH_CAP_MB * MIB)]
+    cap = int((TORCH_CAP_MB if cap_mb is None else cap_mb) * MIB)
+    return [cap] if first_mb is None else [int(first_mb * MIB), cap]
+
+
+def assign(tensor_bytes: list[int], limits: list[int]) -> tuple[int, ...]:
+    """Bucket sizes in bytes, as torch's compute_bucket_assignment_by_size forms them over tensors in this order."""
+    buckets, current, limit_index = [], 0, 0
+    for size in tensor_bytes:
+        current += size
+        if current >= limits[limit_index]:
+            buckets.append(current)
+            current, limit_index = 0, min(limit_index + 1, len(limits) - 1)
+    if current:
+        buckets.append(current)
+    return tuple(buckets)
+
+
+def gradient_bytes_in_ready_order(shape) -> list[int]:
+    """Each parameter's gradient bytes in the order backward produces them (the reverse of the parameter order),
+    from the model built on the meta device: shapes only, nothing allocated."""
+    from commbench.training.synthetic import SyntheticModel
+
+    with torch.device("meta"):
+        model = SyntheticModel(shape)
+    return [p.numel() * p.element_size() for p in reversed(list(model.parameters())) if p.requires_grad]
+
+
+def predicted_buckets(shape, cap_mb: float | None, first_mb: float | None) -> tuple[int, ...]:
+    return assign(gradient_bytes_in_ready_order(shape), rebuild_limits(cap_mb, first_mb))
+
+
+def default_caps_mb(gradient_bytes: int) -> tuple[float, ...]:
+    """The default sweep's caps in MiB: DEFAULT_CAP_FRACTIONS of the gradient bytes, rounded up to two significant
+    digits (so the whole-model cap still holds every gradient)."""
+    return tuple(dict.fromkeys(_round_up(gradient_bytes * fraction / MIB) for fraction in DEFAULT_CAP_FRACTIONS))
+
+
+def _round_up(mib: float) -> float:
+    step = 10 ** (math.floor(math.log10(mib)) - 1)
+    return round(math.ceil(mib / step - 1e-9) * step, 6)
+
+
+def merge_same_buckets(configs, shape) -> tuple[tuple, tuple[str, ...]]:
+    """The configurations with one row per distinct bucket layout: of the DDP configurations that differ only in
+    their bucket settings and give the same buckets for this model, the first is kept. Returns them and one note per
+    merge naming the merged caps and why."""
+    kept, notes, seen, merged = [], [], {}, {}
+    sizes_of = {}
+    for config in configs:
+        if config.impl != "ddp":
+            kept.append(config)
+            continue
+        settings = (config.bucket_cap_mb, config.first_bucket_mb)
+        if settings not in sizes_of:
+            sizes_of[settings] = predicted_buckets(shape, *settings)
+        rest = {name: value for name, value in vars(config).items() if name not in ("bucket_cap_mb", "first_bucket_mb")}
+        key = (tuple(sorted(rest.items())), sizes_of[settings])
+        if key in seen:
+            merged.setdefault((seen[key], sizes_of[settings]), {}).setdefault(settings)
+            continue
+        seen[key] = settings
+        kept.append(config)
+    for (first, sizes), others in merged.items():
+        names = [bucket_text(*first)] + [bucket_text(*other) for other in others]
+        if len(dict.fromkeys(names)) > 1:
+            notes.append(f"DDP buckets {', '.join(dict.fromkeys(names))} give the same buckets for this model "
+                         f"({_layout_text(sizes)} of its {sum(sizes) / MIB:.2f} MiB of gradients): "
+                         f"one configuration, run once as {names[0]}")
+    return tuple(kept), tuple(dict.fromkeys(notes))
+
+
+def bucket_text(cap_mb: float | None, first_mb: float | None) -> str:
+    if is_torch_default(cap_mb, first_mb):
+        return "default (torch's 1 MiB first bucket, 25 MiB cap)"
+    text = f"{TORCH_CAP_MB if cap_mb is None else cap_mb:g} MiB"
+    return text if first_mb is None else f"{text} with a {first_mb:g} MiB first bucket"
+
+
+def _layout_text(sizes: tuple[int, ...]) -> str:
+    if len(sizes) == 1:
+        return "one bucket"
+    return f"{len(sizes)} buckets of {' + '.join(f'{size / MIB:.2f}' for size in sizes)} MiB"
