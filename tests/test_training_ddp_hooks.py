@@ -3,13 +3,10 @@ half-precision hooks all-reduce the gradients at their precision, PowerSGD compr
 no_sync gives the gradients DDP gives without one."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import commbench_env
+from tests.rank_jobs import run_rank_job
 
 pytestmark = pytest.mark.distributed
 NPROC = 2
@@ -18,14 +15,8 @@ NPROC = 2
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory) -> list[dict]:
     folder = tmp_path_factory.mktemp("ddp_hooks")
-    job = Path(__file__).parent / "jobs" / "ddp_hooks_job.py"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={NPROC}", str(job),
-               str(folder)]
-    completed = subprocess.run(command, env=commbench_env(), capture_output=True, text=True, timeout=300)
-    written = all((folder / f"rank{rank}.json").exists() for rank in range(NPROC))
-    # gloo's teardown now and then aborts a rank after the job is done (as in tests/test_training_fsdp_units.py)
-    torn_down = written and "terminate called without an active exception" in completed.stderr
-    assert completed.returncode == 0 or torn_down, completed.stderr[-3000:]
+    run_rank_job("ddp_hooks_job.py", NPROC, folder, outputs=[f"rank{rank}.json" for rank in range(NPROC)],
+                 timeout=300)
     return [json.loads((folder / f"rank{rank}.json").read_text()) for rank in range(NPROC)]
 
 

@@ -6,12 +6,13 @@ from commbench.bench_kind import Plot
 from commbench.benches.options import option
 from commbench.benches.training import MODEL_STATE_PLOT, TrainingKind, TrainingOptions
 from commbench.training.ddp_hooks import COMM_HOOKS
+from commbench.training.spec import parse_bucket_cap
 
 
 @dataclass(frozen=True, kw_only=True)
 class DdpOptions(TrainingOptions):
-    bucket_cap_mb: tuple[str, ...] = option(
-        "--bucket-cap-mb", many=True,
+    bucket_cap_mb: tuple[float | str, ...] = option(
+        "--bucket-cap-mb", many=True, parse=parse_bucket_cap,
         help="DDP bucket caps in MiB, and/or default (DDP's own buckets: nothing passed, a 1 MiB first bucket then 25 "
              "MiB; any explicit cap makes the first bucket as large as the rest). Caps that give this model the same "
              "buckets run once [default: default, and 1/16, 1/4 and all of the model's gradient bytes].")

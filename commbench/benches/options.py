@@ -7,6 +7,7 @@ backend can run) are the bench kind's resolve(); this module only checks each va
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
 
 from commbench.errors import CommbenchError
@@ -40,6 +41,9 @@ class Option:
     the flag's name."""
     aliases: tuple[tuple[str, str], ...] = ()
     """(another name, the choice it means): nccl-tests' type names for --dtype (float → float32)."""
+    parse: Callable[[str], object] | None = None
+    """str options: turns one value's text into the field's value, or raises CommbenchError naming the flag (a word
+    or a number, as --bucket-cap-mb default|25), so a bad value is refused while the options are read."""
 
     @property
     def flag(self) -> str:
@@ -109,6 +113,8 @@ def _one(described: Option, value):
     if not text:
         raise CommbenchError(f"{flag} is given empty; give a value{_example(described)} or leave the option out for "
                              "its default")
+    if described.parse is not None:
+        return described.parse(text)
     if described.type is bool:
         if text.lower() in _TRUE:
             return True

@@ -5,7 +5,7 @@ import itertools
 
 from commbench.errors import CommbenchError
 from commbench.models.strategies import KEYS, WITHOUT_SHARD_GROUP
-from commbench.training.spec import PRECISIONS, TrainConfig
+from commbench.training.spec import BUCKET_DEFAULT, PRECISIONS, TrainConfig, parse_bucket_cap
 from commbench.training.wrappers import DDP_COMM_HOOKS
 
 STRATEGIES = KEYS
@@ -43,24 +43,6 @@ def _choices(option: str, values, allowed) -> None:
     for value in values:
         if value not in allowed:
             raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
-
-
-BUCKET_DEFAULT = "default"
-"""--bucket-cap-mb's name for DDP's own buckets: no bucket argument passed (a 1 MiB first bucket, then 25 MiB)."""
-
-
-def parse_bucket_cap(value) -> float | str:
-    """A --bucket-cap-mb value: default, or a cap in MiB above 0."""
-    if str(value).strip().lower() == BUCKET_DEFAULT:
-        return BUCKET_DEFAULT
-    try:
-        size = float(value)
-    except ValueError:
-        raise CommbenchError(f"--bucket-cap-mb {value!r} is not a number of MiB or default; e.g. --bucket-cap-mb "
-                             "default,5,25") from None
-    if not size > 0 or size == float("inf"):
-        raise CommbenchError(f"--bucket-cap-mb {value} must be above 0 MiB (or default)")
-    return size
 
 
 def ddp_default_caps(gradient_bytes: int) -> tuple[float | str, ...]:

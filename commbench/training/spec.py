@@ -90,6 +90,24 @@ SETTING_COLUMNS = tuple(name for name in SETTINGS if name != "accum_steps")
 """The settings as results columns of the same names (accum_steps stands with the batch columns)."""
 
 
+BUCKET_DEFAULT = "default"
+"""--bucket-cap-mb's name for DDP's own buckets: no bucket argument passed (a 1 MiB first bucket, then 25 MiB)."""
+
+
+def parse_bucket_cap(value) -> float | str:
+    """A --bucket-cap-mb value: default, or a cap in MiB above 0."""
+    if str(value).strip().lower() == BUCKET_DEFAULT:
+        return BUCKET_DEFAULT
+    try:
+        size = float(value)
+    except ValueError:
+        raise CommbenchError(f"--bucket-cap-mb {value!r} is not a number of MiB or default; e.g. --bucket-cap-mb "
+                             "default,5,25") from None
+    if not size > 0 or size == float("inf"):
+        raise CommbenchError(f"--bucket-cap-mb {value} must be above 0 MiB (or default)")
+    return size
+
+
 def default_precision(device: str) -> str:
     """What a sweep runs when --mixed-precision is not given: bf16 on GPUs, as models are trained there (fp32 without
     TF32 leaves the tensor cores idle and makes communication a far smaller share of the step than in training);
