@@ -35,6 +35,9 @@ ONE_CONFIGURATION = {"ddp": ["--bucket-cap-mb", "25"],
                      "fsdp": ["--reshard-after-forward", "true", "--forward-prefetch", "1", "--backward-prefetch", "1"],
                      "zero": ["--strategy", "ddp,zero1,zero2,zero3"]}
 """One configuration per bench (each strategy for zero): the step proves the path, it does not sweep."""
+GPU_ONLY = {"fsdp": ["--cpu-offload", "true,false"]}
+"""Axis values that run on GPUs only (refused on --device cpu), added to the GPU run: FSDP with its shards offloaded
+to host memory, beside the same configuration without."""
 BUDGET_S = 480
 """The timeouts of all steps sum to this at most: the whole check fits in 8 minutes on one GPU."""
 CPU_TIMEOUT_FACTOR = 3
@@ -183,7 +186,7 @@ def _walk(node, key: str = ""):
 def training_command(bench: str, *, gloo_on_cuda: bool = False) -> Callable[[Context], list[str]]:
     def command(ctx: Context) -> list[str]:
         nproc = 2 if gloo_on_cuda else 1
-        extra = ONE_CONFIGURATION[bench]
+        extra = ONE_CONFIGURATION[bench] + (GPU_ONLY.get(bench, []) if ctx.gpu and not gloo_on_cuda else [])
         run_id = f"{bench}-{'gloo-cuda' if gloo_on_cuda else 'world1'}"
         return commbench(bench, *on_device(ctx, gloo_on_cuda=gloo_on_cuda, nproc=nproc), *TRAINING_SHAPE, *extra,
                          "--out", str(ctx.out), "--run-id", run_id, "--quiet")
@@ -197,6 +200,10 @@ def training_check(run_id: str) -> Callable[[Context, subprocess.CompletedProces
             return f"no positive step_time_ms_p50 in {len(rows)} rows"
         if "peak_mem_bytes" in rows and not (rows["peak_mem_bytes"] > 0).all():
             return "a configuration without peak memory"
+        if ctx.gpu and "model_state_host_bytes" in rows and rows["model_state_host_bytes"].notna().any():
+            host, predicted = rows["model_state_host_bytes"], rows["model_state_host_bytes_predicted"]
+            if not (host == predicted).all():  # CPU offload: all of the state in host memory, else none
+                return f"model state in host memory {host.tolist()} != predicted {predicted.tolist()}"
         return None
     return check
 
@@ -232,7 +239,8 @@ STEPS = (
          after=("gloo-cuda-profile",)),
     Step("ddp-world1", "DDP at world 1: step time and peak memory per configuration", training_command("ddp"),
          training_check("ddp-world1"), 35),
-    Step("fsdp-world1", "FSDP at world 1: step time and peak memory", training_command("fsdp"),
+    Step("fsdp-world1", "FSDP at world 1: step time, peak memory, CPU offload's state in host memory as predicted",
+         training_command("fsdp"),
          training_check("fsdp-world1"), 35),
     Step("zero-world1", "DDP, ZeRO-1/2/3 at world 1", training_command("zero"), training_check("zero-world1"), 45),
     Step("ddp-gloo-cuda", "DDP with gloo on CUDA tensors at 2 ranks", training_command("ddp", gloo_on_cuda=True),

@@ -92,7 +92,7 @@ def _strategy_bench(**values):
 def test_shard_group_without_hsdp_is_refused_not_ignored():
     with pytest.raises(CommbenchError, match="--shard-group 3 applies to hsdp only, and this sweep runs ddp"):
         _strategy_bench(shard_group="3", strategies=("ddp", "zero1"))
-    with pytest.raises(CommbenchError, match="--bucket-cap-mb 5 applies to ddp and zero1 only"):
+    with pytest.raises(CommbenchError, match="--bucket-cap-mb 5 applies to ddp, zero1 and zero2 with"):
         _strategy_bench(bucket_cap_mb="5", strategies=("zero2",))
     assert _strategy_bench(nproc="4", shard_group="2", strategies=("hsdp",)).spec.configs[0].shard_group == 2
 

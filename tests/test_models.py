@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from commbench.cli import main
 from commbench.models import comm_volume, memory
 from commbench.models.alpha_beta import fit_line
-from commbench.models.shard_layout import FORMULA_AT_REST
+from commbench.models.shard_layout import formula_at_rest
 from commbench.models.strategies import KEYS, STRATEGIES, display_name
 
 GB, GIB = 10**9, 2**30
@@ -101,7 +101,9 @@ def test_one_strategy_table():
     assert [STRATEGIES[key].sharded for key in KEYS] == [(False, False, False), (False, False, True),
                                                          (False, True, True), (True, True, True), (True, True, True)]
     assert comm_volume.PHASES == {"ddp": 2, "zero1": 2, "zero2": 2, "zero3": 3}
-    assert set(FORMULA_AT_REST) == set(KEYS) and set(FORMULA_AT_REST.values()) <= set(KEYS)
+    # at rest FSDP's ZeRO-2 has resharded its parameters (ZeRO-3's state); the partitioned ZeRO-2 keeps them whole
+    assert [formula_at_rest(key, "fsdp2") for key in KEYS] == ["ddp", "zero1", "zero3", "zero3", "hsdp"]
+    assert formula_at_rest("zero2", "fsdp1") == "zero3" and formula_at_rest("zero2", "zero2") == "zero2"
 
 
 def test_tables_print_display_names():

@@ -268,7 +268,8 @@ def test_the_best_line_names_every_tied_configuration():
     assert "no 95 % CI to compare with: ddp bucket_mb=100" in best_line
     lines = table.splitlines()
     assert "p50 95% CI" in lines[0] and lines[1].split().count("(ms)") == 7
-    assert [line.split()[3] for line in lines[2:8]] == ["96.0–104.0", "103.0–110.0", "105.0–115.0", "99.0–103.0",
+    assert [line.split()[2] for line in lines[2:8]] == ["fp32"] * 6  # each row's precision, beside its label
+    assert [line.split()[4] for line in lines[2:8]] == ["96.0–104.0", "103.0–110.0", "105.0–115.0", "99.0–103.0",
                                                          "99.0–103.0", "n/a"]
 
 

@@ -127,6 +127,21 @@ def test_shipped_suites_are_valid_where_they_are_meant_to_run(name):
         assert spec.sizes[0] == 8 and spec.sizes[-1] == 8 * 2**30 and spec.placement == "both"
 
 
+@pytest.mark.parametrize("machine", [CPU_MACHINE, Machine.for_job(nodes=1, ranks_per_node=8, gpus_per_node=8)],
+                         ids=["cpu-5M", "gpu-350M"])
+def test_the_ddp_buckets_suite_runs_every_bucket_layout_once_with_ddps_default_first(machine):
+    from commbench.training import ddp_buckets
+
+    bench = load_suite("ddp-buckets", machine).benches[0].bench
+    configs, shape = bench.spec.configs, bench.spec.shape
+    assert not bench.notes  # no caps merged as one configuration
+    settings = list(dict.fromkeys((config.bucket_cap_mb, config.first_bucket_mb) for config in configs))
+    assert settings[0] == (25.0, 1.0) and len(settings) >= 4  # DDP's own buckets, then the model-relative caps
+    layouts = {ddp_buckets.predicted_buckets(shape, *setting) for setting in settings}
+    assert len({len(layout) for layout in layouts}) == len(settings)  # distinct bucket counts
+    assert len(configs) == len(settings) * 2 * 2  # × gradient_as_bucket_view × accumulation 1, 4
+
+
 def test_launch_groups_share_a_launch_except_process_per_configuration(tmp_path):
     suite = load_suite(_suite(tmp_path, MIXED), CPU_MACHINE)
     groups = launch_groups([bench.bench for bench in suite.benches])

@@ -16,7 +16,9 @@ from commbench.errors import CommbenchError
 from commbench.machine import Machine
 from commbench.runs import load_run
 from commbench.training import ddp_buckets, plan
+from commbench.training.spec import COMPILE_FIRST_PIECE_MB
 from commbench.training.synthetic import shape_for_params
+from tests.axis_values import offered_values
 from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
 
@@ -93,16 +95,7 @@ def _axis_values() -> list[tuple[str, str]]:
     option with choices, true and false of each true/false option, and --bucket-cap-mb's named value. Built from the
     options the command line is generated from, so a new value is in the table without editing it. Where to run
     (--backend/--device) is the machine's, not an axis."""
-    target = {f.name for f, _ in options_of(TargetOptions)}
-    values = []
-    for f, described in options_of(DDP.options):
-        if f.name in target:
-            continue
-        if described.choices:
-            values += [(described.key, choice) for choice in described.choices]
-        elif described.type is bool and not described.switch:
-            values += [(described.key, "true"), (described.key, "false")]
-    return values + [("bucket-cap-mb", plan.BUCKET_DEFAULT)]
+    return offered_values(DDP.options, skip=TargetOptions) + [("bucket-cap-mb", plan.BUCKET_DEFAULT)]
 
 
 def _resolved(key: str, value: str):
@@ -123,6 +116,20 @@ def test_the_axis_table_covers_every_value_help_lists():
         assert f"--{key}" in helped
     assert {("comm-hook", hook) for hook in ("none", "bf16", "fp16", "powersgd")} <= set(values)
     assert ("static-graph", "true") in values and ("mixed-precision", "bf16") in values
+    assert ("compile", "true") in values and ("compile", "false") in values
+
+
+def test_compiled_ddp_is_refused_before_launch_where_torch_cannot_build_it(monkeypatch):
+    # TorchDynamo's DDPOptimizer stops on a cap below its 1 MiB first piece (AssertionError, torch 2.13)
+    assert COMPILE_FIRST_PIECE_MB == ddp_buckets.TORCH_FIRST_MB == dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20
+    assert_refused(invoke(["ddp", "--backend", "gloo", "--device", "cpu", "--compile", "true", "--bucket-cap-mb",
+                           "default,0.5"]), fragment="--compile true needs bucket caps of 1 MiB or more")
+    assert _bench(compile="true", **{**TINY, "bucket_cap_mb": "default,2", "first_bucket_mb": "0.5"}).spec.configs
+    # inductor builds CPU kernels with $CXX (else g++)
+    monkeypatch.setenv("CXX", "no-such-compiler++")
+    with pytest.raises(CommbenchError, match="needs a C.. compiler .* install g.. or use --compile false"):
+        _bench(compile="true", **{**TINY, "bucket_cap_mb": "default"})
+    assert _bench(compile="false", **{**TINY, "bucket_cap_mb": "default"}).spec.configs
 
 
 @pytest.mark.distributed
@@ -163,6 +170,10 @@ def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
     for index, (key, value) in enumerate(runnable):
         rows = load_run(run_dir / f"v{index}").results.to_dict("records")
         assert len(rows) == 1 and rows[0]["n_wrong"] == 0, (key, value, rows)
+        if (key, value) == ("compile", "true"):  # compiled DDP keeps both exposed-cost figures
+            assert rows[0]["compile"] and rows[0]["compute_baseline"] == "unsharded local copy", rows[0]
+            assert rows[0]["exposed_comm_ms_nosync"] == rows[0]["exposed_comm_ms_nosync"]  # not NaN
+    assert ("compile", "true") in runnable
     static = load_run(run_dir / "static_accum").results.to_dict("records")
     assert [(row["static_graph"], row["accum_steps"], row["n_wrong"]) for row in static] == [(True, 2, 0)]
     sweep = load_run(run_dir / "default_sweep").results.to_dict("records")

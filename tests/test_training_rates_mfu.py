@@ -9,7 +9,7 @@ from commbench.benches.training import RESULT_COLUMNS
 from commbench.training.flops import PEAKS, peak_for, rate_columns, synthetic_flops_per_token
 from commbench.training.spec import ModelShape
 from commbench.training.synthetic import count_params
-from commbench.training.table import format_training_table, key_numbers
+from commbench.training.table import format_training_table, key_numbers, short_labels
 
 
 def test_tokens_per_rank_times_ranks_is_the_global_rate():
@@ -92,3 +92,16 @@ def test_a_run_without_the_rate_columns_still_makes_its_table():
     table = format_training_table(old)
     assert "MFU absent: not recorded in this run" in table
     assert math.isnan(key_numbers(old)["MFU (%)"].iloc[0])
+
+
+def test_every_row_shows_its_precision_in_the_table_and_the_reports_key_numbers():
+    # the same configuration in bf16 and fp32, and a row from a run that did not record a precision (it ran fp32)
+    results = pd.DataFrame([_row("cuda", mixed_precision="bf16"), _row("cuda", mixed_precision="fp32"),
+                            _row("cpu")]).assign(config_index=[0, 1, 2])
+    numbers = key_numbers(results)
+    assert list(numbers.columns[:2]) == ["configuration", "precision"]
+    assert numbers["precision"].tolist() == ["bf16", "fp32", "fp32"]
+    lines = format_training_table(results).splitlines()
+    assert lines[0].split()[:2] == ["configuration", "precision"]
+    cells = [line.split()[len(label.split())] for line, label in zip(lines[2:5], short_labels(results))]
+    assert cells == ["bf16", "fp32", "fp32"]

@@ -26,6 +26,11 @@ class DdpOptions(TrainingOptions):
                                             help="true and/or false [default: false]. With --accum-steps above 1 "
                                                  "the first step syncs every micro-batch (a static graph is "
                                                  "recorded on a synced iteration).")
+    compile: tuple[bool, ...] = option("--compile", type=bool, many=True,
+                                       help="true and/or false [default: false]. true runs the DDP module under "
+                                            "torch.compile (TorchDynamo splits the graph at bucket edges so the "
+                                            "all-reduces still overlap backward); the first warm-up step compiles, "
+                                            "which takes a minute or more on CPU. Needs bucket caps of 1 MiB or more.")
     comm_hooks: tuple[str, ...] = option("--comm-hook", many=True, choices=COMM_HOOKS,
                                          help="none; bf16, fp16 (gradients compressed for the all-reduce: half the "
                                               "bytes); powersgd (rank-1 PowerSGD with error feedback, compressing "
@@ -53,6 +58,7 @@ class DdpKind(TrainingKind):
         configs = plan.ddp_configs(bucket_cap_mb=caps, first_bucket_mb=options.first_bucket_mb or (None,),
                                    gradient_as_bucket_view=options.gradient_as_bucket_view or (False,),
                                    static_graph=options.static_graph or (False,),
+                                   compile=options.compile or (False,),
                                    comm_hooks=options.comm_hooks or ("none",), precisions=precisions,
                                    accum_steps=accum_steps)
         return ddp_buckets.merge_same_buckets(configs, shape)

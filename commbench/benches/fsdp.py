@@ -5,6 +5,9 @@ from dataclasses import dataclass
 
 from commbench.benches.options import option
 from commbench.benches.training import MODEL_STATE_PLOT, STEPS_MEMORY_PLOT, TrainingKind, TrainingOptions
+from commbench.training.accum_sync import ACCUM_SYNCS
+from commbench.training.checkpointing import ACTIVATION_CHECKPOINTING
+from commbench.training.spec import REDUCE_DTYPES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +30,30 @@ class FsdpOptions(TrainingOptions):
                                                  help="FSDP1: true and/or false [default: true].")
     wraps: tuple[str, ...] = option("--wrap", many=True,
                                     help="block (one FSDP unit per block) and/or model (one unit) [default: block].")
+    reduce_dtypes: tuple[str, ...] = option("--reduce-dtype", many=True, choices=REDUCE_DTYPES,
+                                            help="What gradients are reduce-scattered (and HSDP all-reduced) in: "
+                                                 "fp32 and/or bf16 (half the bytes) [default: fp32].")
+    cpu_offloads: tuple[bool, ...] = option("--cpu-offload", type=bool, many=True,
+                                            help="true keeps the shards, their gradients and the optimizer state in "
+                                                 "host memory (CPUOffloadPolicy / CPUOffload; GPU runs only), false "
+                                                 "on the GPU [default: false].")
+    activation_checkpointing: tuple[str, ...] = option(
+        "--activation-checkpointing", many=True, choices=ACTIVATION_CHECKPOINTING,
+        help="none and/or full (every block recomputed in backward, as torchtitan's full AC; the compute-only "
+             "baseline recomputes too) [default: none].")
+    blocks_per_unit: tuple[int, ...] = option("--blocks-per-unit", type=int, many=True, lowest=1,
+                                              help="FSDP2: consecutive blocks per fully_shard unit (one all-gather "
+                                                   "and one reduce-scatter each), e.g. 1,2 [default: 1].")
+    accum_syncs: tuple[str, ...] = option(
+        "--accum-sync", many=True, choices=ACCUM_SYNCS,
+        help="With --accum-steps 2+, what micro-batches before the last do: last (no reduction until the last), "
+             "every (reduce-scatter each), last-gathered (FSDP2: last, and parameters stay gathered between "
+             "micro-batches), replicas-last (FSDP2 HSDP: reduce-scatter each, all-reduce across replicas on the "
+             "last) [default: last].")
+    shard_groups: tuple[int, ...] = option("--shard-group", type=int, many=True, lowest=1,
+                                           help="Ranks per shard group: a value below the rank count runs HSDP "
+                                                "(replicas × shard group), the rank count fully sharded "
+                                                "[default: every rank].")
 
 
 class FsdpKind(TrainingKind):
@@ -46,8 +73,14 @@ class FsdpKind(TrainingKind):
     def configs_for_model(self, options: FsdpOptions, accum_steps, world, precisions, shape):
         """The configurations, and a note for each requested value that runs as another (merged into one row)."""
         from commbench.training import plan
+        from commbench.training.fsdp_knobs import FsdpExtras
 
-        return plan.fsdp_plan(
+        extras = FsdpExtras(reduce_dtypes=options.reduce_dtypes or (None,),
+                            cpu_offloads=options.cpu_offloads or (None,),
+                            activation_checkpointing=options.activation_checkpointing or (None,),
+                            blocks_per_unit=options.blocks_per_unit or (None,),
+                            accum_syncs=options.accum_syncs or (None,), shard_groups=options.shard_groups or (None,))
+        return plan.fsdp_plan(extras=extras, blocks=shape.layers if shape is not None else None,
             impls=options.impls or ("fsdp2",),
             reshard_after_forward=tuple(plan.parse_reshard(value) for value in options.reshards or ("true", "false")),
             forward_prefetch=options.forward_prefetch or (0, 1),

@@ -19,13 +19,19 @@ class StrategyOptions(TrainingOptions):
     shard_group: int | None = option("--shard-group", type=int, lowest=1,
                                      help="HSDP: ranks per shard group [default: 2].")
     bucket_cap_mb: float | None = option("--bucket-cap-mb", type=float, above_zero=True, unit="MiB",
-                                         help="DDP bucket size for ddp and zero1 [default: 25].")
+                                         help="Bucket size: DDP's for ddp and zero1, the gradient buckets' of zero2 "
+                                              "with --master-weights true [default: 25].")
     master_weights: tuple[bool, ...] = option("--master-weights", type=bool, many=True,
-                                              help="ddp and zero1 under --mixed-precision bf16: true keeps bf16 "
-                                                   "parameters and gradients with fp32 master copies and Adam moments "
-                                                   "in the optimizer (the ZeRO paper's mixed-precision rows: ZeRO-1 "
-                                                   "4Ψ + 12Ψ/N), false fp32 parameters under autocast "
+                                              help="ddp, zero1 and zero2 under --mixed-precision bf16: true keeps "
+                                                   "bf16 parameters and gradients with fp32 master copies and Adam "
+                                                   "moments in the optimizer (the ZeRO paper's mixed-precision rows: "
+                                                   "ZeRO-1 4Ψ + 12Ψ/N; zero2 runs as the paper's ZeRO-2, 2Ψ + 14Ψ/N, "
+                                                   "not on FSDP), false fp32 parameters under autocast "
                                                    "[default: false].")
+    overlap_with_ddp: tuple[bool, ...] = option("--overlap-with-ddp", type=bool, many=True,
+                                                help="zero1: true steps ZeroRedundancyOptimizer from DDP's comm hook "
+                                                     "as the gradients are reduced (overlap_with_ddp; NCCL only, "
+                                                     "--warmup-steps 3+) [default: false].")
 
 
 class StrategyKind(TrainingKind):
@@ -48,7 +54,8 @@ class StrategyKind(TrainingKind):
                                      bucket_cap_mb=options.bucket_cap_mb,
                                      shard_group=options.shard_group or (2 if "hsdp" in chosen else None),
                                      world=world, precisions=precisions,
-                                     master_weights=options.master_weights or (None,))
+                                     master_weights=options.master_weights or (None,),
+                                     overlap_with_ddp=options.overlap_with_ddp or (None,))
 
 
 def _refuse_ignored(options: StrategyOptions, chosen: tuple[str, ...]) -> None:
@@ -57,9 +64,14 @@ def _refuse_ignored(options: StrategyOptions, chosen: tuple[str, ...]) -> None:
     if options.shard_group is not None and "hsdp" not in chosen:
         raise CommbenchError(f"--shard-group {options.shard_group} applies to hsdp only, and this sweep runs {listed}; "
                              "add --strategy hsdp (4+ ranks) or drop --shard-group")
-    if options.bucket_cap_mb is not None and not {"ddp", "zero1"} & set(chosen):
-        raise CommbenchError(f"--bucket-cap-mb {options.bucket_cap_mb:g} applies to ddp and zero1 only, and this "
-                             f"sweep runs {listed}; add --strategy ddp or zero1, or drop --bucket-cap-mb")
+    partitioned_zero2 = "zero2" in chosen and True in options.master_weights
+    if options.bucket_cap_mb is not None and not ({"ddp", "zero1"} & set(chosen) or partitioned_zero2):
+        raise CommbenchError(f"--bucket-cap-mb {options.bucket_cap_mb:g} applies to ddp, zero1 and zero2 with "
+                             f"--master-weights true only, and this sweep runs {listed}; add --strategy ddp or zero1, "
+                             "or drop --bucket-cap-mb")
+    if options.overlap_with_ddp and "zero1" not in chosen:
+        raise CommbenchError(f"--overlap-with-ddp applies to zero1 only, and this sweep runs {listed}; add --strategy "
+                             "zero1 or drop --overlap-with-ddp")
 
 
 KIND = StrategyKind()

@@ -34,8 +34,11 @@ RESULT_COLUMNS = (
     "gpu_mem_used_peak_bytes", "mem_carryover_bytes", "memory_budget_bytes", "fits", "model_state_bytes",
     "model_param_bytes", "model_grad_bytes", "model_optim_bytes", "optim_scalar_bytes",
     "model_state_bytes_predicted", "model_state_exact_ranks", "model_state_formula", "model_state_bytes_formula",
-    "loss_last", "n_wrong", *RATE_COLUMNS, *EXPOSED_COLUMNS)
-ADDED_COLUMNS = (*RATE_COLUMNS, "first_bucket_mb", *EXPOSED_COLUMNS)
+    "model_state_host_bytes", "model_state_host_bytes_predicted", "loss_last", "n_wrong", *RATE_COLUMNS,
+    *EXPOSED_COLUMNS)
+ADDED_COLUMNS = (*RATE_COLUMNS, "first_bucket_mb", *EXPOSED_COLUMNS, "compile", "overlap_with_ddp", "reduce_dtype",
+                 "cpu_offload", "activation_checkpointing", "blocks_per_unit", "accum_sync",
+                 "model_state_host_bytes", "model_state_host_bytes_predicted")
 """Columns newer than the first training runs: an older results.csv lacks them and they read as missing (empty)."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "phase", "step", "step_time_ms")
 MODEL_STATE_PLOT = Plot("model_state", "Model state per rank: measured vs predicted",

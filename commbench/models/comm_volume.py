@@ -9,6 +9,7 @@ and again in backward and reduce-scatters gradients: 3 phases, 1.5× DDP.
 import math
 from dataclasses import dataclass
 
+from commbench.models.shard_layout import zero2_buckets
 from commbench.models.strategies import STRATEGIES, WITHOUT_SHARD_GROUP
 
 # ring phases (one reduce-scatter or all-gather of the whole model) per step; HSDP's also depend on its shard group,
@@ -64,19 +65,26 @@ def _unit_message(unit: list[tuple[int, ...]], *, impl: str, shards: int) -> int
 
 
 def training_traffic(*, strategy: str, impl: str, units: list[list[tuple[int, ...]]], world: int, accum_steps: int,
-                     shard_group: int | None = None, gather_bytes: int = 4, reduce_bytes: int = 4) -> TrainingTraffic:
+                     shard_group: int | None = None, gather_bytes: int = 4, reduce_bytes: int = 4,
+                     accum_sync: str | None = None, bucket_cap_mb: float | None = None) -> TrainingTraffic:
     """Per optimizer step of `accum_steps` micro-batches whose gradient sync is skipped on all but the last:
       ddp    one all-reduce of the gradients;
       zero1  torch's ZeroRedundancyOptimizer: that all-reduce, then each parameter broadcast from its owner (the
              paper's ZeRO-1 reduce-scatters and all-gathers instead: 2 phases, not 3);
       zero2  an all-gather per micro-batch (forward) and one reduce-scatter; FSDP1 (SHARD_GRAD_OP) keeps the
-             parameters gathered across no_sync micro-batches, so it gathers once per optimizer step;
+             parameters gathered across no_sync micro-batches, so it gathers once per optimizer step; the
+             partitioned ZeRO-2 (impl zero2, training/zero2.py) reduce-scatters its padded buckets every micro-batch
+             (bucket_cap_mb: their cap) and all-gathers them once, after the optimizer step;
       zero3  two all-gathers per micro-batch (forward and backward) and one reduce-scatter; FSDP1 never reshards
              the root unit after forward, so the root is gathered once; FSDP2 (torchtitan's layout,
              training/fsdp2_units.py) keeps the root and the last block gathered, so both are gathered once (with
              one unit for the model, that unit reshards and is gathered twice);
       hsdp   zero3 inside each shard group, plus an all-reduce of each gradient shard across the replicas.
     `units` lists the FSDP units' parameter shapes with the root's own unit last (after the last block).
+    accum_sync (FSDP under accumulation, training/step.py): None or last as above; every reduces (and HSDP
+    all-reduces) every micro-batch; last-gathered (FSDP2) keeps parameters gathered after each non-last backward, so
+    later micro-batches gather only what forward resharded; replicas-last (HSDP) reduce-scatters every micro-batch and
+    all-reduces across replicas on the last only.
     """
     everything = sum(math.prod(shape) for unit in units for shape in unit)
     ring = lambda n: (n - 1) / n if n > 1 else 0.0  # noqa: E731  (the (n−1)/n of one ring phase)
@@ -85,20 +93,33 @@ def training_traffic(*, strategy: str, impl: str, units: list[list[tuple[int, ..
         if impl == "zero1":
             elements, sent = elements + everything, sent + ring(world) * everything * gather_bytes
         return TrainingTraffic(elements, sent)
+    if impl == "zero2":
+        padded = world * sum(bucket.shard for bucket in zero2_buckets(
+            [shape for unit in units for shape in unit], world, bucket_cap_mb))
+        return TrainingTraffic((accum_steps + 1) * padded,
+                               ring(world) * padded * (accum_steps * reduce_bytes + gather_bytes))
     shards = shard_group or world
     messages = [_unit_message(unit, impl=impl, shards=shards) if unit else 0 for unit in units]
     unit_elements = sum(messages)
-    gathered = 0  # elements all-gathered per micro-batch
+    gathered = later = 0  # elements all-gathered by the first micro-batch, and by each later one
     for index, message in enumerate(messages):
         root = index == len(messages) - 1
         kept = (impl == "fsdp1" and root) or (impl == "fsdp2" and len(messages) > 1 and index >= len(messages) - 2)
         gathered += message * (1 if strategy == "zero2" or kept else 2)
-    gathered *= 1 if (impl, strategy) == ("fsdp1", "zero2") else accum_steps
-    elements = gathered + unit_elements
-    sent = ring(shards) * (gathered * gather_bytes + unit_elements * reduce_bytes)
+        # still gathered from the previous backward: only what forward resharded is gathered again (in backward)
+        later += message * (0 if strategy == "zero2" or kept else 1)
+    if accum_sync == "last-gathered":
+        gathered += (accum_steps - 1) * later
+    elif not ((impl, strategy) == ("fsdp1", "zero2") and accum_sync != "every"):
+        gathered *= accum_steps  # (FSDP1's SHARD_GRAD_OP keeps parameters gathered across no_sync micro-batches)
+    reduced = unit_elements * (1 if accum_sync in (None, "last", "last-gathered") else accum_steps)
+    if shards == 1:  # a shard group of one rank holds whole parameters: FSDP gathers and reduce-scatters nothing
+        gathered = reduced = 0
+    elements = gathered + reduced
+    sent = ring(shards) * (gathered * gather_bytes + reduced * reduce_bytes)
     replicas = world // shards
     if replicas > 1:
-        shard_elements = unit_elements // shards
+        shard_elements = unit_elements // shards * (accum_steps if accum_sync == "every" else 1)
         elements += shard_elements
         sent += 2 * ring(replicas) * shard_elements * reduce_bytes
     return TrainingTraffic(elements, sent)

@@ -1,16 +1,20 @@
 """Turn one configuration into a model and optimizer on this rank, plus what the measurements need to know of it."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
+from commbench.training.checkpointing import apply_activation_checkpointing
+from commbench.training.ddp_buckets import rebuild_limits
+from commbench.training.fsdp2_units import block_groups
 from commbench.training.master_weights import MasterWeightAdamW
 from commbench.training.meshes import device_mesh
-from commbench.training.precision import apply_matmul_precision, fsdp_bf16
+from commbench.training.precision import apply_matmul_precision, fsdp_dtypes
 from commbench.training.spec import TrainConfig, TrainSpec
 from commbench.training.synthetic import build_model
-from commbench.training.wrappers import apply_ddp, apply_fsdp1, apply_fsdp2, apply_zero1
+from commbench.training.wrappers import apply_ddp, apply_fsdp1, apply_fsdp2, apply_zero1, compile_ddp
+from commbench.training.zero2 import Zero2AdamW
 
 _FSDP1_BACKWARD = {"pre": "BACKWARD_PRE", "post": "BACKWARD_POST", "none": None}
 
@@ -22,16 +26,20 @@ class Built:
     ddp: nn.Module | None  # the DistributedDataParallel module, whose logging data we read
     units: list[list[tuple[int, ...]]]  # parameter shapes per FSDP unit (embedding, blocks, then the root's own)
     replica_of: int  # ranks with the same value hold identical state (DDP: all; FSDP: a shard's replicas)
+    layout: dict = field(default_factory=dict)
+    """models/shard_layout.local_state's keyword arguments beyond the shapes: the buckets the partitioned ZeRO-2
+    shards and ZeRO-1 with overlap_with_ddp partitions by."""
 
 
-def parameter_units(model: nn.Module, *, per_block: bool) -> list[list[tuple[int, ...]]]:
-    """Parameter shapes grouped as FSDP wraps them, in parameter order: the embedding (a transformer's), each block,
-    then the root's own (final norm and head)."""
+def parameter_units(model: nn.Module, *, per_block: bool, blocks_per_unit: int = 1) -> list[list[tuple[int, ...]]]:
+    """Parameter shapes grouped as FSDP wraps them, in parameter order: the embedding (a transformer's), each block
+    (or each run of blocks_per_unit blocks), then the root's own (final norm and head)."""
     if not per_block:
         return [[tuple(p.shape) for p in model.parameters()]]
-    children = ([model.embedding] if getattr(model, "embedding", None) is not None else []) + list(model.blocks)
-    in_children = {id(p) for child in children for p in child.parameters()}
-    units = [[tuple(p.shape) for p in child.parameters()] for child in children]
+    children = ([[model.embedding]] if getattr(model, "embedding", None) is not None else []) + [
+        [model.blocks[i] for i in group] for group in block_groups(len(model.blocks), blocks_per_unit)]
+    in_children = {id(p) for unit in children for child in unit for p in child.parameters()}
+    units = [[tuple(p.shape) for child in unit for p in child.parameters()] for unit in children]
     return units + [[tuple(p.shape) for p in model.parameters() if id(p) not in in_children]]
 
 
@@ -47,26 +55,37 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
     model = build_model(spec.shape, seed=spec.seed, device=device)
     if config.master_weights:  # the ZeRO paper's mixed precision: bf16 in the model, fp32 master in the optimizer
         model = model.to(torch.bfloat16)
+    model = apply_activation_checkpointing(model, config.activation_checkpointing)
     per_block = config.wrap != "model"
-    units = parameter_units(model, per_block=per_block)
-    optimizer, ddp = None, None
+    blocks_per_unit = config.blocks_per_unit or 1
+    units = parameter_units(model, per_block=per_block, blocks_per_unit=blocks_per_unit)
+    param_dtype, reduce_dtype = fsdp_dtypes(config.mixed_precision, config.impl, config.reduce_dtype)
+    optimizer, ddp, layout = None, None, {}
     if config.impl == "ddp":
         model = ddp = apply_ddp(model, device=device, bucket_cap_mb=config.bucket_cap_mb,
                                 first_bucket_mb=config.first_bucket_mb,
                                 gradient_as_bucket_view=bool(config.gradient_as_bucket_view),
                                 static_graph=bool(config.static_graph), comm_hook=config.comm_hook or "none")
+        if config.compile:  # Built.ddp stays the DDP module: its logging is read through it
+            model = compile_ddp(ddp)
     elif config.impl == "zero1":
         optimizer_class = MasterWeightAdamW if config.master_weights else torch.optim.AdamW
         model, optimizer = apply_zero1(model, device=device, lr=spec.lr, bucket_cap_mb=config.bucket_cap_mb,
-                                       optimizer_class=optimizer_class)
+                                       optimizer_class=optimizer_class, overlap_with_ddp=bool(config.overlap_with_ddp))
         ddp = model
+        if config.overlap_with_ddp:  # ZeroRedundancyOptimizer then partitions by DDP's buckets
+            layout = {"ddp_bucket_limits": rebuild_limits(config.bucket_cap_mb, None)}
+    elif config.impl == "zero2":  # the paper's ZeRO-2 (bf16 model: master weights, validated before launch)
+        optimizer = Zero2AdamW(model, lr=spec.lr, bucket_cap_mb=config.bucket_cap_mb)
+        layout = {"bucket_cap_mb": config.bucket_cap_mb}
     elif config.impl == "fsdp2":
         backward = config.backward_prefetch
         model = apply_fsdp2(model, mesh=_mesh(config, device, world),
                             reshard_after_forward=config.reshard_after_forward,
                             forward_prefetch=config.forward_prefetch or 0,
                             backward_prefetch=None if backward in (None, "default") else int(backward),
-                            bf16=fsdp_bf16(config.mixed_precision, config.impl), per_block=per_block)
+                            param_dtype=param_dtype, reduce_dtype=reduce_dtype, per_block=per_block,
+                            blocks_per_unit=blocks_per_unit, cpu_offload=bool(config.cpu_offload))
     elif config.impl == "fsdp1":
         strategy = ("HYBRID_SHARD" if config.shard_group else "FULL_SHARD") if config.reshard_after_forward \
             else ("_HYBRID_SHARD_ZERO2" if config.shard_group else "SHARD_GRAD_OP")
@@ -75,7 +94,8 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
                             forward_prefetch=bool(config.forward_prefetch),
                             limit_all_gathers=config.limit_all_gathers is not False, per_block=per_block,
                             device_mesh=_mesh(config, device, world) if config.shard_group else None,
-                            bf16=fsdp_bf16(config.mixed_precision, config.impl))
+                            param_dtype=param_dtype, reduce_dtype=reduce_dtype,
+                            cpu_offload=bool(config.cpu_offload))
     else:
         raise ValueError(f"unknown implementation {config.impl!r}")
     if ddp is not None:
@@ -83,5 +103,5 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
     optimizer = optimizer or (MasterWeightAdamW if config.master_weights else torch.optim.AdamW)(
         model.parameters(), lr=spec.lr)
     shards = config.shard_group or world
-    replica_of = 0 if config.impl in ("ddp", "zero1") else rank % shards
-    return Built(model, optimizer, ddp, units, replica_of)
+    replica_of = 0 if config.impl in ("ddp", "zero1", "zero2") else rank % shards  # ZeRO-2: whole parameters
+    return Built(model, optimizer, ddp, units, replica_of, layout)

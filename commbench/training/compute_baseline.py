@@ -2,19 +2,25 @@
 no communication at all. A row's exposed communication cost is its step time minus this baseline's (paired step by
 step in training/measure.py), measured the same way for DDP, ZeRO-1, FSDP1, FSDP2 and HSDP.
 
-What a rank computes at world size N, per implementation: DDP and ZeRO-1 hold the whole model; FSDP gathers each
+What a rank computes at world size N, per implementation: DDP, ZeRO-1 and the partitioned ZeRO-2 (training/zero2.py)
+hold the whole model; FSDP gathers each
 unit's full parameters before computing with them. So every rank's forward and backward is the full model's on its
 own micro-batch, which an unsharded local copy of the model (a plain nn.Module: no hooks, no collectives) repeats.
-The optimizer step is not the full model's: a sharded rank steps only its shard (FSDP's shards, ZeRO-1's partition),
+The optimizer step is not the full model's: a sharded rank steps only its shard (FSDP's shards, ZeRO-1's partition,
+ZeRO-2's slices of its buckets),
 so the baseline's AdamW steps clones of exactly the tensors the real optimizer holds on this rank (DTensors stay
 DTensors: FSDP2's optimizer pays their dispatch too, and a pointwise update of a sharded DTensor communicates
 nothing).
 
-Precision as the real step: DDP and ZeRO-1 run the copy under the same autocast (training/step.py's step_function),
-with bf16 parameters and the same master-weight optimizer where the configuration keeps master weights; FSDP's bf16
-policy computes with bf16 parameters on inputs it casts to bf16, so its copy is bf16 and casts floating inputs.
+Precision as the real step: DDP, ZeRO-1 and ZeRO-2 run the copy under the same autocast (training/step.py's
+step_function), with bf16 parameters and the same master-weight optimizer where the configuration keeps master
+weights; FSDP's bf16 policy computes with bf16 parameters on inputs it casts to bf16, so its copy is bf16 and casts
+floating inputs.
+A compiled DDP configuration's copy is compiled too, as one graph: DDP's graph is split at bucket edges
+(training/wrappers.compile_ddp), so what fusion the split costs counts as communication's cost.
 What the baseline leaves out is the communication's own work: collectives, FSDP's copy-in/copy-out and casts for the
-reduction, DDP's gradient copies into buckets, ZeRO-1's broadcast.
+reduction, DDP's gradient copies into buckets, ZeRO-1's broadcast, ZeRO-2's bucket copies, reduce-scatters and
+all-gathers.
 
 Memory: the copy adds its parameters and gradients and the optimizer's tensors to what the configuration holds. When
 that, on top of the configuration's measured peak, exceeds a rank's memory budget, or building or warming the copy
@@ -28,6 +34,8 @@ from torch import nn
 
 from commbench.training.batches import BatchPool
 from commbench.training.build import Built
+from commbench.training.checkpointing import apply_activation_checkpointing
+from commbench.training.master_weights import MasterWeightAdamW
 from commbench.training.precision import fsdp_bf16
 from commbench.training.spec import TrainConfig, TrainSpec
 from commbench.training.step import step_function
@@ -50,8 +58,11 @@ def local_optimizer(built: Built, impl: str) -> torch.optim.Optimizer:
 
 
 def optimizer_tensors(built: Built, impl: str) -> list[torch.Tensor]:
-    """The parameters the real optimizer steps on this rank."""
-    return [param for group in local_optimizer(built, impl).param_groups for param in group["params"]]
+    """The parameters the real optimizer steps on this rank (ZeRO-2's: its slices of the parameter buckets)."""
+    local = local_optimizer(built, impl)
+    # ZeRO-1 with overlap_with_ddp steps a functional AdamW, which holds one param_group
+    groups = local.param_groups if hasattr(local, "param_groups") else [local.param_group]
+    return [param for group in groups for param in group["params"]]
 
 
 def extra_bytes(*, copy_elements: int, copy_element_bytes: int, optimizer_elements: int, state_bytes: int,
@@ -118,12 +129,15 @@ def build_baseline(built: Built, config: TrainConfig, spec: TrainSpec, pool: Bat
                    device: torch.device) -> Callable[..., float]:
     """The baseline's step (as training/step.py's step_function: returns the loss): the local copy and its
     optimizer, stepping on the configuration's own micro-batch pool."""
-    model = build_model(spec.shape, seed=spec.seed, device=device)
+    model = apply_activation_checkpointing(build_model(spec.shape, seed=spec.seed, device=device),
+                                           config.activation_checkpointing)  # the same recomputation: compute
     if _sixteen_bit_copy(config):
         model = model.to(torch.bfloat16)
     if fsdp_bf16(config.mixed_precision, config.impl):
         model = _CastInputs(model, torch.bfloat16)
-    optimizer_class = type(local_optimizer(built, config.impl))  # AdamW, or MasterWeightAdamW with master weights
+    # the local optimizer's math: ZeRO-2's optimizer is MasterWeightAdamW plus its reductions, overlap_with_ddp's a
+    # functional AdamW
+    optimizer_class = MasterWeightAdamW if getattr(config, "master_weights", None) else torch.optim.AdamW
     if config.impl == "ddp":  # DDP's optimizer steps the whole model: the copy's own parameters are its equal
         optimizer = optimizer_class(model.parameters(), lr=spec.lr)
     else:
@@ -134,5 +148,9 @@ def build_baseline(built: Built, config: TrainConfig, spec: TrainSpec, pool: Bat
                 clone.grad = torch.zeros_like(clone)
                 clones.append(clone)
         optimizer = _ShardStep(model, optimizer_class(clones, lr=spec.lr))
+    if getattr(config, "compile", None):
+        # compiled as the configuration is (its first warm-up step compiles); TorchDynamo's caches are not cleared
+        # here, so the configuration's own compiled model does not compile again in the paired steps
+        model = torch.compile(model)
     return step_function(model, optimizer, pool, accum_steps=config.accum_steps, precision=config.mixed_precision,
                          impl=config.impl, device=device)

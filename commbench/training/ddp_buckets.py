@@ -17,6 +17,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import distributed as torch_ddp
 
+from commbench.models.shard_layout import ready_order_buckets
+
 MIB = 1024 * 1024
 TORCH_CAP_MB = float(torch_ddp._DEFAULT_BUCKET_CAP_MB)
 """DDP's bucket cap when no bucket argument is given (25 MiB in torch 2.13)."""
@@ -50,31 +52,44 @@ def rebuild_limits(cap_mb: float | None, first_mb: float | None) -> list[int]:
     return [cap] if first_mb is None else [int(first_mb * MIB), cap]
 
 
+def group(tensor_bytes: list[int], limits: list[int]) -> list[list[int]]:
+    """The tensors (their indices) of each bucket, as torch's compute_bucket_assignment_by_size forms them over
+    tensors in this order (the rule models/shard_layout.py shares with the partitioned ZeRO-2's buckets)."""
+    return ready_order_buckets(tensor_bytes, limits)
+
+
 def assign(tensor_bytes: list[int], limits: list[int]) -> tuple[int, ...]:
     """Bucket sizes in bytes, as torch's compute_bucket_assignment_by_size forms them over tensors in this order."""
-    buckets, current, limit_index = [], 0, 0
-    for size in tensor_bytes:
-        current += size
-        if current >= limits[limit_index]:
-            buckets.append(current)
-            current, limit_index = 0, min(limit_index + 1, len(limits) - 1)
-    if current:
-        buckets.append(current)
-    return tuple(buckets)
+    return tuple(sum(tensor_bytes[index] for index in bucket) for bucket in group(tensor_bytes, limits))
 
 
-def gradient_bytes_in_ready_order(shape) -> list[int]:
-    """Each parameter's gradient bytes in the order backward produces them (the reverse of the parameter order),
+def gradient_shapes_in_ready_order(shape) -> list[tuple[int, ...]]:
+    """Each parameter's gradient shape in the order backward produces them (the reverse of the parameter order),
     from the model built on the meta device: shapes only, nothing allocated."""
     from commbench.training.synthetic import SyntheticModel
 
     with torch.device("meta"):
         model = SyntheticModel(shape)
-    return [p.numel() * p.element_size() for p in reversed(list(model.parameters())) if p.requires_grad]
+    return [tuple(p.shape) for p in reversed(list(model.parameters())) if p.requires_grad]
+
+
+def gradient_bytes_in_ready_order(shape, element_bytes: int = 4) -> list[int]:
+    """Each parameter's gradient bytes in that order (element_bytes: 4 for fp32 gradients, 2 for bf16 ones)."""
+    return [math.prod(size) * element_bytes for size in gradient_shapes_in_ready_order(shape)]
 
 
 def predicted_buckets(shape, cap_mb: float | None, first_mb: float | None) -> tuple[int, ...]:
     return assign(gradient_bytes_in_ready_order(shape), rebuild_limits(cap_mb, first_mb))
+
+
+def predicted_bucket_shapes(shape, cap_mb: float | None, first_mb: float | None, *, element_bytes: int = 4
+                            ) -> list[list[tuple[int, ...]]]:
+    """The gradient shapes in each of DDP's buckets after its rebuild, first bucket first (what a comm hook that
+    looks inside a bucket, as PowerSGD does, works on)."""
+    shapes = gradient_shapes_in_ready_order(shape)
+    limits = rebuild_limits(cap_mb, first_mb)
+    return [[shapes[index] for index in bucket]
+            for bucket in group([math.prod(size) * element_bytes for size in shapes], limits)]
 
 
 def default_caps_mb(gradient_bytes: int) -> tuple[float, ...]:

@@ -1,8 +1,9 @@
 """Which FSDP2 `fully_shard` units a model gets, each unit's reshard_after_forward, and whom each unit prefetches:
 torchtitan's layout, as a pure function of the configuration (apply_fsdp2 in training/wrappers.py applies it).
 
-Units, in forward order: the embedding (when the model has one), each block, and the root, which keeps what no unit
-below it holds (the final norm and the LM head). Resharding after forward:
+Units, in forward order: the embedding (when the model has one), each block (or each run of --blocks-per-unit
+consecutive blocks: one fully_shard over the list, one all-gather and one reduce-scatter for the run), and the root,
+which keeps what no unit below it holds (the final norm and the LM head). Resharding after forward:
   - the root is given no reshard_after_forward: FSDP2's default keeps the root gathered from forward into backward,
     since backward starts with it (the LM head) at once;
   - the last block is not resharded either (torchtitan: backward needs it right after the root, so resharding it
@@ -39,12 +40,25 @@ def block_name(index: int) -> str:
     return f"block{index}"
 
 
+def block_groups(blocks: int, blocks_per_unit: int = 1) -> list[tuple[int, ...]]:
+    """The blocks of each unit, in order: consecutive runs of blocks_per_unit (the last run may be shorter)."""
+    return [tuple(range(start, min(start + blocks_per_unit, blocks))) for start in range(0, blocks, blocks_per_unit)]
+
+
+def group_name(group: tuple[int, ...]) -> str:
+    """A unit of blocks: block<i> for one, blocks<first>-<last> for several."""
+    return block_name(group[0]) if len(group) == 1 else f"blocks{group[0]}-{group[-1]}"
+
+
 def fsdp2_units(*, blocks: int, has_embedding: bool, reshard_after_forward: bool | int, forward_prefetch: int = 0,
-                backward_prefetch: int | None = None, per_block: bool = True) -> list[UnitPlan]:
-    """The units in the order fully_shard is applied (children first, the root last)."""
+                backward_prefetch: int | None = None, per_block: bool = True, blocks_per_unit: int = 1
+                ) -> list[UnitPlan]:
+    """The units in the order fully_shard is applied (children first, the root last); with blocks_per_unit above 1
+    each unit holds that many consecutive blocks (block_groups), and "the last block" is the last such unit."""
     if not per_block:
         return [UnitPlan(ROOT, reshard_after_forward)]
-    children = ([EMBEDDING] if has_embedding else []) + [block_name(index) for index in range(blocks)]
+    groups = [group_name(group) for group in block_groups(blocks, blocks_per_unit)]
+    children = ([EMBEDDING] if has_embedding else []) + groups
     forward_order = [ROOT, *children]
     backward_order = [ROOT, *reversed(children)]
 
@@ -56,7 +70,7 @@ def fsdp2_units(*, blocks: int, has_embedding: bool, reshard_after_forward: bool
     for name in [*children, ROOT]:
         if name == ROOT:
             reshard = None
-        elif name == block_name(blocks - 1):
+        elif name == groups[-1]:
             reshard = False
         else:
             reshard = reshard_after_forward

@@ -22,7 +22,7 @@ import torch
 from commbench import faults, store
 from commbench.bench_kind import Measured, RankRun
 from commbench.models import comm_volume, memory
-from commbench.models.shard_layout import FORMULA_AT_REST, local_state
+from commbench.models.shard_layout import formula_at_rest, local_state
 from commbench.models.strategies import display_name
 from commbench.profiling import overlap
 from commbench.profiling.capture import capture
@@ -38,6 +38,7 @@ from commbench.training.exposed import paired_cost, trace_figures
 from commbench.training.flops import rate_columns, synthetic_flops_per_token
 from commbench.training.master_weights import state_bytes_of
 from commbench.training.model_state import count
+from commbench.training.powersgd_messages import predicted_traffic as powersgd_traffic
 from commbench.training.precision import gathered_bytes
 from commbench.training.spec import SETTING_COLUMNS, ConfigPoint, TrainSpec
 from commbench.training.step import step_function
@@ -79,7 +80,8 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
     # every micro-batch is drawn here, on the device: the timed steps only pick from the pool
     pool = BatchPool(spec.shape, micro_batch=spec.micro_batch, seed=spec.seed, rank=ctx.rank, device=device)
     step = step_function(built.model, built.optimizer, pool, accum_steps=config.accum_steps,
-                         precision=config.mixed_precision, impl=config.impl, device=device)
+                         precision=config.mixed_precision, impl=config.impl, device=device,
+                         accum_sync=config.accum_sync)
 
     for _ in range(spec.warmup_steps):
         step()
@@ -99,7 +101,7 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
         faults.corrupt_output(fault, _local(next(built.model.parameters())), rank=ctx.rank, point=point.index)
     state = count(built.model, built.optimizer)
     predicted = local_state(impl=config.impl, units=built.units, rank=ctx.rank, world=ctx.world,
-                            shard_group=config.shard_group).bytes(state_bytes_of(config))
+                            shard_group=config.shard_group, **built.layout).bytes(state_bytes_of(config))
     measured_state = state.param_bytes + state.grad_bytes + state.optim_bytes
     # ranks that failed the check (each counted once, however many of its steps had a non-finite loss)
     failed_here = _differs_from_its_replicas(built, ctx) or not all(math.isfinite(x) for x in losses)
@@ -240,10 +242,15 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
     params = count_params(spec.shape)
     traffic = comm_volume.training_traffic(
         strategy=config.strategy, impl=config.impl, units=units, world=ctx.world,
-        accum_steps=config.accum_steps, shard_group=config.shard_group,
+        accum_steps=config.accum_steps, shard_group=config.shard_group, accum_sync=config.accum_sync,
+        bucket_cap_mb=config.bucket_cap_mb,
         gather_bytes=2 if config.master_weights else gathered_bytes(config.mixed_precision, config.impl),
-        reduce_bytes=2 if config.comm_hook in ("bf16", "fp16") or config.master_weights else 4)
-    formula = FORMULA_AT_REST[config.strategy]
+        reduce_bytes=2 if config.comm_hook in ("bf16", "fp16") or config.master_weights
+        or config.reduce_dtype == "bf16" else 4)
+    if config.comm_hook == "powersgd":  # not one all-reduce of the gradients: three smaller ones per bucket
+        traffic = powersgd_traffic(spec.shape, cap_mb=config.bucket_cap_mb, first_mb=config.first_bucket_mb,
+                                   world=ctx.world, element_bytes=2 if config.master_weights else 4)
+    formula = formula_at_rest(config.strategy, config.impl)
     formula_bytes = memory.state_per_rank(formula, params=params, ranks=ctx.world, state=state_bytes_of(config),
                                           shard_group=config.shard_group).total_bytes
     peaks = [rank["peak"] for rank in per_rank]
@@ -288,11 +295,21 @@ def _row(spec: TrainSpec, point: ConfigPoint, ctx, *, run_id, times_ms, paired_m
         "model_state_bytes_predicted": per_rank[worst]["predicted_state"],
         "model_state_exact_ranks": sum(rank["state_exact"] for rank in per_rank),
         "model_state_formula": display_name(formula), "model_state_bytes_formula": formula_bytes,
+        **_host_state(config, ctx.device.type, state, per_rank[worst]["predicted_state"]),
         "loss_last": losses[-1], "n_wrong": n_wrong,
         **rate_columns(tokens_per_s=samples_per_s * spec.shape.seq_len, world=ctx.world,
                        flops_per_token=synthetic_flops_per_token(spec.shape), device_type=ctx.device.type,
                        device_name=ctx.platform.device_name(), precision=config.mixed_precision),
     }
+
+
+def _host_state(config, device_type: str, state, predicted_state: int) -> dict:
+    """GPU runs: the model state in host memory, measured and predicted (CPU offload moves all of it there, else
+    none); on a CPU run every tensor is in host memory, so the columns stay empty."""
+    if device_type == "cpu":
+        return {"model_state_host_bytes": None, "model_state_host_bytes_predicted": None}
+    return {"model_state_host_bytes": state.host_bytes,
+            "model_state_host_bytes_predicted": predicted_state if config.cpu_offload else 0}
 
 
 def _max(values) -> float | None:

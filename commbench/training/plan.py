@@ -5,7 +5,8 @@ import itertools
 
 from commbench.errors import CommbenchError
 from commbench.models.strategies import KEYS, WITHOUT_SHARD_GROUP
-from commbench.training.spec import BUCKET_DEFAULT, PRECISIONS, TrainConfig, parse_bucket_cap
+from commbench.training.fsdp_knobs import FsdpExtras, with_extras
+from commbench.training.spec import BUCKET_DEFAULT, PRECISIONS, TrainConfig, parse_bucket_cap, refuse_unknown
 from commbench.training.wrappers import DDP_COMM_HOOKS
 
 STRATEGIES = KEYS
@@ -39,12 +40,6 @@ def parse_reshard(value: str) -> bool | int:
     return number
 
 
-def _choices(option: str, values, allowed) -> None:
-    for value in values:
-        if value not in allowed:
-            raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
-
-
 def ddp_default_caps(gradient_bytes: int) -> tuple[float | str, ...]:
     """The default sweep's --bucket-cap-mb: DDP's own buckets, then caps at fractions of the model's gradient bytes
     (training/ddp_buckets.py), so the rows show different bucket counts whatever the model's size."""
@@ -54,13 +49,14 @@ def ddp_default_caps(gradient_bytes: int) -> tuple[float | str, ...]:
 
 
 def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_hooks, accum_steps,
-                precisions=("fp32",), first_bucket_mb=(None,)) -> tuple[TrainConfig, ...]:
+                precisions=("fp32",), first_bucket_mb=(None,), compile=(False,)) -> tuple[TrainConfig, ...]:
     """bucket_cap_mb: sizes in MiB or "default" (DDP's own: recorded as its 25 MiB cap and 1 MiB first bucket, and
-    built by passing nothing); first_bucket_mb: the first bucket's cap, None = as large as the cap."""
+    built by passing nothing); first_bucket_mb: the first bucket's cap, None = as large as the cap; compile: the DDP
+    module run eagerly (False) and/or under torch.compile (True)."""
     from commbench.training.ddp_buckets import TORCH_CAP_MB, TORCH_FIRST_MB
 
-    _choices("--comm-hook", comm_hooks, DDP_COMM_HOOKS)
-    _choices("--mixed-precision", precisions, PRECISIONS)
+    refuse_unknown("--comm-hook", comm_hooks, DDP_COMM_HOOKS)
+    refuse_unknown("--mixed-precision", precisions, PRECISIONS)
     caps = [parse_bucket_cap(size) for size in bucket_cap_mb]
     for first in first_bucket_mb:
         if first is not None and not first > 0:
@@ -72,10 +68,10 @@ def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_ho
         buckets.append((cap, first))
     return tuple(TrainConfig(strategy="ddp", impl="ddp", accum_steps=accum, bucket_cap_mb=cap, first_bucket_mb=first,
                              gradient_as_bucket_view=view, static_graph=static, comm_hook=hook,
-                             mixed_precision=precision)
-                 for (cap, first), view, static, hook, precision, accum in itertools.product(
+                             mixed_precision=precision, compile=compiled)
+                 for (cap, first), view, static, hook, precision, compiled, accum in itertools.product(
                      dict.fromkeys(buckets), gradient_as_bucket_view, static_graph, comm_hooks, precisions,
-                     accum_steps))
+                     compile, accum_steps))
 
 
 def effective_backward_prefetch(impl: str, reshard: bool | int, value: str) -> tuple[str, str | None]:
@@ -92,12 +88,15 @@ def effective_backward_prefetch(impl: str, reshard: bool | int, value: str) -> t
 
 
 def fsdp_plan(*, impls, reshard_after_forward, forward_prefetch, backward_prefetch, limit_all_gathers, wraps,
-              precisions, accum_steps, world: int) -> tuple[tuple[TrainConfig, ...], tuple[str, ...]]:
-    """fsdp_configs' configurations, and a note for each requested value that runs as another one (merged into it)."""
+              precisions, accum_steps, world: int, extras: FsdpExtras | None = None, blocks: int | None = None
+              ) -> tuple[tuple[TrainConfig, ...], tuple[str, ...]]:
+    """fsdp_configs' configurations, and a note for each requested value that runs as another one (merged into it)
+    or does not apply to a configuration (left out of it). blocks: the model's, where known (--blocks-per-unit)."""
     notes: dict[str, None] = {}  # ordered, each once
     configs = _fsdp_configs(impls=impls, reshard_after_forward=reshard_after_forward, forward_prefetch=forward_prefetch,
                             backward_prefetch=backward_prefetch, limit_all_gathers=limit_all_gathers, wraps=wraps,
                             precisions=precisions, accum_steps=accum_steps, world=world, notes=notes)
+    configs = with_extras(configs, extras or FsdpExtras(), world=world, blocks=blocks, notes=notes)
     return configs, tuple(notes)
 
 
@@ -110,10 +109,10 @@ def fsdp_configs(**axes) -> tuple[TrainConfig, ...]:
 
 def _fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_prefetch, limit_all_gathers, wraps,
                   precisions, accum_steps, world: int, notes: dict) -> tuple[TrainConfig, ...]:
-    _choices("--impl", impls, FSDP_IMPLS)
-    _choices("--backward-prefetch", backward_prefetch, FSDP2_BACKWARD + FSDP1_BACKWARD)
-    _choices("--wrap", wraps, WRAPS)
-    _choices("--mixed-precision", precisions, PRECISIONS)
+    refuse_unknown("--impl", impls, FSDP_IMPLS)
+    refuse_unknown("--backward-prefetch", backward_prefetch, FSDP2_BACKWARD + FSDP1_BACKWARD)
+    refuse_unknown("--wrap", wraps, WRAPS)
+    refuse_unknown("--mixed-precision", precisions, PRECISIONS)
     for depth in forward_prefetch:
         if depth < 0:
             raise CommbenchError(f"--forward-prefetch {depth} is negative; use 0, 1 or 2 blocks ahead")
@@ -157,35 +156,42 @@ def _fsdp_configs(*, impls, reshard_after_forward, forward_prefetch, backward_pr
 
 
 def strategy_configs(*, strategies, impl: str, shard_group: int | None, bucket_cap_mb: float | None, accum_steps,
-                     world: int, precisions=("fp32",), master_weights=(None,)) -> tuple[TrainConfig, ...]:
-    """master_weights (ddp and zero1 under bf16 only): True keeps bf16 parameters with fp32 master copies in the
-    optimizer (the ZeRO paper's mixed-precision rows), False fp32 parameters under autocast."""
-    _choices("--strategy", strategies, STRATEGIES)
-    _choices("--impl", (impl,), FSDP_IMPLS)
-    _choices("--mixed-precision", precisions, PRECISIONS)
+                     world: int, precisions=("fp32",), master_weights=(None,), overlap_with_ddp=(None,)
+                     ) -> tuple[TrainConfig, ...]:
+    """master_weights (ddp, zero1 and zero2 under bf16 only): True keeps bf16 parameters with fp32 master copies in
+    the optimizer (the ZeRO paper's mixed-precision rows; zero2 then runs as the paper's, impl zero2, with
+    bucket_cap_mb its buckets' cap), False fp32 parameters under autocast (zero2 on FSDP). overlap_with_ddp: zero1's
+    ZeroRedundancyOptimizer stepped from DDP's comm hook, or not."""
+    refuse_unknown("--strategy", strategies, STRATEGIES)
+    refuse_unknown("--impl", (impl,), FSDP_IMPLS)
+    refuse_unknown("--mixed-precision", precisions, PRECISIONS)
     _refuse_unused_master_weights(strategies, precisions, master_weights)
     configs = []
     for strategy, precision, accum in itertools.product(strategies, precisions, accum_steps):
+        masters = master_weights if precision == "bf16" else (None,)
         if strategy in ("ddp", "zero1"):
-            for master in master_weights if precision == "bf16" else (None,):
+            for master, overlap in itertools.product(masters, overlap_with_ddp if strategy == "zero1" else (None,)):
                 configs.append(TrainConfig(strategy=strategy, impl=strategy, accum_steps=accum,
                                            bucket_cap_mb=bucket_cap_mb, mixed_precision=precision,
-                                           master_weights=master))
+                                           master_weights=master, overlap_with_ddp=overlap))
             continue
-        configs.append(TrainConfig(strategy=strategy, impl=impl, accum_steps=accum,
-                                   reshard_after_forward=strategy != "zero2", wrap="block",
-                                   mixed_precision=precision, shard_group=shard_group if strategy == "hsdp" else None))
+        fsdp = TrainConfig(strategy=strategy, impl=impl, accum_steps=accum, reshard_after_forward=strategy != "zero2",
+                           wrap="block", mixed_precision=precision,
+                           shard_group=shard_group if strategy == "hsdp" else None)
+        for master in masters if strategy == "zero2" else (None,):
+            configs.append(TrainConfig(strategy="zero2", impl="zero2", accum_steps=accum, bucket_cap_mb=bucket_cap_mb,
+                                       mixed_precision=precision, master_weights=True) if master else fsdp)
     return tuple(configs)
 
 
 def _refuse_unused_master_weights(strategies, precisions, master_weights) -> None:
-    """--master-weights changes ddp and zero1 under bf16 only: anywhere else it would be silently dropped."""
+    """--master-weights changes ddp, zero1 and zero2 under bf16 only: anywhere else it would be silently dropped."""
     if master_weights == (None,):
         return
-    if "bf16" not in precisions or not {"ddp", "zero1"} & set(strategies):
-        raise CommbenchError("--master-weights applies to ddp and zero1 under --mixed-precision bf16 (FSDP's bf16 "
-                             "policy keeps fp32 shards as its master copy already); add --mixed-precision bf16 and "
-                             "--strategy zero1, or drop --master-weights")
+    if "bf16" not in precisions or not {"ddp", "zero1", "zero2"} & set(strategies):
+        raise CommbenchError("--master-weights applies to ddp, zero1 and zero2 under --mixed-precision bf16 (FSDP's "
+                             "bf16 policy keeps fp32 shards as its master copy already); add --mixed-precision bf16 "
+                             "and --strategy zero1 (or ddp, zero2), or drop --master-weights")
 
 
 def default_strategies(world: int) -> tuple[str, ...]:

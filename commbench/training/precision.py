@@ -24,6 +24,15 @@ def fsdp_bf16(precision: str | None, impl: str) -> bool:
     return _resolved(precision) == "bf16" and impl in FSDP_IMPLS
 
 
+def fsdp_dtypes(precision: str | None, impl: str, reduce_dtype: str | None = None
+                ) -> tuple[torch.dtype | None, torch.dtype | None]:
+    """FSDP's (param_dtype, reduce_dtype): what its policy computes and gathers in, and what it reduces gradients in
+    (None: the parameters' own dtype, fp32). bf16 computes in bf16 and reduces in fp32 unless --reduce-dtype bf16."""
+    param_dtype = torch.bfloat16 if fsdp_bf16(precision, impl) else None
+    reduce = torch.bfloat16 if reduce_dtype == "bf16" else (torch.float32 if param_dtype is not None else None)
+    return param_dtype, reduce
+
+
 def autocast_dtype(precision: str | None, impl: str) -> torch.dtype | None:
     """The dtype the step's forward and loss run under torch.autocast, or None for no autocast."""
     return torch.bfloat16 if _resolved(precision) == "bf16" and impl not in FSDP_IMPLS else None

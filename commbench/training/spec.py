@@ -14,12 +14,15 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 """--mixed-precision: fp32 throughout; tf32 (fp32 tensors, TensorFloat-32 matrix multiplications: CUDA only); bf16
 (how models are trained on GPUs: bfloat16 compute, fp32 parameters, optimizer state and gradient reduction). How each
 implementation applies bf16 is commbench/training/precision.py."""
+REDUCE_DTYPES = ("fp32", "bf16")
+"""--reduce-dtype (FSDP): what gradients are reduce-scattered (and HSDP all-reduced) in."""
 _FSDP_COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 """all_gather_into_tensor and reduce_scatter_tensor in a shard group; all_reduce across HSDP's replicas."""
 IMPL_COLLECTIVES = {"ddp": ("all_reduce", "broadcast"), "zero1": ("all_reduce", "broadcast"),
-                    "fsdp2": _FSDP_COLLECTIVES, "fsdp1": _FSDP_COLLECTIVES}
+                    "zero2": ("reduce_scatter", "all_gather"), "fsdp2": _FSDP_COLLECTIVES, "fsdp1": _FSDP_COLLECTIVES}
 """The collectives each implementation runs on the model's tensors, which the backend must run on the device (ZeRO-1's
-ZeroRedundancyOptimizer broadcasts each rank's updated parameters over DDP's all-reduced gradients)."""
+ZeroRedundancyOptimizer broadcasts each rank's updated parameters over DDP's all-reduced gradients; the partitioned
+ZeRO-2 reduce-scatters gradient buckets and all-gathers the updated parameters)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +53,8 @@ class TrainConfig:
     strategy: str
     """ddp, zero1, zero2, zero3 or hsdp."""
     impl: str
-    """ddp (DistributedDataParallel), zero1 (ZeroRedundancyOptimizer over DDP), fsdp2 (fully_shard) or fsdp1."""
+    """ddp (DistributedDataParallel), zero1 (ZeroRedundancyOptimizer over DDP), zero2 (the ZeRO paper's ZeRO-2 under
+    master weights, training/zero2.py), fsdp2 (fully_shard) or fsdp1."""
     accum_steps: int = _setting("accum", default=1)
     bucket_cap_mb: float | None = _setting("bucket_mb")
     first_bucket_mb: float | None = _setting("first_bucket_mb")
@@ -71,10 +75,26 @@ class TrainConfig:
     mixed_precision: str | None = _setting("precision")
     """fp32, tf32 or bf16 (PRECISIONS), for every implementation; None reads as fp32."""
     master_weights: bool | None = _setting("master")
-    """DDP and ZeRO-1 under bf16: bf16 parameters and gradients, fp32 master copy and Adam moments in the optimizer
-    (the ZeRO paper's mixed-precision Adam, training/master_weights.py); None or False: fp32 parameters."""
+    """DDP, ZeRO-1 and ZeRO-2 under bf16: bf16 parameters and gradients, fp32 master copy and Adam moments in the
+    optimizer (the ZeRO paper's mixed-precision Adam, training/master_weights.py; ZeRO-2 then runs as the paper's,
+    impl zero2); None or False: fp32 parameters."""
     shard_group: int | None = _setting()
     """HSDP: ranks per shard group (the mesh is replicas × shard_group)."""
+    compile: bool | None = _setting()
+    """DDP: the DDP module run under torch.compile (TorchDynamo's DDPOptimizer splits the graph at bucket edges)."""
+    overlap_with_ddp: bool | None = _setting("overlap_ddp")
+    """ZeRO-1: ZeroRedundancyOptimizer(overlap_with_ddp=True), each partition's step run from DDP's comm hook as its
+    bucket is reduced."""
+    reduce_dtype: str | None = _setting("reduce")
+    """FSDP: the dtype gradients are reduced in (fp32 or bf16); None reads as fp32."""
+    cpu_offload: bool | None = _setting("offload")
+    """FSDP: sharded parameters, gradients and optimizer state kept in host memory (CPUOffloadPolicy / CPUOffload)."""
+    activation_checkpointing: str | None = _setting("ac")
+    """FSDP: none, or full (every block's activations recomputed in backward, torchtitan's "full")."""
+    blocks_per_unit: int | None = _setting("unit_blocks")
+    """FSDP2: consecutive blocks per fully_shard unit (one all-gather and one reduce-scatter for each group)."""
+    accum_sync: str | None = _setting()
+    """FSDP under gradient accumulation: which micro-batches reduce gradients (training/step.py names the values)."""
 
     def settings(self) -> dict:
         """The settings that apply to this configuration, in field order."""
@@ -106,6 +126,13 @@ def parse_bucket_cap(value) -> float | str:
     if not size > 0 or size == float("inf"):
         raise CommbenchError(f"--bucket-cap-mb {value} must be above 0 MiB (or default)")
     return size
+
+
+def refuse_unknown(option: str, values, allowed) -> None:
+    """One line naming the first value of an axis that is not among `allowed`, and the choices."""
+    for value in values:
+        if value not in allowed:
+            raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
 
 
 def default_precision(device: str) -> str:
@@ -227,13 +254,17 @@ def validate(spec: TrainSpec) -> None:
         if config.mixed_precision == "tf32" and spec.device != CUDA:
             raise CommbenchError(f"--mixed-precision tf32 sets how NVIDIA GPUs multiply fp32 matrices; on --device "
                                  f"{spec.device} use fp32 or bf16")
-        if config.master_weights and (config.impl not in ("ddp", "zero1") or config.mixed_precision != "bf16"):
-            raise CommbenchError("--master-weights true keeps bf16 parameters with fp32 master copies for ddp and "
-                                 "zero1 under --mixed-precision bf16 (FSDP's bf16 policy keeps fp32 shards already); "
-                                 "add --mixed-precision bf16 or drop --master-weights")
+        if config.master_weights and (config.impl not in ("ddp", "zero1", "zero2")
+                                      or config.mixed_precision != "bf16"):
+            raise CommbenchError("--master-weights true keeps bf16 parameters with fp32 master copies for ddp, zero1 "
+                                 "and zero2 under --mixed-precision bf16 (FSDP's bf16 policy keeps fp32 shards "
+                                 "already); add --mixed-precision bf16 or drop --master-weights")
         if config.strategy == "hsdp" and config.shard_group in (None, spec.nproc):
             raise CommbenchError(f"hsdp needs at least two replicas: give --shard-group N with N < {spec.nproc} "
                                  "dividing the rank count (with 2 ranks, use zero3 instead)")
+    _validate_ddp(spec)
+    _validate_zero(spec)
+    _validate_fsdp(spec)
     if spec.backend == GLOO and spec.device == CUDA:
         _refuse_gloo_cuda(spec)
     if spec.backend == GLOO and any(config.comm_hook == "powersgd" for config in spec.configs):
@@ -246,7 +277,8 @@ def validate(spec: TrainSpec) -> None:
 
 
 def _refuse_gloo_cuda(spec: TrainSpec) -> None:
-    """gloo runs only all_reduce and broadcast on CUDA tensors: DDP and ZeRO-1 run, FSDP (ZeRO-2/3, HSDP) cannot."""
+    """gloo runs only all_reduce and broadcast on CUDA tensors: DDP and ZeRO-1 run, FSDP (ZeRO-2/3, HSDP) and the
+    partitioned ZeRO-2 cannot."""
     refused = {}
     for config in spec.configs:
         missing = [name for name in IMPL_COLLECTIVES[config.impl] if name not in GLOO_CUDA_COLLECTIVES]
@@ -255,6 +287,76 @@ def _refuse_gloo_cuda(spec: TrainSpec) -> None:
     if refused:
         needs = " and ".join(next(iter(refused.values())))
         hint = ", or --strategy ddp,zero1" if spec.bench == "strategy" else ""
-        raise CommbenchError(f"gloo cannot run {', '.join(refused)} on CUDA tensors: FSDP needs {needs}, and gloo "
+        raise CommbenchError(f"gloo cannot run {', '.join(refused)} on CUDA tensors: they need {needs}, and gloo "
                              f"runs only {' and '.join(GLOO_CUDA_COLLECTIVES)} on CUDA; use --backend nccl or "
                              f"--device cpu{hint}")
+
+
+COMPILE_FIRST_PIECE_MB = 1.0
+"""TorchDynamo's DDPOptimizer's first piece of a compiled DDP model: torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+(1 MiB; the tests check it is torch's), written out here because this module does not load torch."""
+
+
+def _validate_ddp(spec: TrainSpec) -> None:
+    """DDP's own settings (compile) that this build or machine cannot run."""
+    compiled = [config for config in spec.configs if config.compile]
+    if not compiled:
+        return
+    if any(config.impl != "ddp" for config in compiled):
+        raise CommbenchError("compile runs the DDP module under torch.compile: it applies to commbench ddp only")
+    import os
+    import shutil
+
+    # inductor builds CPU kernels with a C++ compiler ($CXX, else g++); GPU kernels with Triton, which CUDA builds of
+    # torch bring with them (and a GPU job may be checked on a login node without it, so it is not looked for here)
+    compiler = os.environ.get("CXX", "g++")
+    if spec.device != CUDA and shutil.which(compiler) is None:
+        raise CommbenchError(f"--compile true on CPU needs a C++ compiler (inductor builds its kernels with "
+                             f"{compiler}, from $CXX or g++): install g++ or use --compile false")
+    for config in compiled:
+        # TorchDynamo's DDPOptimizer splits the graph into a 1 MiB first piece, then pieces of DDP's cap (the largest
+        # of bucket_cap_mb_list; 25 MiB when none is given), and stops with an AssertionError when that cap is below
+        # its first piece (torch 2.13)
+        if config.bucket_cap_mb is None:
+            continue
+        cap = max(config.bucket_cap_mb, config.first_bucket_mb or 0)
+        if cap < COMPILE_FIRST_PIECE_MB:
+            raise CommbenchError(f"--compile true needs bucket caps of {COMPILE_FIRST_PIECE_MB:g} MiB or more "
+                                 f"(TorchDynamo splits compiled DDP with a {COMPILE_FIRST_PIECE_MB:g} MiB first piece "
+                                 f"and fails on a {cap:g} MiB cap); give --bucket-cap-mb default or caps of 1 or more, "
+                                 "or use --compile false")
+
+
+def _validate_zero(spec: TrainSpec) -> None:
+    """ZeRO's own settings (overlap_with_ddp, the partitioned ZeRO-2) that this build or machine cannot run."""
+    for config in spec.configs:
+        if config.impl == "zero2" and not (config.master_weights and config.mixed_precision == "bf16"):
+            raise CommbenchError("the partitioned ZeRO-2 (impl zero2) runs the ZeRO paper's mixed precision only: "
+                                 "give --mixed-precision bf16 --master-weights true, or --master-weights false for "
+                                 "FSDP's zero2")
+        if not config.overlap_with_ddp:
+            continue
+        if config.impl != "zero1":
+            raise CommbenchError("--overlap-with-ddp applies to zero1 only (ZeroRedundancyOptimizer over DDP); add "
+                                 "--strategy zero1 or drop --overlap-with-ddp")
+        if spec.backend == GLOO:
+            # torch 2.13's hook_with_zero_step raises RuntimeError on gloo ("may meet hangs", pytorch issue 62300)
+            raise CommbenchError("--overlap-with-ddp true needs --backend nccl: torch refuses "
+                                 "ZeroRedundancyOptimizer's overlap with DDP on gloo, where it may hang; use "
+                                 "--overlap-with-ddp false on gloo")
+        if config.master_weights:
+            raise CommbenchError("--overlap-with-ddp true steps torch's functional AdamW inside DDP's comm hook, and "
+                                 "--master-weights true's optimizer has no functional form; drop one of the two")
+        if spec.warmup_steps < 3:
+            raise CommbenchError(f"--overlap-with-ddp true needs --warmup-steps 3 or more (got {spec.warmup_steps}): "
+                                 "ZeroRedundancyOptimizer learns DDP's buckets after their rebuild at step 2 and takes "
+                                 "its first step, with its setup, in step 3, which must not be timed")
+
+
+def _validate_fsdp(spec: TrainSpec) -> None:
+    """FSDP's own settings (reduce dtype, CPU offload, activation checkpointing, blocks per unit, accumulation sync)
+    that this build or machine cannot run."""
+    if spec.device != CUDA and any(config.cpu_offload for config in spec.configs):
+        # FSDP2's CPUOffloadPolicy asks for an accelerator even when the ranks compute on the CPU (torch 2.13)
+        raise CommbenchError("--cpu-offload true moves FSDP's shards from GPU memory into host memory; on --device "
+                             f"{spec.device} they are in host memory already: drop it, or run on GPUs")

@@ -1,4 +1,5 @@
-"""One optimizer step over `accum_steps` micro-batches; the gradient sync is skipped on all but the last."""
+"""One optimizer step over `accum_steps` micro-batches; which of them reduce gradients is the configuration's
+accum_sync (ACCUM_SYNCS), by default the last only."""
 
 import contextlib
 import itertools
@@ -12,10 +13,29 @@ from commbench.training.synthetic import batch_loss
 
 
 @contextlib.contextmanager
-def gradient_sync(model, enabled: bool):
-    """DDP and FSDP1 skip the sync inside no_sync(); FSDP2 modules through set_requires_gradient_sync."""
-    if enabled:
+def _fsdp2_off(model, *setters: str):
+    """FSDP2's setters (set_requires_gradient_sync, ...) turned off for one micro-batch, then on again."""
+    for setter in setters:
+        getattr(model, setter)(False)
+    try:
         yield
+    finally:
+        for setter in setters:
+            getattr(model, setter)(True)
+
+
+@contextlib.contextmanager
+def gradient_sync(model, enabled: bool, accum_sync: str | None = None):
+    """DDP and FSDP1 skip the sync inside no_sync(); FSDP2 modules through set_requires_gradient_sync (and, for
+    accum_sync last-gathered and replicas-last, set_reshard_after_backward / set_requires_all_reduce)."""
+    if enabled or accum_sync == "every":
+        yield
+    elif accum_sync == "last-gathered":
+        with _fsdp2_off(model, "set_requires_gradient_sync", "set_reshard_after_backward"):
+            yield
+    elif accum_sync == "replicas-last":
+        with _fsdp2_off(model, "set_requires_all_reduce"):
+            yield
     elif hasattr(model, "set_requires_gradient_sync"):
         model.set_requires_gradient_sync(False)
         try:
@@ -29,17 +49,19 @@ def gradient_sync(model, enabled: bool):
         yield
 
 
-def train_step(model, optimizer, micro_batches, *, sync: bool = True,
-               compute=contextlib.nullcontext) -> float:
+def train_step(model, optimizer, micro_batches, *, sync: bool = True, compute=contextlib.nullcontext,
+               accum_sync: str | None = None) -> float:
     """One optimizer step over `micro_batches` ((inputs, targets) already on the device: nothing is drawn or copied
     here, since this is what the sweeps time). Returns the mean loss over the micro-batches of this rank. sync False
     skips the gradient sync on every micro-batch (DDP's no_sync baseline: the same step without its gradient
-    communication). compute() is the context forward and loss run in (autocast for bf16 DDP/ZeRO-1)."""
+    communication). compute() is the context forward and loss run in (autocast for bf16 DDP/ZeRO-1). accum_sync:
+    what the micro-batches before the last do (training/accum_sync.py; None = last)."""
     optimizer.zero_grad(set_to_none=True)
     accum_steps = len(micro_batches)
     total = None  # summed on the device: no host sync per micro-batch
     for micro, (inputs, targets) in enumerate(micro_batches):
-        with gradient_sync(model, enabled=sync and micro == accum_steps - 1):
+        last = micro == accum_steps - 1
+        with gradient_sync(model, enabled=sync and last, accum_sync=accum_sync if sync and not last else None):
             with compute():
                 loss = batch_loss(model(inputs), targets) / accum_steps
             loss.backward()
@@ -49,13 +71,13 @@ def train_step(model, optimizer, micro_batches, *, sync: bool = True,
 
 
 def step_function(model, optimizer, pool: BatchPool, *, accum_steps: int, precision: str | None, impl: str,
-                  device: torch.device) -> Callable[..., float]:
+                  device: torch.device, accum_sync: str | None = None) -> Callable[..., float]:
     """What the sweep times: step(sync=True) runs the next optimizer step on the pool's micro-batches (optimizer
     step k takes the micro-batches k × accum_steps ...), at the configuration's precision."""
     steps = itertools.count()
 
     def step(sync: bool = True) -> float:
         return train_step(model, optimizer, pool.for_step(next(steps), accum_steps), sync=sync,
-                          compute=lambda: precision_context(precision, impl, device.type))
+                          compute=lambda: precision_context(precision, impl, device.type), accum_sync=accum_sync)
 
     return step

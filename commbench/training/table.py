@@ -10,6 +10,7 @@ from commbench.training.exposed import table_notes as exposed_notes
 from commbench.training.spec import SETTINGS, config_label
 
 _COLUMNS = [  # (header, units, width, value of a row)
+    ("precision", "", 9, lambda r: row_precision(r)),
     ("step p50", "(ms)", 9, lambda r: _num(r["step_time_ms_p50"], 1)),
     ("p50 95% CI", "(ms)", 15, lambda r: step_ci_text(r)),
     ("step p95", "(ms)", 9, lambda r: _num(r["step_time_ms_p95"], 1)),
@@ -152,6 +153,13 @@ def footnotes(results: pd.DataFrame) -> list[str]:
     return lines
 
 
+def row_precision(row) -> str:
+    """A configuration's --mixed-precision, on every row (bf16 and fp32 steps are not one comparison): fp32 where
+    the row does not record it, as configurations without the setting run (training/precision.py)."""
+    value = row.get("mixed_precision")
+    return "fp32" if _missing(value) else str(value)
+
+
 def precision_text(results: pd.DataFrame) -> str:
     """What the footer says of the precision (which the labels name only where it varies): ", precision bf16 (...)";
     nothing for rows that do not record it."""
@@ -188,7 +196,9 @@ def _best_line(results: pd.DataFrame, labels: list[str]) -> str:
 def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
     """The report's key numbers of a training run: the end table's columns, the recommended configuration marked."""
     table = pd.DataFrame({
-        "configuration": short_labels(results), "step p50 (ms)": results["step_time_ms_p50"].round(1),
+        "configuration": short_labels(results),
+        "precision": [row_precision(row) for _, row in results.iterrows()],
+        "step p50 (ms)": results["step_time_ms_p50"].round(1),
         "step p50 95% CI (ms)": [step_ci_text(row) for _, row in results.iterrows()],
         "samples/s (all ranks)": results["samples_per_s"].round(1),
         "tokens/s per rank": _column(results, "tokens_per_s_per_rank").round(0),

@@ -43,53 +43,109 @@ def apply_ddp(model: nn.Module, *, device: torch.device, bucket_cap_mb: float | 
     return ddp
 
 
+def compile_ddp(ddp: DistributedDataParallel) -> nn.Module:
+    """torch.compile over the DDP module, as torch documents compiled DDP. DDP's own forward still runs eagerly
+    (TorchDynamo breaks the graph there), so its C++ reducer, bucket hooks, comm hook, static graph and no_sync work as
+    without compile; TorchDynamo compiles the model inside, split by its DDPOptimizer at bucket edges (a 1 MiB first
+    piece, then DDP's cap), so each bucket's all-reduce can start while the rest of backward runs. TorchDynamo's
+    caches are cleared first: every configuration of a launch compiles its own model, and earlier ones would count
+    toward its recompile limit (8 per function), past which it silently runs the function eagerly."""
+    torch._dynamo.reset()
+    return torch.compile(ddp)
+
+
+class _ZeroStepInHook:
+    """ZeroRedundancyOptimizer with overlap_with_ddp as the training step calls it: the partition's step has run in
+    DDP's comm hook, so step() does nothing (torch's own would log a warning on every step); zero_grad is the
+    wrapped one's, and optim its local (functional) optimizer, whose state model_state.count reads."""
+
+    def __init__(self, zero):
+        self.zero = zero
+
+    @property
+    def optim(self):
+        return self.zero.optim
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.zero.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure=None) -> None:
+        return None
+
+
 def apply_zero1(model: nn.Module, *, device: torch.device, lr: float, bucket_cap_mb: float | None = None,
-                optimizer_class: type = torch.optim.AdamW):
+                optimizer_class: type = torch.optim.AdamW, overlap_with_ddp: bool = False):
     """ZeRO-1: DDP for the gradients, the Adam state sharded by torch's ZeroRedundancyOptimizer (optimizer_class:
-    what each rank runs on its partition; MasterWeightAdamW for bf16 parameters with fp32 master copies)."""
+    what each rank runs on its partition; MasterWeightAdamW for bf16 parameters with fp32 master copies).
+    overlap_with_ddp: torch's hook_with_zero_step around DDP's all-reduce hook steps each rank's partition, and
+    broadcasts it, from the hook of the last bucket, overlapping DDP's outstanding all-reduces; each DDP bucket is one
+    rank's (bucket b to rank b mod N). torch requires NCCL (it refuses gloo, which may hang), a functional optimizer
+    (AdamW has one, MasterWeightAdamW not) and DDP's rebuilt buckets: the partition takes its first step in the third
+    training step (spec._validate_zero refuses what cannot run)."""
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     ddp = apply_ddp(model, device=device, bucket_cap_mb=bucket_cap_mb)
-    return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optimizer_class, lr=lr)
+    zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optimizer_class, lr=lr,
+                                   overlap_with_ddp=overlap_with_ddp)
+    if not overlap_with_ddp:
+        return ddp, zero
+    from torch.distributed.algorithms.ddp_comm_hooks.ddp_zero_hook import hook_with_zero_step
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    ddp.register_comm_hook(None, hook_with_zero_step(allreduce_hook, ddp, zero))
+    return ddp, _ZeroStepInHook(zero)
 
 
 def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int = True, forward_prefetch: int = 0,
-                backward_prefetch: int | None = None, bf16: bool = False, per_block: bool = True) -> nn.Module:
+                backward_prefetch: int | None = None, param_dtype: torch.dtype | None = None,
+                reduce_dtype: torch.dtype | None = None, per_block: bool = True, blocks_per_unit: int = 1,
+                cpu_offload: bool = False) -> nn.Module:
     """FSDP2 `fully_shard` on the embedding and each block (unless per_block is False: one unit), then on the root,
     as torchtitan lays it out (training/fsdp2_units.py: the root and the last block stay gathered after forward, the
     prefetch chains include the root and the embedding). reshard_after_forward False keeps parameters gathered from
     forward to backward (ZeRO-2); a 2-D mesh (replicate, shard) makes it HSDP. forward_prefetch / backward_prefetch
-    name how many units ahead to gather explicitly (backward None = FSDP2's implicit prefetch)."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    name how many units ahead to gather explicitly (backward None = FSDP2's implicit prefetch). param_dtype and
+    reduce_dtype: the MixedPrecisionPolicy (training/precision.fsdp_dtypes); cpu_offload keeps the shards, their
+    gradients and so the optimizer's state in host memory (CPUOffloadPolicy)."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
-    from commbench.training.fsdp2_units import EMBEDDING, ROOT, block_name, fsdp2_units
+    from commbench.training.fsdp2_units import EMBEDDING, ROOT, block_groups, fsdp2_units, group_name
 
-    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 \
-        else MixedPrecisionPolicy()
+    policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
+    offload = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
     embedding = getattr(model, "embedding", None)
-    modules = {ROOT: model, EMBEDDING: embedding, **{block_name(i): block for i, block in enumerate(model.blocks)}}
+    # a unit of several blocks is one fully_shard over their list; they share one FSDP state, so the first of them
+    # stands for the unit wherever another unit names it to prefetch
+    groups = {group_name(group): [model.blocks[i] for i in group]
+              for group in block_groups(len(model.blocks), blocks_per_unit)}
+    modules = {ROOT: model, EMBEDDING: embedding, **{name: blocks if len(blocks) > 1 else blocks[0]
+                                                     for name, blocks in groups.items()}}
+    first = {name: module[0] if isinstance(module, list) else module for name, module in modules.items()}
     units = fsdp2_units(blocks=len(model.blocks), has_embedding=embedding is not None,
                         reshard_after_forward=reshard_after_forward, forward_prefetch=forward_prefetch,
-                        backward_prefetch=backward_prefetch, per_block=per_block)
+                        backward_prefetch=backward_prefetch, per_block=per_block, blocks_per_unit=blocks_per_unit)
     for unit in units:  # children first, the root last
-        fully_shard(modules[unit.name], mesh=mesh, reshard_after_forward=unit.reshard_after_forward, mp_policy=policy)
+        fully_shard(modules[unit.name], mesh=mesh, reshard_after_forward=unit.reshard_after_forward, mp_policy=policy,
+                    offload_policy=offload)
     for unit in units:
         if unit.forward_prefetch:
-            modules[unit.name].set_modules_to_forward_prefetch([modules[name] for name in unit.forward_prefetch])
+            first[unit.name].set_modules_to_forward_prefetch([first[name] for name in unit.forward_prefetch])
         if unit.backward_prefetch is not None:
-            modules[unit.name].set_modules_to_backward_prefetch([modules[name] for name in unit.backward_prefetch])
+            first[unit.name].set_modules_to_backward_prefetch([first[name] for name in unit.backward_prefetch])
     return model
 
 
 def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: str = "FULL_SHARD",
                 backward_prefetch: str | None = "BACKWARD_PRE", forward_prefetch: bool = False,
-                limit_all_gathers: bool = True, per_block: bool = True, device_mesh=None, bf16: bool = False
-                ) -> nn.Module:
+                limit_all_gathers: bool = True, per_block: bool = True, device_mesh=None,
+                param_dtype: torch.dtype | None = None, reduce_dtype: torch.dtype | None = None,
+                cpu_offload: bool = False) -> nn.Module:
     """FSDP1. HYBRID_SHARD needs an explicit 2-D device_mesh: without one it silently stops syncing replicas
-    (measured on torch 2.13 CPU/gloo), so it is refused here."""
+    (measured on torch 2.13 CPU/gloo), so it is refused here. param_dtype/reduce_dtype: its MixedPrecision (None:
+    none); cpu_offload: CPUOffload(offload_params=True), the shards and their gradients in host memory."""
     import functools
 
-    from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp import BackwardPrefetch, CPUOffload, MixedPrecision, ShardingStrategy
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 
@@ -102,9 +158,10 @@ def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: st
                              "replicas silently stop syncing. Give --shard-group N")
     # the embedding is a unit of its own, as FSDP2's (training/fsdp2_units.py); the root keeps the norm and head
     wrap = functools.partial(ModuleWrapPolicy, {nn.Embedding, Block})() if per_block else None
-    precision = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
+    precision = MixedPrecision(param_dtype=param_dtype, reduce_dtype=reduce_dtype) \
+        if param_dtype is not None or reduce_dtype is not None else None
     return FSDP(model, sharding_strategy=strategy, auto_wrap_policy=wrap, device_mesh=device_mesh,
                 backward_prefetch=BackwardPrefetch[backward_prefetch] if backward_prefetch else None,
                 forward_prefetch=forward_prefetch, limit_all_gathers=limit_all_gathers,
-                mixed_precision=precision,
+                mixed_precision=precision, cpu_offload=CPUOffload(offload_params=cpu_offload),
                 device_id=device if device.type == CUDA else torch.device(CPU))
