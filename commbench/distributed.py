@@ -63,10 +63,6 @@ class RankContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return int(tensor.item())
 
-    def any_rank(self, flag: bool) -> bool:
-        """True on every rank when it is true on at least one: keeps decisions identical across ranks."""
-        return self.sum_over_ranks(int(flag)) > 0
-
     def gather_objects(self, obj) -> list:
         gathered = [None] * self.world
         dist.all_gather_object(gathered, obj)

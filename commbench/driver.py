@@ -8,8 +8,8 @@ first line of the error.
 """
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from commbench import faults, runinfo, store
 from commbench.bench_kind import BenchKind, RankRun

@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from commbench import forked_torchrun, stopping, torch_host
 from commbench.forked_torchrun import FORK_PLATFORM

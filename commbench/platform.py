@@ -9,8 +9,8 @@ writing "5" to /proc/self/clear_refs resets to the current RSS (it includes torc
 import ctypes
 import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 

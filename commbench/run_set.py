@@ -11,9 +11,9 @@ Which rows a run holds, and their values, is compare's (compare.launch_values); 
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from commbench import store
 from commbench.errors import CommbenchError

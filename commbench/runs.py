@@ -75,7 +75,3 @@ def read_outcome(kind: BenchKind, run_dir: Path) -> Outcome:
                    kind.n_wrong(results))
 
 
-def bench_outcomes(run_dir: Path) -> list[Outcome]:
-    """How each bench of a run (a suite's, or the run itself) ended."""
-    return [read_outcome(kind_of(bench_dir), bench_dir) for bench_dir in bench_dirs(run_dir).values()
-            if (bench_dir / store.META_FILE).exists()]

@@ -8,9 +8,9 @@ job's one process group.
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from commbench import launch, runinfo, stopping, store
 from commbench.bench_kind import Bench

@@ -13,8 +13,8 @@ iteration's own time (-I).
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

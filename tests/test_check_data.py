@@ -132,13 +132,14 @@ def test_expected_matches_a_brute_force_collective_at_sizes_beyond_one_row(name,
     stacked = torch.stack([values.double() for values in inputs])
     reduced = stacked.prod(0) if op == "prod" else stacked.sum(0)
     for rank in range(world):
-        truth = {"all_reduce": lambda: reduced,
-                 "broadcast": lambda: stacked[root],
-                 "reduce": lambda: reduced,
-                 "sendrecv": lambda: stacked[(rank - 1) % world],
-                 "reduce_scatter": lambda: reduced[rank * count:(rank + 1) * count],
-                 "all_gather": lambda: stacked.reshape(-1),
-                 "all_to_all": lambda: stacked[:, rank * count:(rank + 1) * count].reshape(-1)}[name]().to(dtype)
+        truth = {"all_reduce": lambda rank: reduced,
+                 "broadcast": lambda rank: stacked[root],
+                 "reduce": lambda rank: reduced,
+                 "sendrecv": lambda rank: stacked[(rank - 1) % world],
+                 "reduce_scatter": lambda rank: reduced[rank * count:(rank + 1) * count],
+                 "all_gather": lambda rank: stacked.reshape(-1),
+                 "all_to_all": lambda rank: stacked[:, rank * count:(rank + 1) * count].reshape(-1)}[name](rank).to(
+            dtype)
         expected = collective.expected(layout, rank=rank, world=world, root=root)
         if name == "reduce" and rank != root:
             assert expected is None

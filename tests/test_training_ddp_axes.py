@@ -112,7 +112,7 @@ def _resolved(key: str, value: str):
 def test_the_axis_table_covers_every_value_help_lists():
     helped = invoke(["ddp", "--help"]).stdout
     values = _axis_values()
-    for key, value in values:
+    for key, _value in values:
         assert f"--{key}" in helped
     assert {("comm-hook", hook) for hook in ("none", "bf16", "fp16", "powersgd")} <= set(values)
     assert ("static-graph", "true") in values and ("mixed-precision", "bf16") in values

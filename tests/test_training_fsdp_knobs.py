@@ -77,7 +77,7 @@ def _resolved(key: str, value: str):
 
 def test_the_axis_table_covers_every_value_help_lists():
     helped = " ".join(invoke(["fsdp", "--help"]).stdout.split())
-    for key, value in _axis_values():
+    for key, _value in _axis_values():
         assert f"--{key}" in helped
     for key in ("reduce-dtype", "cpu-offload", "activation-checkpointing", "blocks-per-unit", "accum-sync",
                 "shard-group"):

@@ -46,7 +46,7 @@ def test_every_zero_value_help_lists_is_run_by_a_launch_or_refused():
     helped = " ".join(invoke(["zero", "--help"]).stdout.split())
     values = _zero_values()
     assert set(values) == set(RUN_BY) | set(REFUSED), set(values) ^ (set(RUN_BY) | set(REFUSED))
-    for key, value in values:
+    for key, _value in values:
         assert f"--{key}" in helped
     for (key, value), (test, asked) in RUN_BY.items():
         assert asked in inspect.getsource(test), (key, value, test.__name__)

@@ -5,8 +5,9 @@ patterns are imported inside the methods that the ranks run, so planning never l
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch

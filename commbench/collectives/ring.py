@@ -9,9 +9,9 @@ Every view the loop touches is prepared when the runner is built, outside the ti
 sends, receives, waits and reductions.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
 import torch
 import torch.distributed as dist

@@ -3,9 +3,9 @@ files into ImportedFile (model.py); write.py makes the run folder. Adding a tool
 SOURCES."""
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from commbench import nccl_tests
 from commbench.errors import CommbenchError

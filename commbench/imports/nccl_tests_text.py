@@ -96,7 +96,7 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
                              "followed by result rows); pass nccl-tests' text output, or its -J JSON")
     _set_world_sizes(tests, file_name, world_size)
     for test in tests:
-        check_busbw(test, lambda name: names.factor(name, test.world_size), names.why_no_factor)
+        check_busbw(test, lambda name, world=test.world_size: names.factor(name, world), names.why_no_factor)
     return version, tests
 
 

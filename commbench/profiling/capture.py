@@ -1,7 +1,7 @@
 """torch.profiler capture of a few extra iterations of a point, after it was timed and checked."""
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from torch.profiler import profile, schedule
 

@@ -10,9 +10,9 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from commbench import store
 from commbench.selftest import verdicts

@@ -95,9 +95,6 @@ class Plan:
         command = self.commands.get("sweep")
         return command.bench if command else None
 
-    def target_args(self) -> list[str]:
-        return ["--backend", self.backend, "--device", self.device, "--nproc", str(self.nproc)]
-
 
 def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only: tuple[str, ...],
                   timeout_s: float, oversubscribe: bool = False) -> Plan:

@@ -126,7 +126,8 @@ def _load_bench(path: Path, number: int, table: dict, target: dict, machine) -> 
         raise CommbenchError(f"{path}: {where}: {error} (a suite key is the option without --)") from None
     for caught in raised:  # a warning names the bench, as an error does
         is_ours = issubclass(caught.category, CommbenchWarning)
-        warnings.warn(f"{path}: {where}: {caught.message}" if is_ours else caught.message, caught.category)
+        warnings.warn(f"{path}: {where}: {caught.message}" if is_ours else caught.message, caught.category,
+                      stacklevel=2)
     return SuiteBench(name=name, command=command, bench=bench)
 
 

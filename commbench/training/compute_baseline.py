@@ -27,7 +27,7 @@ that, on top of the configuration's measured peak, exceeds a rank's memory budge
 runs out of memory, no rank runs the baseline and the row says why.
 """
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

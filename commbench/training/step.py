@@ -3,7 +3,7 @@ accum_sync (ACCUM_SYNCS), by default the last only."""
 
 import contextlib
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
