@@ -5,8 +5,9 @@
 - versions: Python, torch, CUDA, NCCL, the driver (NVML), commbench;
 - NVML by UUID: each torch device's UUID resolves, through NVML, to a GPU of the same name (commbench matches ranks'
   devices to NVML handles this way);
-- NVML field values: the NVLink link count field reads;
-- CUDA event resolution: the smallest non-zero gap between back-to-back events, and their median gap;
+- NVML field values: the NVLink link count field reads, or says NOT_SUPPORTED where the GPU has no NVLink (then
+  commbench's NVLink counters read None, not zero);
+- CUDA event resolution: the smallest non-zero gap between back-to-back events queued behind a spin, and their median;
 - spin calibration: torch.cuda._sleep(cycles) timed by events at three lengths, a straight line through them, and the
   clock it implies beside NVML's SM clock; then commbench's own spin (commbench.timing.spin_device, which the
   per-iteration timer and the test faults use) asked for 1, 5 and 20 ms, within 20 % of each;
@@ -49,6 +50,8 @@ def nvml_by_uuid() -> tuple[list[dict], bool]:
     import pynvml
     import torch
 
+    from commbench.profiling.nvml_sampler import NvlinkCounters, NvmlReader
+
     pynvml.nvmlInit()
     devices = []
     for index in range(torch.cuda.device_count()):
@@ -59,12 +62,26 @@ def nvml_by_uuid() -> tuple[list[dict], bool]:
         name = name.decode() if isinstance(name, bytes) else str(name)
         sm_clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
         fields = pynvml.nvmlDeviceGetFieldValues(handle, [pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT])
+        counters = NvlinkCounters(NvmlReader(index, uuid=uuid))
         devices.append({"index": index, "uuid": uuid, "torch_name": props.name, "nvml_name": name,
                         "sm_clock_mhz": sm_clock, "nvlink_link_count": int(fields[0].value.uiVal),
-                        "nvlink_field_status": int(fields[0].nvmlReturn)})
+                        "nvlink_field_status": int(fields[0].nvmlReturn),
+                        "commbench_nvlink_kib": list(counters.read()), "commbench_nvlink_scopes": counters.scopes})
     same = all(device["torch_name"] in device["nvml_name"] or device["nvml_name"] in device["torch_name"]
                for device in devices)
     return devices, bool(devices) and same
+
+
+NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
+
+
+def nvlink_read_or_absent(device: dict) -> bool:
+    """NVML answers the NVLink link-count field, and commbench's NVLink counters agree: numbers where links answer,
+    None where the GPU has no NVLink to count (NOT_SUPPORTED: a GPU passed into a VM alone, or a PCIe card)."""
+    status, tx_rx = device["nvlink_field_status"], device["commbench_nvlink_kib"]
+    if status == NVML_ERROR_NOT_SUPPORTED:
+        return tx_rx == [None, None]
+    return status == NVML_SUCCESS and (device["nvlink_link_count"] == 0 or None not in tx_rx)
 
 
 def event_resolution() -> dict:
@@ -73,6 +90,9 @@ def event_resolution() -> dict:
     gaps = []
     for _ in range(50):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        # behind a 0.1 ms spin, so both events are queued before the GPU reaches them: their gap is the timer's, not
+        # the host's time between the two records (about 10 us in a VM)
+        torch.cuda._sleep(200_000)
         start.record()
         end.record()
         end.synchronize()
@@ -163,7 +183,7 @@ def main() -> None:
         found.update(cuda={"devices": devices}, events=events, spin=spin, commbench_spin=own_spin, host_issue=issue)
         found["checks"] = {
             "nvml_by_uuid_names_agree": same,
-            "nvlink_field_reads": all(device["nvlink_field_status"] == 0 for device in devices),
+            "nvlink_read_or_absent": all(nvlink_read_or_absent(device) for device in devices),
             "event_resolution_under_10_us": 0 < events["min_nonzero_us"] < 10,
             "spin_linear_r2_over_0.99": spin["r2"] > 0.99,
             "commbench_spin_within_20_pct": own_spin["worst_ratio"] < 0.2,

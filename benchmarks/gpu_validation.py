@@ -1,4 +1,4 @@
-"""Benchmark (not a test): the whole GPU check in one script, sized for 8 minutes on one GPU.
+"""Benchmark (not a test): the whole GPU check in one script, sized for 9 minutes on one GPU.
 
 Each step is a real `commbench` command (or the probes of benchmarks/gpu_probes.py) with a timeout and a property its
 output must have; a table closes the run, and --json writes it too. What one GPU can prove is in
@@ -38,9 +38,11 @@ ONE_CONFIGURATION = {"ddp": ["--bucket-cap-mb", "25"],
 GPU_ONLY = {"fsdp": ["--cpu-offload", "true,false"]}
 """Axis values that run on GPUs only (refused on --device cpu), added to the GPU run: FSDP with its shards offloaded
 to host memory, beside the same configuration without."""
-BUDGET_S = 480
-"""The timeouts of all steps sum to this at most: the whole check fits in 8 minutes on one GPU."""
-CPU_TIMEOUT_FACTOR = 3
+BUDGET_S = 540
+"""The timeouts of all steps sum to this at most: the whole check fits in 9 minutes on one GPU. Each step's timeout is
+about 1.5 times what it took on one H200 (docs/measurements.md); selftest took 104 s on one machine and over 150 s on
+another, whose report step drew on a cold font cache."""
+CPU_TIMEOUT_FACTOR = 5
 """A CPU stand-in's timeout is this multiple of its step's: 2 gloo ranks on a small VM run slower than one GPU (the
 stand-in of selftest took 103 s on a 2-core VM)."""
 
@@ -228,26 +230,26 @@ def replay_check(ctx: Context, process) -> str | None:
 
 STEPS = (
     Step("probes", "versions, NVML by UUID, field values, event resolution, spin calibration, host issue times",
-         probes_command, probes_check, 40),
+         probes_command, probes_check, 20),
     Step("sweep-batch", "world-1 sweep of 6 collectives, batch timing: every row checked (n_wrong 0), times > 0",
-         sweep_command("batch"), sweep_check("batch"), 50),
+         sweep_command("batch"), sweep_check("batch"), 40),
     Step("sweep-per-iteration", "the same in per-iteration timing (CUDA events and the spin)",
-         sweep_command("per-iteration"), sweep_check("per-iteration"), 50),
+         sweep_command("per-iteration"), sweep_check("per-iteration"), 40),
     Step("gloo-cuda-profile", "gloo on CUDA tensors, 4 ranks on one GPU, with --profile: runs, checked",
          profile_command, profile_check, 40),
-    Step("trace-analyze", "trace analyze of that trace finds communication > 0", analyze_command, analyze_check, 20,
+    Step("trace-analyze", "trace analyze of that trace finds communication > 0", analyze_command, analyze_check, 15,
          after=("gloo-cuda-profile",)),
     Step("ddp-world1", "DDP at world 1: step time and peak memory per configuration", training_command("ddp"),
-         training_check("ddp-world1"), 35),
+         training_check("ddp-world1"), 40),
     Step("fsdp-world1", "FSDP at world 1: step time, peak memory, CPU offload's state in host memory as predicted",
          training_command("fsdp"),
-         training_check("fsdp-world1"), 35),
-    Step("zero-world1", "DDP, ZeRO-1/2/3 at world 1", training_command("zero"), training_check("zero-world1"), 45),
+         training_check("fsdp-world1"), 40),
+    Step("zero-world1", "DDP, ZeRO-1/2/3 at world 1", training_command("zero"), training_check("zero-world1"), 40),
     Step("ddp-gloo-cuda", "DDP with gloo on CUDA tensors at 2 ranks", training_command("ddp", gloo_on_cuda=True),
-         training_check("ddp-gloo-cuda"), 35),
+         training_check("ddp-gloo-cuda"), 40),
     Step("selftest", "commbench selftest passes every step it runs", selftest_command,
-         lambda ctx, process: exit_0(process), 100),
-    Step("replay", "replay of the shared 2-rank GPU DDP trace, every call checked", replay_command, replay_check, 30),
+         lambda ctx, process: exit_0(process), 210),
+    Step("replay", "replay of the shared 2-rank GPU DDP trace, every call checked", replay_command, replay_check, 15),
 )
 
 

@@ -8,7 +8,7 @@ from commbench.benches.cluster_kind import ClusterKind, JsonSpec
 from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
-from commbench.names import CUDA, GLOO
+from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES
 from commbench.replay.rows import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 
 
@@ -95,15 +95,17 @@ class ReplayKind(ClusterKind):
         if not options.traces:  # after the target: a bad --nproc is named first, as for every kind
             raise CommbenchError("replay needs the traces of one job: commbench replay TRACE... (one per rank, or "
                                  "a folder of them)")
-        if (target.backend, target.device) == (GLOO, CUDA):
-            raise CommbenchError("replay runs every collective, which gloo cannot do with CUDA tensors; use "
-                                 "--backend nccl, or --device cpu")
         paths = trace_paths(tuple(Path(path) for path in options.traces))
         calls, trace_world = load_calls(paths)
         planned = plan(calls, step=options.step, world=target.nproc, scale_world=options.scale_world,
                        trace_world=trace_world)
         if not planned.calls:
             raise CommbenchError(f"no call of the traced step can be replayed ({'; '.join(planned.skipped)})")
+        beyond_gloo = sorted({call["kind"] for call in planned.calls} - set(GLOO_CUDA_COLLECTIVES))
+        if (target.backend, target.device) == (GLOO, CUDA) and beyond_gloo:
+            raise CommbenchError(f"the traced step calls {', '.join(beyond_gloo)}, which gloo cannot run on CUDA "
+                                 f"tensors (only {' and '.join(GLOO_CUDA_COLLECTIVES)}); use --backend nccl, or "
+                                 "--device cpu")
         spec = ReplaySpec(backend=target.backend, device=target.device, nproc=target.nproc,
                           traces=tuple(map(str, paths)), calls=planned.calls, skipped=planned.skipped,
                           trace_world=planned.trace_world, step=planned.step, traced_span_us=planned.traced_span_us,

@@ -11,6 +11,7 @@ The prediction is what lets a sweep choose bucket sizes relative to the model's 
 bucket layout once: two caps that give the same buckets are one configuration under two names.
 """
 
+import inspect
 import math
 
 import torch
@@ -20,8 +21,12 @@ from torch.nn.parallel import distributed as torch_ddp
 from commbench.models.shard_layout import ready_order_buckets
 
 MIB = 1024 * 1024
-TORCH_CAP_MB = float(torch_ddp._DEFAULT_BUCKET_CAP_MB)
-"""DDP's bucket cap when no bucket argument is given (25 MiB in torch 2.13)."""
+_DDP_PARAMETERS = inspect.signature(torch_ddp.DistributedDataParallel.__init__).parameters
+TORCH_CAP_MB = float(getattr(torch_ddp, "_DEFAULT_BUCKET_CAP_MB", None) or 25)
+"""DDP's bucket cap when no bucket argument is given: 25 MiB, named _DEFAULT_BUCKET_CAP_MB in torch 2.13 and written
+inside DistributedDataParallel.__init__ in torch 2.11 (which has no such name; seen on a GPU node)."""
+FIRST_BUCKET_ARGUMENT = "bucket_cap_mb_list" in _DDP_PARAMETERS
+"""Whether this torch's DDP takes a first bucket of its own size (bucket_cap_mb_list: torch 2.13 has it, 2.11 not)."""
 TORCH_FIRST_MB = dist._DEFAULT_FIRST_BUCKET_BYTES / MIB
 """DDP's first bucket when no bucket argument is given (1 MiB in torch 2.13)."""
 DEFAULT_CAP_FRACTIONS = (1 / 16, 1 / 4, 1.0)

@@ -53,7 +53,9 @@ def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_ho
     """bucket_cap_mb: sizes in MiB or "default" (DDP's own: recorded as its 25 MiB cap and 1 MiB first bucket, and
     built by passing nothing); first_bucket_mb: the first bucket's cap, None = as large as the cap; compile: the DDP
     module run eagerly (False) and/or under torch.compile (True)."""
-    from commbench.training.ddp_buckets import TORCH_CAP_MB, TORCH_FIRST_MB
+    import torch
+
+    from commbench.training.ddp_buckets import FIRST_BUCKET_ARGUMENT, TORCH_CAP_MB, TORCH_FIRST_MB
 
     refuse_unknown("--comm-hook", comm_hooks, DDP_COMM_HOOKS)
     refuse_unknown("--mixed-precision", precisions, PRECISIONS)
@@ -61,6 +63,9 @@ def ddp_configs(*, bucket_cap_mb, gradient_as_bucket_view, static_graph, comm_ho
     for first in first_bucket_mb:
         if first is not None and not first > 0:
             raise CommbenchError(f"--first-bucket-mb {first:g} must be above 0 MiB")
+        if first is not None and not FIRST_BUCKET_ARGUMENT:
+            raise CommbenchError(f"--first-bucket-mb needs DistributedDataParallel's bucket_cap_mb_list (torch 2.13 "
+                                 f"has it), which torch {torch.__version__} lacks; leave --first-bucket-mb out")
     buckets = []
     for cap, first in itertools.product(caps, first_bucket_mb):
         if cap == BUCKET_DEFAULT:
