@@ -6,7 +6,7 @@ For each collective × implementation × placement × dtype it starts a fresh gl
      thread pools) count as idle, then frees what it left (gc, malloc_trim);
   2. resets its peak resident set size (writing 5 to /proc/self/clear_refs sets VmHWM to the current VmRSS) and
      takes that as the idle baseline;
-  3. runs the point exactly as a sweep does, through commbench.collective_point.measure_point with the check on:
+  3. runs the point exactly as a sweep does, through commbench.sweep.collective_point.measure_point with the check on:
      make buffers, fill the inputs, warm-up and timed runs, fresh inputs, the check run, the comparison;
   4. reads VmHWM.
 The multiple printed is (VmHWM − baseline) / size_bytes, the largest over ranks; size_bytes is nccl-tests' size
@@ -105,10 +105,10 @@ def run_case(case: dict, *, world: int) -> dict:
 
 def measure_on_this_rank(*, collective: str, impl: str, inplace: bool, dtype: str, op: str, size_bytes: int) -> dict:
     from commbench.bench_kind import RankRun
-    from commbench.collective_point import measure_point
-    from commbench.distributed import init_group, shutdown
+    from commbench.execution.distributed import init_group, shutdown
     from commbench.machine import Machine
-    from commbench.spec import SweepSpec, plan
+    from commbench.sweep.collective_point import measure_point
+    from commbench.sweep.spec import SweepSpec, plan
 
     ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
 

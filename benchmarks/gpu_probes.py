@@ -9,7 +9,7 @@
   commbench's NVLink counters read None, not zero);
 - CUDA event resolution: the smallest non-zero gap between back-to-back events queued behind a spin, and their median;
 - spin calibration: torch.cuda._sleep(cycles) timed by events at three lengths, a straight line through them, and the
-  clock it implies beside NVML's SM clock; then commbench's own spin (commbench.timing.spin_device, which the
+  clock it implies beside NVML's SM clock; then commbench's own spin (commbench.measure.timing.spin_device, which the
   per-iteration timer and the test faults use) asked for 1, 5 and 20 ms, within 20 % of each;
 - host issue times: an NCCL world-1 all_reduce of 1 MiB issued 21 times, the first (which creates NCCL's connections)
   against the median of the rest.
@@ -124,11 +124,12 @@ def spin_calibration(sm_clock_mhz: float | None) -> dict:
 
 
 def commbench_spin() -> dict:
-    """commbench's own spin (commbench.timing.spin_device, calibrated once per process) asked for 1, 5 and 20 ms,
+    """commbench's own spin (commbench.measure.timing.spin_device, calibrated once per process) asked for 1, 5 and
+    20 ms,
     each timed by CUDA events."""
     import torch
 
-    from commbench.timing import calibrate_spin, spin_device
+    from commbench.measure.timing import calibrate_spin, spin_device
 
     calibrate_spin()
     found = {}

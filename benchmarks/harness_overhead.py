@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from commbench.launch import relaunch_script_under_torchrun
+from commbench.execution.launch import relaunch_script_under_torchrun
 
 SIZES_MIB = (1, 16, 64)
 
@@ -35,10 +35,10 @@ def run_ranks(args) -> None:
     import torch.distributed as dist
 
     from commbench.bench_kind import RankRun
-    from commbench.collective_point import measure_point
-    from commbench.distributed import init_group, shutdown
+    from commbench.execution.distributed import init_group, shutdown
     from commbench.machine import Machine
-    from commbench.spec import SweepSpec, plan
+    from commbench.sweep.collective_point import measure_point
+    from commbench.sweep.spec import SweepSpec, plan
 
     ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
     spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(m * 1024**2 for m in SIZES_MIB), dtypes=("float32",),

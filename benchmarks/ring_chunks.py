@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 import statistics
 
-from commbench.launch import relaunch_script_under_torchrun
+from commbench.execution.launch import relaunch_script_under_torchrun
 
 SIZES_MIB = (1, 4, 16, 64)
 CHUNKS = (1, 2, 4, 8, None)  # None = the automatic default
@@ -29,10 +29,10 @@ def main() -> None:
 
 def run_ranks(args) -> None:
     from commbench.bench_kind import RankRun
-    from commbench.collective_point import measure_point
-    from commbench.distributed import init_group, shutdown
+    from commbench.execution.distributed import init_group, shutdown
     from commbench.machine import Machine
-    from commbench.spec import SweepSpec, plan
+    from commbench.sweep.collective_point import measure_point
+    from commbench.sweep.spec import SweepSpec, plan
 
     ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
     base = SweepSpec(collectives=("all_reduce", "reduce_scatter"), impls=("ring",),

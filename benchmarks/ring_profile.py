@@ -15,7 +15,7 @@ and prints them with the share of the ring's time each explains.
 import argparse
 import statistics
 
-from commbench.launch import relaunch_script_under_torchrun
+from commbench.execution.launch import relaunch_script_under_torchrun
 
 SIZES_MIB = (1, 16, 64)
 
@@ -33,7 +33,7 @@ def run_ranks(args) -> None:
     import torch
 
     from commbench.collectives import ring
-    from commbench.distributed import init_group, shutdown
+    from commbench.execution.distributed import init_group, shutdown
     from commbench.machine import Machine
 
     ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)

@@ -20,7 +20,7 @@ import argparse
 import statistics
 import time
 
-from commbench.launch import relaunch_script_under_torchrun
+from commbench.execution.launch import relaunch_script_under_torchrun
 
 WAYS = ("per-iteration", "batch", "bare")
 
@@ -40,7 +40,7 @@ def main() -> None:
 
 
 def run_ranks(args) -> None:
-    from commbench.distributed import init_group, shutdown
+    from commbench.execution.distributed import init_group, shutdown
     from commbench.faults import Fault
     from commbench.machine import Machine
     from commbench.units import parse_size_spec
@@ -61,9 +61,9 @@ def _measure_all(ctx, args, sizes, fault) -> tuple[dict, dict]:
 
     from commbench import faults
     from commbench.bench_kind import RankRun
-    from commbench.collective_point import measure_point
     from commbench.names import BATCH, PER_ITERATION
-    from commbench.spec import SweepSpec, plan
+    from commbench.sweep.collective_point import measure_point
+    from commbench.sweep.spec import SweepSpec, plan
 
     if fault is not None:
         faults.SKEW_S = args.skew_ms / 1e3

@@ -59,7 +59,7 @@ class RankRun:
     """What a kind's measure() gets on every rank besides the point."""
 
     ctx: Any
-    """commbench.distributed.RankContext."""
+    """commbench.execution.distributed.RankContext."""
     run_id: str
     sampler: Any = None
     """This rank's GPU sampler (NVML) or None."""

@@ -50,7 +50,7 @@ class Machine:
     """CUDA_VISIBLE_DEVICES' entries (indices, GPU-… or MIG-… ids), None when it is not set; said in refusals."""
     gpu_memory_bytes: int | None = None
     """Memory of the smallest CUDA device here (a GPU, or a MIG instance where a GPU is split), from NVML; None when
-    unknown. The memory plan (commbench/memory_plan.py) checks a sweep's largest point against it."""
+    unknown. The memory plan (commbench/sweep/memory_plan.py) checks a sweep's largest point against it."""
     host_memory_bytes: int | None = None
     """Memory this machine's processes may still take (MemAvailable, or a smaller cgroup limit's room), read when
     the machine is read; None for machines stated for other nodes (Machine.for_job) or where it is not known."""

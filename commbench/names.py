@@ -31,7 +31,7 @@ TIMINGS = (PER_ITERATION, BATCH)
 """The timing modes of a row (its `timing` column): a barrier before every timed call (per-call distribution), or
 nccl-tests' back-to-back batches."""
 TIMING_CHOICES = (*TIMINGS, AUTO)
-"""What --timing takes: a mode, or auto (per point, from 5 calls after the warm-up: commbench/timing.py)."""
+"""What --timing takes: a mode, or auto (per point, from 5 calls after the warm-up: commbench/measure/timing.py)."""
 RANK0, MEAN, MIN, MAX = "rank0", "mean", "min", "max"
 RANK_AVERAGES = (RANK0, MEAN, MIN, MAX)
 """How batch timing combines the ranks' times per call (nccl-tests -a 0/1/2/3): rank 0's, the mean, the fastest

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
+from commbench.measure.timing import CpuTimer, CudaTimer
 from commbench.names import CPU, CUDA, GLOO, NCCL
-from commbench.timing import CpuTimer, CudaTimer
 
 
 class CpuPlatform:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import torch
 
-from commbench import driver, faults, store
+from commbench import faults, store
 from commbench.benches import get_kind
+from commbench.execution import driver
 from commbench.machine import Machine
 from commbench.names import BIND_CORES_ENV
 

@@ -1,5 +1,6 @@
-"""The structure the code promises: no import cycles (function-level imports included), every bench kind declared
-completely in the registry, and the command line and suites made from the same options dataclasses."""
+"""The structure the code promises: no import cycles (function-level imports included) and no loop between folders,
+at most 20 top-level modules, every bench kind declared completely in the registry, and the command line and suites
+made from the same options dataclasses."""
 
 import ast
 from dataclasses import dataclass
@@ -91,10 +92,51 @@ def test_no_import_cycles_not_even_through_function_level_imports():
     assert _cycles(graph) == []
 
 
+def _package_of(module: str) -> str:
+    """A module's room: its folder under commbench/ (commbench.sweep.spec -> commbench.sweep), or a top-level module
+    itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Folder (or top-level module) -> those it imports, leaving out commbench/__init__ (it imports nothing)."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module == "commbench":
+            continue
+        source = _package_of(module)
+        packages.setdefault(source, set()).update(_package_of(t) for t in targets if t != "commbench")
+    return {source: targets - {source} for source, targets in packages.items()}
+
+
+def test_no_loop_between_packages():
+    """Folders import each other one way only: the architecture reads top-down from the folder names."""
+    packages = _package_graph(_import_graph())
+    assert {"commbench.sweep", "commbench.training", "commbench.cli"} <= set(packages)
+    assert _cycles(packages) == []
+
+
+MAX_TOP_LEVEL_MODULES = 20
+
+
+def test_at_most_twenty_top_level_modules():
+    """commbench/ shows its architecture in folders; the modules left at its top are the shared base."""
+    top = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def test_the_package_graph_joins_modules_by_folder():
+    graph = {"commbench.a.x": {"commbench.b.y"}, "commbench.b.y": {"commbench.c"}, "commbench.c": {"commbench.a.z"},
+             "commbench.a.z": set(), "commbench": {"commbench.c"}}
+    assert _package_graph(graph) == {"commbench.a": {"commbench.b"}, "commbench.b": {"commbench.c"},
+                                     "commbench.c": {"commbench.a"}}
+    assert _cycles(_package_graph(graph)) == [["commbench.a", "commbench.b", "commbench.c"]]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     # importing a submodule from outside its package runs the package's __init__ first
-    assert _outside_parents("commbench.benches.options", "commbench.driver") == ["commbench.benches"]
+    assert _outside_parents("commbench.benches.options", "commbench.execution.driver") == ["commbench.benches"]
     assert _outside_parents("commbench.benches.options", "commbench.benches.ddp") == []
 
 

@@ -88,11 +88,12 @@ def test_the_planning_tables_agree_with_torch():
 def test_planning_a_sweep_imports_no_torch():
     script = ("import sys\n"
               "from commbench.benches.collective import KIND\n"
-              "from commbench.spec import plan, validate\n"
-              "from commbench.memory_plan import check_fits\n"
+              "from commbench.sweep.spec import plan, validate\n"
+              "from commbench.sweep.memory_plan import check_fits\n"
               "from commbench.gpu_mapping import gpu_index\n"
-              "from commbench.table import format_tables\n"
-              "from commbench import session, runinfo\n"
+              "from commbench.sweep.table import format_tables\n"
+              "from commbench import runinfo\n"
+              "from commbench.execution import session\n"
               "print('torch' in sys.modules)\n")
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert completed.stdout.strip() == "False", completed.stderr

@@ -2,8 +2,8 @@
 
 import pytest
 
-from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.collectives import COLLECTIVES
+from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 
 MIB = 1024**2
 

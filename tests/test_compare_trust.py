@@ -14,8 +14,8 @@ import pytest
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.compare import WIDE_CI_PCT, change_text
-from commbench.run_set import DEFAULT_LAUNCH_NOISE_PCT
+from commbench.gate.compare import WIDE_CI_PCT, change_text
+from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
 from tests.conftest import commbench_env
 
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K,64K", "--iters", "8", "--warmup", "2")

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from commbench.forked_torchrun import ForkedTorchrun
-from commbench.launch import failed_rank_summary, rank_program, start_in_own_session, torchrun_command
+from commbench.execution.forked_torchrun import ForkedTorchrun
+from commbench.execution.launch import failed_rank_summary, rank_program, start_in_own_session, torchrun_command
+from commbench.execution.torch_host import TorchHost
 from commbench.machine import Machine
-from commbench.torch_host import TorchHost
 from tests.conftest import commbench_env
 
 TORCHRUN_REPORT = """

@@ -1,4 +1,5 @@
-"""The memory plan made before a sweep launches (commbench/memory_plan.py): each collective's own buffer sizes, the
+"""The memory plan made before a sweep launches (commbench/sweep/memory_plan.py): each collective's own buffer
+sizes, the
 ring's spare space and the check's working memory, against the memory the ranks share; a sweep that cannot fit is
 refused in one line before any process starts."""
 
@@ -13,8 +14,8 @@ from commbench.backends import DTYPE_BYTES
 from commbench.collectives import COLLECTIVES, check_data
 from commbench.errors import CommbenchError
 from commbench.machine import Machine
-from commbench.memory_plan import check_fits, largest_fitting_size, need_at, pool_for
-from commbench.spec import SweepSpec
+from commbench.sweep.memory_plan import check_fits, largest_fitting_size, need_at, pool_for
+from commbench.sweep.spec import SweepSpec
 from commbench.units import size_text
 from tests.conftest import commbench_env
 

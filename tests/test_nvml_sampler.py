@@ -14,7 +14,8 @@ import time
 import pytest
 import torch
 
-from commbench.distributed import RankContext
+from commbench.execution.distributed import RankContext
+from commbench.measure.timing import measure
 from commbench.names import BATCH, PER_ITERATION
 from commbench.platform import CpuPlatform
 from commbench.profiling.nvml_sampler import (
@@ -33,7 +34,6 @@ from commbench.profiling.nvml_sampler import (
     summarize,
     wait_after,
 )
-from commbench.timing import measure
 
 TX, RX = 138, 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX / _RX
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED, what a refused field value carries in nvmlReturn

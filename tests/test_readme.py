@@ -46,11 +46,12 @@ def test_quick_start_opens_the_readme_with_install_and_test_commands():
     assert "python3 -m pytest -q" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_the_first_screen_says_what_has_not_run_on_a_gpu():
+def test_the_first_screen_says_what_has_run_on_a_gpu_and_what_has_not():
     first_screen = " ".join(README.read_text(encoding="utf-8").splitlines()[:25])
     words = re.sub(r"\s+", " ", first_screen.replace("*", ""))
-    assert "never run on a GPU" in words
     assert "tested on CPU with gloo" in words
+    assert "On one H200" in words
+    assert "NCCL across GPUs, NVLink and multi-node runs have not run" in words
 
 
 def test_every_command_has_a_line_in_the_commands_table():

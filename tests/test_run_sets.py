@@ -17,8 +17,8 @@ from scipy.stats import norm
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.compare import ALL_ROWS, ALPHA
-from commbench.run_set import DEFAULT_LAUNCH_NOISE_PCT, RUN_SET_FILE
+from commbench.gate.compare import ALL_ROWS, ALPHA
+from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT, RUN_SET_FILE
 from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
 

@@ -1,7 +1,7 @@
 import pytest
 
 from commbench.errors import CommbenchError
-from commbench.spec import SweepSpec, placement_notes, plan, validate
+from commbench.sweep.spec import SweepSpec, placement_notes, plan, validate
 
 
 def make_spec(**overrides) -> SweepSpec:

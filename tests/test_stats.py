@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from commbench.stats import median_ci_ranks, summarize
+from commbench.measure.stats import median_ci_ranks, summarize
 
 
 @pytest.mark.parametrize("n, expected", [(6, (0, 5)), (20, (5, 14)), (100, (39, 60))])

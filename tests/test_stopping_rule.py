@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 
+from commbench.measure.stats import summarize
+from commbench.measure.timing import AUTO_BATCH_OVERHEAD, LOOK_GROWTH, LOOK_STEP_MIN, choose_timing, measure, next_look
 from commbench.names import BATCH, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
-from commbench.stats import summarize
-from commbench.timing import AUTO_BATCH_OVERHEAD, LOOK_GROWTH, LOOK_STEP_MIN, choose_timing, measure, next_look
 
 TARGET_PCT = 5.0
 RUNS = 300

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from commbench.execution.session import launch_groups
 from commbench.machine import Machine
-from commbench.session import launch_groups
 from commbench.shipped import shipped_suite
 from commbench.suite.load import load_suite
 from tests.conftest import commbench_env

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from commbench.benches.collective import RESULT_COLUMNS
-from commbench.table import format_tables
+from commbench.sweep.table import format_tables
 
 MIB = 1024**2
 AVG = re.compile(r"^# Avg bus bandwidth: (\S+) GB/s \((\d+) results?\); mean busbw ≥ 1 MiB: (.*)$")

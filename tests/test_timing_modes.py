@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from commbench import faults, store
-from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.compare import NO_FIGURE, OK, compare
-from commbench.compare_output import format_terminal
 from commbench.faults import SKEW_S
-from commbench.table import format_tables
-from commbench.timing import BATCH_TARGET_S, MAX_AUTO_BATCH_CALLS, auto_batch_calls
+from commbench.gate.compare import NO_FIGURE, OK, compare
+from commbench.gate.compare_output import format_terminal
+from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
+from commbench.measure.timing import BATCH_TARGET_S, MAX_AUTO_BATCH_CALLS, auto_batch_calls
+from commbench.sweep.table import format_tables
 from tests.conftest import commbench_env
 
 OLD_RUN = store.Path(__file__).parent / "data" / "suite_run_before_kinds" / "gate"

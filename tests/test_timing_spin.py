@@ -1,4 +1,5 @@
-"""The spin that covers the host's issue time in per-iteration CUDA timing (commbench/timing.py): sized from the issue
+"""The spin that covers the host's issue time in per-iteration CUDA timing (commbench/measure/timing.py): sized
+from the issue
 times after the first call (NCCL connects on first use), capped; judged against its measured length; not run with
 gloo on CUDA tensors, whose calls block the host. The sizing and the judgement are pure functions, tested here on
 lists of issue times; the timer itself needs a GPU (those tests skip without one)."""
@@ -8,7 +9,7 @@ import time
 import pytest
 import torch
 
-from commbench.timing import (
+from commbench.measure.timing import (
     HOST_BLOCKING_NOTE,
     MAX_SPIN_S,
     MIN_SPIN_S,

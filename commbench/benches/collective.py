@@ -7,6 +7,7 @@ from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankR
 from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
+from commbench.measure.stats import MIN_SAMPLES_FOR_CI
 from commbench.names import (
     AUTO,
     BATCH,
@@ -24,7 +25,6 @@ from commbench.names import (
 )
 from commbench.nccl_tests import DTYPES as NCCL_TESTS_TYPES
 from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
-from commbench.stats import MIN_SAMPLES_FOR_CI
 
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 DEFAULT_PLACEMENT = "out"
@@ -162,8 +162,8 @@ class CollectiveKind(BenchKind):
     wrong_message = "{n} wrong element(s) in the check (see #wrong); results are not valid"
 
     def resolve(self, options: CollectiveOptions, machine) -> Bench:
-        from commbench.memory_plan import check_fits
-        from commbench.spec import SweepSpec, placement_notes, plan, size_notes, validate
+        from commbench.sweep.memory_plan import check_fits
+        from commbench.sweep.spec import SweepSpec, placement_notes, plan, size_notes, validate
         from commbench.units import parse_size_spec
 
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
@@ -190,30 +190,30 @@ class CollectiveKind(BenchKind):
                                  + few), cores=target.cores)
 
     def spec_from_json(self, text):
-        from commbench.spec import SweepSpec
+        from commbench.sweep.spec import SweepSpec
 
         return SweepSpec.from_json(text)
 
     def points(self, spec, world):
-        from commbench.spec import plan
+        from commbench.sweep.spec import plan
 
         return plan(spec, world)
 
     def measure(self, spec, point, run: RankRun) -> Measured:
-        from commbench.collective_point import measure_point
+        from commbench.sweep.collective_point import measure_point
 
         return measure_point(spec, point, run)
 
     def table(self, results, verbose: bool = False) -> str:
-        from commbench.table import format_tables
+        from commbench.sweep.table import format_tables
 
         return format_tables(results, verbose=verbose)
 
     def key_numbers(self, results):
         import pandas as pd
 
-        from commbench.stats import stored_half_width_pct
-        from commbench.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
+        from commbench.measure.stats import stored_half_width_pct
+        from commbench.sweep.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
         from commbench.units import format_bytes
 
         keys = ["source", "collective", "impl", "backend", "dtype"]

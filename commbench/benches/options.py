@@ -9,6 +9,7 @@ backend can run) are the bench kind's resolve(); this module only checks each va
 import math
 from collections.abc import Callable
 from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any
 
 from commbench.errors import CommbenchError
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
@@ -55,8 +56,9 @@ class Option:
         return self.flag[2:]
 
 
-def option(*flags: str, help: str, default=None, **settings) -> Field:
-    """A dataclass field that is also a command-line option and a suite key."""
+def option(*flags: str, help: str, default=None, **settings) -> Any:
+    """A dataclass field that is also a command-line option and a suite key. Typed Any, as dataclasses.field is, so
+    `name: int = option(...)` checks."""
     described = Option(flags, help, **settings)
     if described.many and default is None:
         default = ()

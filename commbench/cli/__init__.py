@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from commbench import __version__, torch_host
+from commbench import __version__
 from commbench.benches import KINDS
 from commbench.cli.bench import bench_command
 from commbench.cli.compare import compare_command
@@ -29,7 +29,8 @@ from commbench.cli.slurm import slurm
 from commbench.cli.suites import suites
 from commbench.cli.trace import trace
 from commbench.errors import CommbenchError, ExitCode
-from commbench.stopping import Stopped, describe, terminations_raised
+from commbench.execution import torch_host
+from commbench.execution.stopping import Stopped, describe, terminations_raised
 
 
 class _OneLineErrors(click.Group):

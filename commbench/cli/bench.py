@@ -1,6 +1,6 @@
 """The bench commands (`commbench sweep`, `ddp`, `fsdp`, `zero`): one Click command per registered bench kind, its
 options made from the kind's options dataclass. The command only parses and prints; resolving and running the bench
-is the library's (the kind's resolve(), commbench/session.py)."""
+is the library's (the kind's resolve(), commbench/execution/session.py)."""
 
 import sys
 from pathlib import Path
@@ -62,8 +62,7 @@ def bench_command(kind: BenchKind) -> click.Command:
     @click.pass_context
     def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, verbose: bool,
                 launches: int = 1, **raw) -> None:
-        from commbench import torch_host
-
+        from commbench.execution import torch_host
         if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
             from commbench.cli.run import run_suite_command
 
@@ -86,8 +85,8 @@ def bench_command(kind: BenchKind) -> click.Command:
 
 def run_resolved(bench, machine, *, out: Path, run_id: str | None, quiet: bool, as_json: bool,
                  verbose: bool = False, launches: int = 1) -> None:
-    from commbench import session
-    from commbench.run_set import Launched
+    from commbench.execution import session
+    from commbench.gate.run_set import Launched
 
     show_warnings()  # the input is accepted: say what it will not measure as it seems, before the run
     argv = ["commbench", *sys.argv[1:]]

@@ -9,7 +9,7 @@ import click
 from commbench.cli.json_output import emit_json, json_option
 from commbench.cli.shared import NON_NEGATIVE_NUMBER, split_commas
 from commbench.errors import CommbenchError, ExitCode
-from commbench.run_set import DEFAULT_LAUNCH_NOISE_PCT
+from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
 
 
 @click.command(name="compare")
@@ -42,8 +42,8 @@ def compare_command(baseline, new, fails, markdown, launch_noise, allow_missing,
     or benches the baseline has or a run of it did not complete (failed, or still running); 2 bad input (an
     unreadable run, or a baseline that is not complete).
     """
-    from commbench.compare import DEFAULT_THRESHOLDS, compare, gate_fails, launch_floor, parse_threshold
-    from commbench.compare_output import format_markdown, format_terminal, json_document, trust_notes
+    from commbench.gate.compare import DEFAULT_THRESHOLDS, compare, gate_fails, launch_floor, parse_threshold
+    from commbench.gate.compare_output import format_markdown, format_terminal, json_document, trust_notes
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds, launch_noise_pct=launch_noise)

@@ -80,8 +80,7 @@ def perf(collective, backend, device, out, run_id, quiet, as_json, launches, **v
     Exit codes: 0 every check passed, 1 wrong results, 2 bad input, 3 the run failed.
     """
     request = perf_flags.parse(collective, values)  # every flag checked before torch is loaded
-    from commbench import torch_host
-
+    from commbench.execution import torch_host
     torch_host.start()
     import pandas  # noqa: F401 - the run folder's reader, imported here while the host imports torch
 
@@ -117,13 +116,14 @@ def _reserve_json(request):
 def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, quiet: bool, as_json: bool,
          launches: int) -> None:
     """The run (or each launch of a run set: -J then holds the last launch's), shown as nccl-tests shows it."""
-    from commbench import runinfo, session
+    from commbench import runinfo
     from commbench.benches.collective import few_samples_note
+    from commbench.execution import session
+    from commbench.gate.run_set import Launched
+    from commbench.measure.stats import MIN_SAMPLES_FOR_CI
     from commbench.perf import json_file
     from commbench.perf.results import read_perf_run
     from commbench.perf.text import nccl_tests_text
-    from commbench.run_set import Launched
-    from commbench.stats import MIN_SAMPLES_FOR_CI
 
     show_warnings()
     argv = ["commbench", *sys.argv[1:]]

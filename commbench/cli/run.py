@@ -47,9 +47,9 @@ def run(suite, backend, device, nproc, oversubscribe, into, out, run_id, quiet, 
 
 def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Path, run_id: str | None,
                       quiet: bool, as_json: bool = False, verbose: bool = False, launches: int = 1) -> None:
-    from commbench import torch_host
     from commbench.errors import CommbenchError
-    from commbench.run_set import Launched
+    from commbench.execution import torch_host
+    from commbench.gate.run_set import Launched
     from commbench.store import STATUS_COMPLETE, STATUS_FAILED
 
     if into is not None and launches > 1:

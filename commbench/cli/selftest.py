@@ -50,7 +50,7 @@ def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run
 
     Exit codes: 0 every path that applies here passed, 1 a path failed, 2 bad input (nothing run).
     """
-    from commbench import torch_host
+    from commbench.execution import torch_host
     from commbench.selftest import format_table, run_selftest
     from commbench.selftest.plan import plan_selftest
     from commbench.store import create_run_dir

@@ -64,8 +64,7 @@ def run_launches(launches: int, launch, *, out: Path, run_id: str | None, quiet:
     if launches == 1:
         launched = launch(out, run_id)
         finish_run(launched.run_dir, *launched.report(True), quiet=quiet, as_json=as_json)
-    from commbench import compare, run_set
-
+    from commbench.gate import compare, run_set
     set_dir, done = run_set.launch_all(launches, launch, out=out, run_id=run_id, quiet=quiet, in_job=machine.in_job)
     reports = [launched.report(launched is done[-1]) for launched in done]
     noise = run_set.noise_document([launched.run_dir.name for launched in done], compare.launch_values(set_dir))

@@ -6,13 +6,13 @@ import json
 import math
 from pathlib import Path
 
-from commbench.bandwidth import busbw_gbps
 from commbench.cluster import diagnosis as judge
 from commbench.cluster.confirmation import confirm
 from commbench.cluster.hostlist import compress
 from commbench.cluster.matrix_files import matrix_csv, write_file
 from commbench.cluster.pair_statistics import Samples
-from commbench.stats import summarize
+from commbench.measure.bandwidth import busbw_gbps
+from commbench.measure.stats import summarize
 from commbench.store import SCHEMA_VERSION
 
 HUNT_FILE = "hunt.json"

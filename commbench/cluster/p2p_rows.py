@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from commbench.bandwidth import busbw_gbps
 from commbench.cluster.matrix_files import matrix_csv, write_file
-from commbench.stats import summarize
+from commbench.measure.bandwidth import busbw_gbps
+from commbench.measure.stats import summarize
 from commbench.store import SCHEMA_VERSION
 
 KEY_COLUMNS = ("bench", "src", "dst", "size_bytes")

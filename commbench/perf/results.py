@@ -8,8 +8,8 @@ from pathlib import Path
 
 from commbench import nccl_tests, store
 from commbench.backends import DTYPE_BYTES
-from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.collectives import get_collective
+from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 
 
 @dataclass(frozen=True)

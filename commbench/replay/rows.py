@@ -5,9 +5,9 @@ sequence)."""
 
 from statistics import median
 
-from commbench.bandwidth import algbw_gbps, busbw_gbps
+from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
+from commbench.measure.stats import summarize
 from commbench.nccl_tests import factor
-from commbench.stats import summarize
 from commbench.store import SCHEMA_VERSION
 
 KEY_COLUMNS = ("bench", "kind", "size_bytes", "dtype")

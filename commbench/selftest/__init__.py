@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from commbench import store
+from commbench.execution.stopping import Stopped, describe
 from commbench.selftest import verdicts
 from commbench.selftest.plan import SMALL_BYTES, TRAINING_STEPS, Plan
 from commbench.selftest.steps import StepRunner
 from commbench.selftest.verdicts import FAIL, NA, PASS, Check, SubRun
-from commbench.stopping import Stopped, describe
 
 SELFTEST_FILE = "selftest.json"
 TRACE_ANALYSIS_FILE = "trace_analysis.json"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench.stopping import Stopped
+from commbench.execution.stopping import Stopped
 
 LOGS_DIR = "logs"
 _INTERRUPT_GRACE_S = 20.0

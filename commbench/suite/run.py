@@ -1,11 +1,12 @@
 """Run a suite into one run folder: results/<run-id>/ holds meta.json, suite.toml and one folder per bench, each
-an ordinary run folder of its bench kind. How the benches launch is the session's (commbench/session.py)."""
+an ordinary run folder of its bench kind. How the benches launch is the session's (commbench/execution/session.py)."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench import runinfo, session, store
+from commbench import runinfo, store
 from commbench.errors import CommbenchError
+from commbench.execution import session
 from commbench.runs import Outcome, read_outcome
 from commbench.suite.load import Suite, SuiteBench
 

@@ -21,6 +21,7 @@ import torch
 
 from commbench import faults, store
 from commbench.bench_kind import Measured, RankRun
+from commbench.measure.stats import summarize
 from commbench.models import comm_volume, memory
 from commbench.models.shard_layout import formula_at_rest, local_state
 from commbench.models.strategies import display_name
@@ -29,7 +30,6 @@ from commbench.profiling.capture import capture
 from commbench.profiling.comm_calls import comm_calls
 from commbench.profiling.nvml_sampler import combine_ranks, rank_summary, ranks_sharing_gpu
 from commbench.profiling.trace_file import load_trace
-from commbench.stats import summarize
 from commbench.training.batches import BatchPool
 from commbench.training.build import Built, build
 from commbench.training.compute_baseline import METHOD as BASELINE_METHOD

@@ -4,8 +4,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 from commbench.errors import CommbenchError
+from commbench.measure.stats import MIN_SAMPLES_FOR_CI
 from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES
-from commbench.stats import MIN_SAMPLES_FOR_CI
 
 ISOLATIONS = ("reset", "process")
 """--isolation: one launch with memory reset between configurations, or a launch per configuration."""

@@ -5,7 +5,7 @@ import math
 
 import pandas as pd
 
-from commbench.stats import as_number
+from commbench.measure.stats import as_number
 from commbench.training.exposed import table_notes as exposed_notes
 from commbench.training.spec import SETTINGS, config_label
 

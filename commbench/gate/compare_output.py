@@ -9,7 +9,7 @@ note says which floor and where it came from), and rows whose 95 % CI of the med
 import textwrap
 from pathlib import Path
 
-from commbench.compare import (
+from commbench.gate.compare import (
     ALPHA,
     IMPROVED,
     INCOMPLETE,
@@ -30,7 +30,7 @@ from commbench.compare import (
     run_folders,
     source_notes,
 )
-from commbench.stats import CONFIDENCE
+from commbench.measure.stats import CONFIDENCE
 
 RUN_SET_LAUNCHES = 3
 """What the notes advise: launches per run set (--launches; the committed baseline has 5, .ci/run's gate 3)."""

@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 
-from commbench import stopping
+from commbench.execution import stopping
 
 _WAIT_POLL_S = 0.05
 FORK_PLATFORM = sys.platform == "linux"

@@ -9,6 +9,7 @@ from commbench.backends import DTYPE_BYTES, unsupported_reason
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
+from commbench.measure.stats import MIN_SAMPLES_FOR_CI
 from commbench.names import (
     AUTO,
     BATCH,
@@ -23,7 +24,6 @@ from commbench.names import (
     RANK_AVERAGES,
     TIMING_CHOICES,
 )
-from commbench.stats import MIN_SAMPLES_FOR_CI
 from commbench.units import format_bytes
 
 
@@ -50,7 +50,7 @@ class SweepSpec:
     iters: int
     """Timed iterations per point (per batch in adaptive mode)."""
     timings: tuple[str, ...] = (PER_ITERATION,)
-    """Timing modes (commbench/timing.py): per-iteration and/or batch; each point is measured in each."""
+    """Timing modes (commbench/measure/timing.py): per-iteration and/or batch; each point is measured in each."""
     batch_calls: int | None = None
     """Calls per sample in batch mode; None = enough for a batch of about 5 ms (from the warm-up)."""
     target_ci_pct: float | None = None
@@ -87,8 +87,8 @@ class SweepSpec:
 
     @property
     def batch_options(self):
-        """What batch timing does besides the calls per sample (commbench/timing.py)."""
-        from commbench.timing import BatchOptions
+        """What batch timing does besides the calls per sample (commbench/measure/timing.py)."""
+        from commbench.measure.timing import BatchOptions
 
         return BatchOptions(agg=self.agg_iters, blocking=self.blocking, graph_launches=self.cuda_graph,
                             iteration_times=self.iteration_times, average=self.average)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from commbench import run_set
+from commbench.gate import run_set
 
 TEST_LAUNCHES, TEST_SAMPLES = "Welch t on launches", "Mann-Whitney U on samples"
 """Which test gave a row's p: across launches (both sides run sets), or on one launch's samples (the entry's

@@ -7,7 +7,7 @@ threshold AND a one-sided test says the change is more than noise, p < ALPHA:
 - both sides with two or more launches of the row: a t test (Welch's) on the logs of the per-launch values, each
   side's launch variance pooled over the rows of the bench or the row's own, whichever is wider: the launches are
   the independent units, and launch-to-launch variation is what a difference must stand out from; one more entry
-  tests all rows at once, on each launch's geometric mean (the tests are commbench/launch_tests.py);
+  tests all rows at once, on each launch's geometric mean (the tests are commbench/gate/launch_tests.py);
 - a side with one launch: a change within the launch-noise floor (the largest change launch noise alone makes in
   fewer than ALPHA of comparisons of that many rows, from the noise the caller passes, a run set's run_set.json, or
   run_set.DEFAULT_LAUNCH_NOISE_PCT) is `~`; beyond it, a Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new
@@ -25,7 +25,7 @@ complete (failed, or still running / killed), or a row (or bench) the baseline h
 listed; --allow-missing accepts them (a regression still fails). A baseline that is not complete is bad input: the
 gate would measure against a run that is itself in doubt, so it is refused with the advice to re-record it.
 
-How the comparison is shown (table, Markdown, JSON, trust notes) is commbench/compare_output.py.
+How the comparison is shown (table, Markdown, JSON, trust notes) is commbench/gate/compare_output.py.
 """
 
 import math
@@ -37,11 +37,12 @@ from pathlib import Path
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from commbench import run_set, store
+from commbench import store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
-from commbench.launch_tests import (
+from commbench.gate import run_set
+from commbench.gate.launch_tests import (
     ALL_ROWS,
     TEST_LAUNCHES,
     TEST_OVERALL,
@@ -51,10 +52,10 @@ from commbench.launch_tests import (
     across_launches,
     all_rows,
 )
-from commbench.launch_tests import worse_pct as log_change_pct
+from commbench.gate.launch_tests import worse_pct as log_change_pct
+from commbench.measure.stats import stored_half_width_pct
 from commbench.names import BUILTIN, COMMBENCH_SOURCE
 from commbench.runs import kind_of
-from commbench.stats import stored_half_width_pct
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"

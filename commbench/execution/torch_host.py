@@ -26,9 +26,9 @@ import subprocess
 import sys
 import traceback
 
-from commbench import stopping
 from commbench.errors import HostFailedError
-from commbench.forked_torchrun import FORK_PLATFORM, run_as_child
+from commbench.execution import stopping
+from commbench.execution.forked_torchrun import FORK_PLATFORM, run_as_child
 
 _current = None
 

@@ -104,7 +104,7 @@ def joined(machine, specs: list, *, timeout_s: float):
     """This process's one process group for the benches of a launch (they share backend and device, which a suite
     sets once): destroying and re-creating a group in one job is avoidable churn. Yields the RankContext and a flag
     holder; a bench that failed sets `.clean = False` (a peer may be gone, so the end must not wait for it)."""
-    from commbench.distributed import init_group, shutdown
+    from commbench.execution.distributed import init_group, shutdown
 
     ctx = init_group(machine, backend=specs[0].backend, device_type=specs[0].device, timeout_s=timeout_s)
     group = _Group()

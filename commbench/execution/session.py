@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench import launch, runinfo, stopping, store
+from commbench import runinfo, store
 from commbench.bench_kind import Bench
 from commbench.errors import CommbenchError, RunOutputError
+from commbench.execution import launch, stopping
 from commbench.names import BIND_CORES_ENV, CPU
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
@@ -179,8 +180,7 @@ def _failure_cause(outcome: launch.LaunchOutcome, timeout_s: float, log_path: Pa
 def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> Ran:
     """As one rank of the job commbench was started in (torchrun or srun): every bench in the job's process group;
     rank 0 writes and shows progress."""
-    from commbench import driver
-
+    from commbench.execution import driver
     rank = machine.rank
     timeout_s = max(bench.spec.timeout_s for bench in benches)
     completed = False

@@ -5,17 +5,17 @@ import math
 
 from commbench import faults
 from commbench.backends import DTYPES
-from commbench.bandwidth import algbw_gbps, busbw_gbps
 from commbench.bench_kind import Measured, RankRun
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
+from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
+from commbench.measure.stats import summarize
+from commbench.measure.timing import measure
 from commbench.names import COMMBENCH_SOURCE, PER_ITERATION
 from commbench.profiling.capture import capture, trace_file_name
 from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, rank_summary, sample_rows
-from commbench.spec import Point, SweepSpec
-from commbench.stats import summarize
 from commbench.store import SCHEMA_VERSION
-from commbench.timing import measure
+from commbench.sweep.spec import Point, SweepSpec
 
 
 def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:

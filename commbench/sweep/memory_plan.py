@@ -22,7 +22,7 @@ from commbench.collectives import check_data, get_collective
 from commbench.errors import CommbenchError
 from commbench.gpu_mapping import ranks_per_gpu
 from commbench.names import CPU
-from commbench.spec import SweepSpec, impls_for, ops_for, placements_for
+from commbench.sweep.spec import SweepSpec, impls_for, ops_for, placements_for
 from commbench.units import format_bytes, readable, round_down_to_unit, size_text
 
 

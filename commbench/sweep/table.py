@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from commbench.collectives import COLLECTIVES
+from commbench.measure.stats import as_number, stored_half_width_pct
 from commbench.names import BATCH, COMMBENCH_SOURCE, PER_ITERATION, STOP_MAX_TIME
-from commbench.stats import as_number, stored_half_width_pct
 from commbench.units import format_bytes
 
 AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: the "mean busbw ≥ 1 MiB" leaves them out
@@ -288,7 +288,8 @@ def _cell_values(row) -> list[str]:
 
 
 def ci_half_width_pct(row) -> float:
-    """The wider side of the median time's 95 % CI in percent of the median, as commbench.stats.Summary defines it;
+    """The wider side of the median time's 95 % CI in percent of the median, as commbench.measure.stats.Summary
+    defines it;
     NaN where there is none (fewer than 6 samples, a median of 0, or a file written before the CI columns)."""
     return stored_half_width_pct(row, "time_us")
 

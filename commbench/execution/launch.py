@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench import forked_torchrun, stopping, torch_host
-from commbench.forked_torchrun import FORK_PLATFORM
+from commbench.execution import forked_torchrun, stopping, torch_host
+from commbench.execution.forked_torchrun import FORK_PLATFORM
 
 _POLL_S = 0.5
 _TERM_GRACE_S = 5.0

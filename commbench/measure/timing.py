@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from commbench.measure.stats import summarize
 from commbench.names import AUTO, BATCH, MEAN, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
-from commbench.stats import summarize
 
 BATCH_TARGET_S = 0.005
 """--batch-calls auto: enough calls for one batch to last this long, so that a barrier's skew (5–30 µs) and one
