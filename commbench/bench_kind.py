@@ -8,9 +8,37 @@ across runs, its compare metrics, its terminal table and key numbers, and its pl
 at the top: `commbench --help` lists the kinds without loading torch, pandas or matplotlib.
 """
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spec:
+    """What a bench's ranks run, resolved before launch: a frozen dataclass written to the run folder as JSON
+    (to_json) and read back on every rank (from_json). These are the fields the launcher and the rank driver read of
+    every kind's spec; each kind's spec adds its own. Tuples travel as JSON lists; a spec holding dataclasses rebuilds
+    them in _fields_from_json."""
+
+    backend: str
+    device: str
+    nproc: int
+    timeout_s: float
+    """Seconds a point may take before the launch counts as hung."""
+    gpu_sample_interval_s: float = 0.05
+    """NVML sampling interval while a point is timed (GPU runs)."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> Self:
+        return cls(**cls._fields_from_json(json.loads(text)))
+
+    @classmethod
+    def _fields_from_json(cls, data: dict) -> dict:
+        return {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
 
 
 @dataclass(frozen=True)
@@ -42,8 +70,8 @@ class Bench:
 
     kind: Any
     """The BenchKind."""
-    spec: Any
-    """What the ranks run (to_json() / the kind's spec_from_json()); has backend, device, nproc, timeout_s."""
+    spec: Spec
+    """What the ranks run (to_json() / the kind's spec_from_json())."""
     points: list
     """One per result row, in run order; each has .index and .label() (the progress bar's)."""
     notes: tuple[str, ...] = ()
@@ -116,6 +144,9 @@ class BenchKind:
     """The columns that name a row across runs (compare joins on them)."""
     comparability: tuple[str, ...] = ()
     """Columns that must agree for two rows to be compared at all."""
+    cross_source_identity: tuple[str, ...] = ()
+    """How its rows meet another tool's imported rows (commbench import), where it has such rows: the columns both
+    measured. Empty: the kind's rows come from commbench alone."""
     metrics: tuple[Metric, ...] = ()
     plots: tuple[Plot, ...] = ()
     wrong_message: str = "{n} wrong result(s) in the check; results are not valid"

@@ -103,7 +103,7 @@ def gpu_index(*, local_rank: int, local_ranks: int | None, visible: int, backend
                              "or a CUDA_VISIBLE_DEVICES that lists them), or use --device cpu")
     bound_per_task = step_gpus is not None and visible < step_gpus
     if backend == NCCL and local_ranks is not None:
-        if bound_per_task and local_ranks > step_gpus:
+        if bound_per_task and step_gpus is not None and local_ranks > step_gpus:
             raise CommbenchError(f"{local_ranks} srun tasks on this node and the Slurm step holds {step_gpus} GPU(s) "
                                  "there: NCCL needs one GPU per rank; start at most one task per GPU (srun "
                                  "--gpus-per-task=1), or use --backend gloo")

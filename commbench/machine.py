@@ -8,8 +8,10 @@ of a Slurm job, so a login node without GPUs can validate a GPU suite. Options r
 
 import os
 import warnings
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from commbench import gpu_mapping
 from commbench.errors import CommbenchError, CommbenchWarning
@@ -22,6 +24,19 @@ MAX_RANKS_PER_CORE = 8
 0.3 GiB resident) that spins in its collectives; past a few per core a run measures the scheduler, and --nproc 10000
 on a laptop would exhaust its memory before the first rank connected. 8 still lets a 1-core CI machine run the
 4- and 5-rank tests."""
+
+
+class TorchrunStarter(Protocol):
+    """What starts torchrun for a launch where torch is loaded already (execution/torch_host.TorchHost)."""
+
+    def launch(self, args: list[str], *, log_path: str, env: dict[str, str] | None): ...
+
+
+def inside_job(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether this process (or this environment) is a rank of a job torchrun or srun started (RANK and WORLD_SIZE
+    set): commbench then runs in place instead of launching, and only rank 0 prints."""
+    environ = os.environ if environ is None else environ
+    return "RANK" in environ and "WORLD_SIZE" in environ
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +69,10 @@ class Machine:
     host_memory_bytes: int | None = None
     """Memory this machine's processes may still take (MemAvailable, or a smaller cgroup limit's room), read when
     the machine is read; None for machines stated for other nodes (Machine.for_job) or where it is not known."""
+
+    torch_host: TorchrunStarter | None = field(default=None, compare=False, repr=False)
+    """The launching command's torch host, where it started one: launches fork torchrun there instead of starting a
+    second interpreter that imports torch again (execution/torch_host.py)."""
 
     @property
     def in_job(self) -> bool:
@@ -94,11 +113,12 @@ class Machine:
                 "gpu_memory_bytes": memory}
 
     @classmethod
-    def here_from(cls, facts: dict, environ: dict[str, str] | None = None) -> "Machine":
+    def here_from(cls, facts: dict, environ: Mapping[str, str] | None = None, *,
+                  torch_host: TorchrunStarter | None = None) -> "Machine":
         """This machine from facts_here() (read in this process or another) and this process's environment."""
         environ = os.environ if environ is None else environ
         version = tuple(facts["nccl_version"]) if facts["nccl_version"] else None
-        in_job = "RANK" in environ and "WORLD_SIZE" in environ
+        in_job = inside_job(environ)
         capability = tuple(facts["gpu_capability"]) if facts.get("gpu_capability") else None
         return cls(gpus=facts["gpus"], nccl_available=facts["nccl_available"], nccl_version=version,
                    gpu_capability=capability,
@@ -108,7 +128,8 @@ class Machine:
                    local_world_size=_local_world_size(environ) if in_job else None, cpus=usable_cpus(),
                    launcher=gpu_mapping.launcher_of(environ), step_gpus=gpu_mapping.slurm_step_gpus(environ),
                    visible_gpu_ids=gpu_mapping.visible_device_ids(environ),
-                   gpu_memory_bytes=facts.get("gpu_memory_bytes"), host_memory_bytes=available_host_memory())
+                   gpu_memory_bytes=facts.get("gpu_memory_bytes"), host_memory_bytes=available_host_memory(),
+                   torch_host=torch_host)
 
     @classmethod
     def for_job(cls, *, nodes: int, ranks_per_node: int, gpus_per_node: int) -> "Machine":
@@ -257,7 +278,7 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
             raise CommbenchError("NCCL runs on CUDA tensors only; use --backend gloo with --device cpu")
         if not machine.nccl_available:
             raise CommbenchError("this torch build has no NCCL; use --backend gloo")
-    if machine.in_job:
+    if machine.world_size is not None:  # in a job: its ranks are the ones there are
         if nproc is not None and nproc != machine.world_size:
             raise CommbenchError(f"--nproc {nproc} conflicts with WORLD_SIZE={machine.world_size} of the job "
                                  "commbench runs in; drop --nproc inside torchrun/srun")

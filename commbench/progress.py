@@ -4,7 +4,7 @@ set's (launch k of N), under which each launch's sweep bar shows."""
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 
 class RowCounter:
@@ -45,7 +45,7 @@ class LaunchProgress:
     def __init__(self, launches: int, *, enabled: bool):
         self._launches = launches
         self.bars = _bars(enabled)
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "LaunchProgress":
         self.bars.start()
@@ -58,6 +58,7 @@ class LaunchProgress:
         self.bars.stop()
 
     def show(self, done: int) -> None:
+        assert self._task is not None, "show() inside the with block"
         self.bars.update(self._task, completed=done, description=self._describe(done), refresh=True)
 
     def _describe(self, done: int) -> str:
@@ -72,7 +73,7 @@ class SweepProgress:
         self._points = points
         self._outer = LaunchProgress._open
         self._progress = self._outer.bars if self._outer else _bars(enabled)
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "SweepProgress":
         if not self._outer:
@@ -82,6 +83,7 @@ class SweepProgress:
 
     def __exit__(self, *exc) -> None:
         if self._outer:
+            assert self._task is not None
             self._progress.remove_task(self._task)
         else:
             self._progress.stop()
@@ -89,6 +91,7 @@ class SweepProgress:
     def show(self, done: int) -> None:
         # a point may write several rows (hunt, p2p, replay): the bar counts points, so it stops at its end
         done = min(done, len(self._points))
+        assert self._task is not None, "show() inside the with block"
         self._progress.update(self._task, completed=done, description=self._describe(done), refresh=True)
 
     def _describe(self, done: int) -> str:

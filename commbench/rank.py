@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception:
         time.sleep(FAILED_RANK_LINGER_S)
         raise
+    assert machine.rank is not None  # driver.joined (init_group) refuses a machine without RANK
     faults.on_exit(faults.from_env(), rank=machine.rank, point=args.only)
 
 

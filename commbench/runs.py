@@ -3,11 +3,15 @@ compare and `slurm submit --wait` read. Nothing here touches torch.distributed."
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commbench import store
 from commbench.bench_kind import BenchKind
 from commbench.benches import get_kind
 from commbench.errors import CommbenchError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -15,7 +19,7 @@ class LoadedRun:
     name: str
     path: Path
     kind: BenchKind
-    results: object
+    results: "pd.DataFrame"
     """The rows, a DataFrame."""
     meta: dict
 
@@ -39,12 +43,12 @@ def load_run(run_dir: Path, name: str | None = None, *, allow_empty: bool = Fals
     return LoadedRun(name or run_dir.name, run_dir, kind, results, store.read_meta(run_dir))
 
 
-def load_collective_results(run_dir: Path):
-    """The rows of a collective sweep (what α–β fits read); a run of another kind is refused in one line."""
+def load_results_of(run_dir: Path, kind: BenchKind):
+    """The rows of a run of this kind (the α–β fits read a collective sweep's); a run of another kind is refused in
+    one line that names the command making the right one."""
     run = load_run(run_dir, allow_empty=True)
-    if run.kind.name != "collective":
-        raise CommbenchError(f"{run_dir} holds a {run.kind.title}; pass the run folder of a collective sweep "
-                             "(commbench sweep)")
+    if run.kind.name != kind.name:
+        raise CommbenchError(f"{run_dir} holds a {run.kind.title}; pass the run folder of a {kind.title}")
     return run.results
 
 
@@ -59,7 +63,8 @@ class Outcome:
     """How one bench ended, read from its run folder."""
 
     run_dir: Path
-    status: str
+    status: str | None
+    """meta.json's status; None when the file names none."""
     reason: str | None
     results: object | None
     """Its rows (a DataFrame), or None when it wrote none."""

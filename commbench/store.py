@@ -108,8 +108,8 @@ def _check_meta_fields(path: Path, meta: dict) -> None:
         return
     names = [bench.get("name") if isinstance(bench, dict) else None for bench in benches] \
         if isinstance(benches, list) else [None]
-    for name in names:
-        if not (isinstance(name, str) and _RUN_ID.fullmatch(name)):  # a bench folder's name, never a path elsewhere
+    for entry in names:
+        if not (isinstance(entry, str) and _RUN_ID.fullmatch(entry)):  # a bench folder's name, never a path elsewhere
             raise CommbenchError(f"{path}: field 'benches' must list objects whose 'name' is a bench folder's name "
                                  f"(found {benches!r:.80}); the file was not written by commbench or was edited: "
                                  "re-record the run")

@@ -27,12 +27,12 @@ from click.testing import CliRunner
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.benches.options import parse_options
-from commbench.cli.fit import LOW_R2
 from commbench.cli.json_output import emit_json
 from commbench.collectives import COLLECTIVES
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import Machine, resolve_target, usable_cpus
 from commbench.models.alpha_beta import fit_line
+from commbench.models.fit_files import LOW_R2
 from commbench.shipped import shipped_suite, suite_names
 from commbench.units import format_count, parse_count
 from tests.conftest import commbench_env

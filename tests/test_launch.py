@@ -105,6 +105,21 @@ def test_the_torch_host_reports_the_machine_and_runs_one_torchrun_per_launch(tmp
         os.waitpid(host.pid, os.WNOHANG)  # ended and reaped
 
 
+def test_a_launch_goes_through_the_torch_host_the_machine_carries(tmp_path):
+    """The host is passed down with the Machine (no module state read by the launcher): given one, torchrun is
+    forked there, a HostedTorchrun, with the command's exit code."""
+    host = TorchHost()
+    try:
+        machine = Machine.here_from(host.facts(), torch_host=host)
+        assert machine.torch_host is host and machine == Machine.here_from(host.facts())  # not part of the facts
+        with open(tmp_path / "launch.log", "ab") as log:
+            process = start_in_own_session(torchrun_command(nproc=1, program=["--no-such-flag", "x.py"]), log=log,
+                                           env=None, torch_host=machine.torch_host)
+        assert type(process).__name__ == "HostedTorchrun" and process.wait(timeout=60) == 2
+    finally:
+        host.close()
+
+
 def test_a_sweep_launches_without_importing_torch_in_the_launching_process(tmp_path):
     """torch is imported by the command's torch host (and inherited by torchrun and the CPU ranks it forks), never
     by the process that parses, plans and prints; its meta.json still records the ranks' torch version."""

@@ -1,6 +1,6 @@
 """The bench-kind registry: every kind commbench can run, found by name (meta.json's "kind", the rows' `bench`) or
 by command (`commbench sweep`, a suite's `kind = "sweep"`). Adding a kind: one module in this package that defines
-KIND (see base.py), and its line below."""
+KIND (commbench/bench_kind.py: BenchKind and its Spec), and its line below."""
 
 from commbench.bench_kind import BenchKind
 from commbench.benches import collective, ddp, fsdp, hunt, p2p, replay, strategy

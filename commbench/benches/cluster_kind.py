@@ -1,27 +1,13 @@
-"""What the cluster-acceptance kinds (hunt, p2p) share: a spec that is a plain dataclass written as JSON, and a rank
-side and a table that live in commbench/cluster/ (imported only when used, so `commbench --help` stays light)."""
+"""What the kinds whose rank side lives in its own folder (hunt, p2p, replay) share: a spec class, and a rank side and a
+table imported only when used, so `commbench --help` stays light."""
 
 import importlib
-import json
-from dataclasses import asdict
 
-from commbench.bench_kind import BenchKind, Measured, RankRun
-
-
-class JsonSpec:
-    """A frozen dataclass spec: tuples are written as JSON lists and read back as tuples."""
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str):
-        data = json.loads(text)
-        return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()})
+from commbench.bench_kind import BenchKind, Measured, RankRun, Spec
 
 
 class ClusterKind(BenchKind):
-    spec_class: type = JsonSpec
+    spec_class: type[Spec] = Spec
     rank_module = ""
     """Defines prepare(spec, ctx) and measure(spec, point, run)."""
     table_module = ""

@@ -153,6 +153,9 @@ class CollectiveKind(BenchKind):
     column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE}
     # root: the rows of runs written before it leave it empty (broadcast's root was rank 0 then)
     comparability = ("schema_version", "backend", "device", "world_size")
+    cross_source_identity = ("bench", "collective", "op", "inplace", "size_bytes", "dtype")
+    """The same collective, op, placement, size and dtype (the world size must agree too, as comparability says);
+    not impl or timing, which name commbench's own variants."""
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
     plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size", "commbench.report.collective_plots:busbw_vs_size"),
              Plot("latency_fit", "Latency vs message size with the α–β fit",

@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from commbench.bench_kind import Bench, Metric, Plot
-from commbench.benches.cluster_kind import ClusterKind, JsonSpec
+from commbench.bench_kind import Bench, Metric, Plot, Spec
+from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.options import TargetOptions, option
 from commbench.cluster.hunt_rows import HUNT_FILE, KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 from commbench.errors import CommbenchError
@@ -69,10 +69,7 @@ class HuntOptions(TargetOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class HuntSpec(JsonSpec):
-    backend: str
-    device: str
-    nproc: int
+class HuntSpec(Spec):
     intra_sizes: tuple[int, ...]
     pair_size: int
     latency_size: int
@@ -90,8 +87,6 @@ class HuntSpec(JsonSpec):
     random_rounds: int
     pairs_at_once: int
     seed: int
-    timeout_s: float
-    gpu_sample_interval_s: float = 0.05
     records_traces: bool = False
 
 
@@ -179,7 +174,7 @@ class HuntKind(ClusterKind):
         return suspects + int((results["n_wrong"].fillna(0) > 0).sum())
 
 
-def _sizes(text: str, flag: str) -> list[int]:
+def _sizes(text: str, flag: str) -> tuple[int, ...]:
     from commbench.units import parse_size_spec
 
     try:

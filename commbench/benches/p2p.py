@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from commbench.bench_kind import Bench, Metric, Plot
-from commbench.benches.cluster_kind import ClusterKind, JsonSpec
+from commbench.bench_kind import Bench, Metric, Plot, Spec
+from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.hunt import STATISTICS
 from commbench.benches.options import TargetOptions, option
 from commbench.cluster.p2p_rows import KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
@@ -35,17 +35,12 @@ class P2pOptions(TargetOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class P2pSpec(JsonSpec):
-    backend: str
-    device: str
-    nproc: int
+class P2pSpec(Spec):
     sizes: tuple[int, ...]
     schedule: str
     statistic: str
     warmup: int
     iters: int
-    timeout_s: float
-    gpu_sample_interval_s: float = 0.05
     records_traces: bool = False
 
 

@@ -3,8 +3,8 @@
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench.bench_kind import Bench, Metric, Plot
-from commbench.benches.cluster_kind import ClusterKind, JsonSpec
+from commbench.bench_kind import Bench, Metric, Plot, Spec
+from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
@@ -34,10 +34,7 @@ class ReplayOptions(TargetOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplaySpec(JsonSpec):
-    backend: str
-    device: str
-    nproc: int
+class ReplaySpec(Spec):
     traces: tuple[str, ...]
     calls: tuple[dict, ...]
     skipped: tuple[str, ...]
@@ -48,8 +45,6 @@ class ReplaySpec(JsonSpec):
     warmup: int
     with_gaps: bool
     scaled_from: int | None
-    timeout_s: float
-    gpu_sample_interval_s: float = 0.05
     records_traces: bool = False
 
 

@@ -2,6 +2,7 @@
 TrainSpec, the result columns (the configuration's settings among them), the rank side, table and metrics."""
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
@@ -10,10 +11,20 @@ from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA
 from commbench.training.spec import ISOLATIONS, MODEL_KINDS, PRECISIONS, SETTING_COLUMNS
 
+
+class _Defaults(TypedDict):
+    params: str
+    seq_len: int
+    micro_batch: int
+    layers: int
+    vocab: int
+
+
 # Defaults sized to finish a DDP sweep in about two minutes on a 2-core CPU, and to give a GPU real work.
 # The vocabulary: small on CPU (its embedding and head still the largest units), a Llama-2-sized one on GPU.
-DEFAULTS = {CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4, "vocab": 4096},
-            CUDA: {"params": "350M", "seq_len": 1024, "micro_batch": 8, "layers": 24, "vocab": 32000}}
+DEFAULTS: dict[str, _Defaults] = {
+    CPU: {"params": "5M", "seq_len": 64, "micro_batch": 2, "layers": 4, "vocab": 4096},
+    CUDA: {"params": "350M", "seq_len": 1024, "micro_batch": 8, "layers": 24, "vocab": 32000}}
 KEY_COLUMNS = ("bench", "config_index", "config")
 RATE_COLUMNS = ("tokens_per_s_per_rank", "model_flops_per_token", "model_tflops_per_rank", "peak_tflops", "mfu_pct",
                 "mfu_note")

@@ -6,7 +6,6 @@ Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads w
 
 import contextlib
 import difflib
-import os
 import signal
 import sys
 
@@ -31,12 +30,13 @@ from commbench.cli.trace import trace
 from commbench.errors import CommbenchError, ExitCode
 from commbench.execution import torch_host
 from commbench.execution.stopping import Stopped, describe, terminations_raised
+from commbench.machine import inside_job
 
 
 class _OneLineErrors(click.Group):
     def main(self, args=None, prog_name=None, **extra):
         extra.pop("standalone_mode", None)
-        in_place_rank = "RANK" in os.environ and "WORLD_SIZE" in os.environ  # its launcher stops it
+        in_place_rank = inside_job()  # its launcher stops it
         with warnings_held() as held, contextlib.nullcontext() if in_place_rank else terminations_raised():
             try:
                 return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)

@@ -7,12 +7,14 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import NoReturn, cast
 
 import click
 
 from commbench.bench_kind import BenchKind
 from commbench.cli.json_output import emit_json, json_option
 from commbench.errors import CommbenchWarning, ExitCode
+from commbench.machine import inside_job
 
 WARNING_PREFIX = "commbench: warning:"
 
@@ -72,7 +74,7 @@ def run_launches(launches: int, launch, *, out: Path, run_id: str | None, quiet:
     line = run_set.summary_line(set_dir, noise, planned=launches)
     if not (quiet or as_json):
         click.echo(f"# {line}")
-    code = reports[-1][0]
+    code = cast(ExitCode, reports[-1][0])  # each launch's report() returns its verdict's ExitCode
     finish_run(set_dir, code, {"command": argv, "run_set": set_dir, "summary": line, "exit_code": int(code),
                                "launch_noise_pct": noise["launch_noise_pct"],
                                "launches": [document for _, document in reports]}, quiet=quiet, as_json=as_json)
@@ -126,7 +128,7 @@ def bench_document(bench, outcome, code: ExitCode) -> dict:
             "results": outcome.results if outcome.results is not None else []}
 
 
-def other_rank_exit(ran) -> None:
+def other_rank_exit(ran) -> NoReturn:
     """A rank other than 0 inside a job: rank 0 reports for everyone; this rank exits as the job ended (the same
     code on every rank, see session.Ran)."""
     sys.exit(ExitCode.RUN_FAILED if not ran else ExitCode.WRONG_RESULTS if ran.problems else ExitCode.OK)
@@ -170,7 +172,7 @@ NON_NEGATIVE_NUMBER = _FiniteNumber(zero_ok=True)
 
 
 class _Warnings:
-    def __init__(self):
+    def __init__(self) -> None:
         self.pending: list[str] = []
         self.shown: list[str] = []
 
@@ -209,7 +211,7 @@ def show_warnings() -> list[str]:
     if not _calls:
         return []
     held = _calls[-1]
-    quiet_rank = "RANK" in os.environ and "WORLD_SIZE" in os.environ and os.environ["RANK"] != "0"
+    quiet_rank = inside_job() and os.environ["RANK"] != "0"
     for message in held.pending:
         if not quiet_rank:
             click.echo(f"{WARNING_PREFIX} {message}", err=True)

@@ -11,9 +11,8 @@ from commbench import store
 from commbench.cli.shared import POSITIVE_NUMBER
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
-from commbench.slurm import jobs, script
+from commbench.slurm import jobs, script, submission
 
-SCRIPT_FILE = "job.sbatch"
 REPORT_DIR = "report"
 
 
@@ -64,7 +63,6 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
     results, 2 bad input or sbatch refused, 3 the job failed, was cancelled, timed out, or is still running at
     --wait-timeout.
     """
-    from commbench import runinfo
     from commbench.machine import Machine
     from commbench.suite.load import load_suite
     from commbench.suite.run import SUITE_FILE
@@ -92,25 +90,9 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         # not a terminal, and print a script other than the one a submit writes
         click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False, color=True)
         return
-    jobs.require_client()
-    run_dir = store.create_run_dir(out, run_id).resolve()
-    (run_dir / SUITE_FILE).write_text(loaded.text, encoding="utf-8")  # the job runs this copy, edits or not
-    script_path = run_dir / SCRIPT_FILE
-    script_path.write_text(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir),
-                           encoding="utf-8")
-    store.write_meta(run_dir, {
-        **runinfo.launch_meta(["commbench", *sys.argv[1:]], run_dir.name), "kind": store.SUITE_KIND,
-        "suite": str(loaded.path), "status": "submitted", "slurm_script": str(script_path),
-        "slurm_request": {"nodes": nodes, "gpus_per_node": gpus_per_node, "nproc_per_node": nproc_per_node,
-                          "partition": partition, "account": account, "time": time_limit}})
-    try:
-        job_id = jobs.submit(script_path, cwd=run_dir)
-        log_path = run_dir / script.LOG_PATTERN.replace("%j", job_id)
-        store.update_meta(run_dir, slurm_job_id=job_id, slurm_log=str(log_path))
-        jobs.release(job_id)  # only now may rank 0 write meta.json
-    except CommbenchError as error:
-        store.update_meta(run_dir, status=store.STATUS_FAILED, reason=str(error), end_time=runinfo.utc_now())
-        raise
+    submitted = submission.submit(request, suite_path=loaded.path, suite_text=loaded.text, suite_file=SUITE_FILE,
+                                  out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]])
+    run_dir, job_id, log_path = submitted.run_dir, submitted.job_id, submitted.log_path
     click.echo(f"Submitted batch job {job_id}\n# Results: {run_dir}\n# Log: {log_path}")
     if wait_:
         sys.exit(_collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll))
@@ -137,8 +119,8 @@ def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, po
     store.update_meta(run_dir, slurm_state=final.state, slurm_exit_code=final.exit_code)
     meta = store.read_meta(run_dir)
     if meta.get("status") != store.STATUS_COMPLETE:
-        problem = _job_problem(final, meta, run_dir, log_path)
-        _mark_failed(run_dir, problem, final.state)
+        problem = submission.job_problem(final, meta, run_dir, log_path)
+        submission.mark_failed(run_dir, problem, final.state)
         click.echo(f"commbench: {problem}", err=True)
         return ExitCode.RUN_FAILED
     from commbench.report.render import render
@@ -158,34 +140,6 @@ def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, po
                 code = ExitCode.WRONG_RESULTS
     return code
 
-
-def _job_problem(final: jobs.JobState, meta: dict, run_dir: Path, log_path: Path) -> str:
-    """One line: how the job ended, what the run said, where to look."""
-    run_status, run_reason = meta.get("status"), meta.get("reason")
-    if final.state == jobs.ENDED_OK:
-        # srun can exit 0 although its tasks never started: the run folder is the proof, not the job state
-        problem = (f"slurm job {final.job_id} COMPLETED but the run did not finish (run status {run_status}"
-                   f"{': ' + run_reason if run_reason else ''})")
-    else:
-        state = "no longer known to scontrol" if final.state == jobs.GONE else f"ended {final.state}"
-        problem = (f"slurm job {final.job_id} {state} (exit code {final.exit_code or '?'}"
-                   f"{', reason ' + final.reason if final.reason and final.reason != 'None' else ''})"
-                   f"{'; the run says: ' + run_reason if run_reason else ''}")
-    return f"{problem}; log: {log_path}; results so far: {run_dir}"
-
-
-def _mark_failed(run_dir: Path, problem: str, state: str) -> None:
-    """The suite and every bench that no rank could close say failed (a killed job leaves them `running`)."""
-    from commbench.runinfo import utc_now
-
-    now = utc_now()
-    if store.read_meta(run_dir).get("status") != store.STATUS_FAILED:
-        store.update_meta(run_dir, status=store.STATUS_FAILED, reason=problem, end_time=now)
-    for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values():
-        if (bench_dir / store.META_FILE).exists() and store.read_meta(bench_dir).get("status") == \
-                store.STATUS_RUNNING:
-            store.update_meta(bench_dir, status=store.STATUS_FAILED, reason=f"the Slurm job ended {state} first",
-                              end_time=now)
 
 
 @slurm.command()

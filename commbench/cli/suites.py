@@ -4,6 +4,7 @@ Light on purpose: it reads each file's top-level `description` and resolves no b
 GPU suite such as nccl-tests would be refused on a laptop that only wants to read it)."""
 
 import sys
+from typing import Any
 
 import click
 from click.shell_completion import CompletionItem
@@ -25,8 +26,8 @@ def suites(ctx: click.Context, as_json: bool) -> None:
     """List the shipped suites (`commbench run NAME` runs one); `commbench suites show NAME` prints its TOML."""
     if ctx.invoked_subcommand is not None:
         return
-    listed = [{"name": name, "description": _description(name), "path": shipped_suite(name)}
-              for name in suite_names()]
+    listed: list[dict[str, Any]] = [{"name": name, "description": _description(name), "path": shipped_suite(name)}
+                                    for name in suite_names()]
     if as_json:
         emit_json({"suites": listed})
         return
@@ -62,5 +63,7 @@ def show(name: str, as_json: bool) -> None:
 
 def _description(name: str) -> str:
     """The suite's `description = "..."` line (every shipped suite has one; `commbench run` records it)."""
-    data = tomllib.loads(shipped_suite(name).read_text(encoding="utf-8"))
+    path = shipped_suite(name)
+    assert path is not None  # callers pass a shipped suite's name
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
     return str(data.get("description", ""))

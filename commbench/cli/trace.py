@@ -26,34 +26,23 @@ def analyze_command(paths: tuple[Path, ...], show_calls: bool, as_json: bool) ->
     arrives last at each matched call. GPU traces are classified as Holistic Trace Analysis does (NCCL kernels old
     and new: ncclKernel_*, ncclDevKernel_*); CPU (gloo) traces by gloo:* spans against the main thread's aten::
     ops."""
-    from commbench.profiling.call_stats import size_histogram
-    from commbench.profiling.collective_calls import collective_calls
-    from commbench.profiling.overlap import analyze
-    from commbench.profiling.skew import skew_report
-    from commbench.profiling.stragglers import straggler_view
-    from commbench.profiling.trace_file import load_trace, trace_paths
+    from commbench import profiling
 
-    traces = [load_trace(path) for path in trace_paths(paths)]
-    results = [analyze(trace) for trace in traces]
-    report = skew_report(traces)
-    calls = {trace.path: collective_calls(trace) for trace in traces}
-    every_call = [call for found in calls.values() for call in found]
-    histogram = size_histogram(every_call)
-    stragglers = straggler_view(calls) if len(traces) > 1 else None
+    analysis = profiling.analyze(paths)
     if as_json:
-        emit_json({"traces": results, **report,
-                   "calls": [{"trace": path, **call_document(call)} for path, found in calls.items()
+        emit_json({"traces": analysis.overlap, **analysis.skew,
+                   "calls": [{"trace": path, **call_document(call)} for path, found in analysis.calls.items()
                              for call in found],
-                   "size_histogram": histogram, "stragglers": stragglers})
+                   "size_histogram": analysis.size_histogram, "stragglers": analysis.stragglers})
         return
-    for result in results:
+    for result in analysis.overlap:
         click.echo(_describe(result))
     if show_calls:
-        click.echo("\n".join(describe_calls(every_call)))
-    click.echo("\n".join(describe_histogram(histogram)))
-    if len(traces) > 1:
-        click.echo("\n".join(_describe_skew(report)))
-        click.echo("\n".join(describe_stragglers(stragglers)))
+        click.echo("\n".join(describe_calls(analysis.every_call)))
+    click.echo("\n".join(describe_histogram(analysis.size_histogram)))
+    if analysis.stragglers is not None:  # more than one trace
+        click.echo("\n".join(_describe_skew(analysis.skew)))
+        click.echo("\n".join(describe_stragglers(analysis.stragglers)))
 
 
 analyze_command.name = "analyze"

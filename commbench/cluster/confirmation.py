@@ -50,7 +50,8 @@ def confirm_plan(nodes: list[str], diagnosis: Diagnosis, *, partners: int) -> Pl
     pairs: list[tuple[str, str]] = []
 
     def add(a: str, b: str) -> None:
-        pair = tuple(sorted((a, b), key=order.get))
+        first, second = sorted((a, b), key=order.__getitem__)
+        pair = (first, second)
         if a != b and pair not in pairs:
             pairs.append(pair)
 
@@ -141,7 +142,7 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
                 value = second_intra.get(node)
                 slower = None if value is None else slower_pct(value, final.second_references[INTRA.name],
                                                               higher_is_better=True)
-                second = {"value": value, "slower_pct": rounded(slower)}
+                second: dict[str, object] = {"value": value, "slower_pct": rounded(slower)}
                 confirmed = slower is not None and slower >= threshold
             else:
                 paired = {b if a == node else a: again((a, b), metric) for a, b in second_pairs if node in (a, b)}

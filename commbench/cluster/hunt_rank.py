@@ -13,6 +13,7 @@ Communicators: the world's, and one group per node with several ranks (made once
 or size (commbench/cluster/exchange.py). meta.json's communicators_created counts them.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from commbench import faults, store
@@ -49,7 +50,8 @@ def prepare(spec, ctx) -> HuntState:
 
 
 def measure(spec, point, run) -> Measured:
-    phase = {"intra": _intra, "pairs": _pairs, "second_pass": _second_pass}[point.phase]
+    phases: dict[str, Callable[..., list[dict]]] = {"intra": _intra, "pairs": _pairs, "second_pass": _second_pass}
+    phase = phases[point.phase]
     rows = phase(spec, run.ctx, run.state, run)
     if run.ctx.rank != 0:
         return Measured(None)
@@ -67,13 +69,16 @@ def _intra(spec, ctx, state: HuntState, run, *, nodes: tuple[str, ...] | None = 
     """Each node's all_reduce (only `nodes`, when given); rank 0 gets the rows."""
     mine = []
     runs_here = state.intra_group is not None and (nodes is None or state.node in nodes)
+    leader = False
     if runs_here:
+        members = state.intra_members
+        assert members is not None  # prepare sets it with intra_group
         share = faults.send_slowdown(state.node, None)
         for size in spec.intra_sizes:
-            timed = exchange.all_reduce(ctx, state.intra_group, state.intra_members, size_bytes=size,
+            timed = exchange.all_reduce(ctx, state.intra_group, members, size_bytes=size,
                                         warmup=spec.warmup, iters=spec.iters, slow_share=share)
             mine.append((size, timed))
-    leader = runs_here and ctx.rank == state.intra_members[0]
+        leader = ctx.rank == members[0]
     facts = None
     if phase == "intra" and ctx.platform.has_gpu:
         from commbench.cluster.gpu_health import read_facts

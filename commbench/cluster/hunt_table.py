@@ -45,11 +45,13 @@ def node_matrix(results: pd.DataFrame, column: str) -> pd.DataFrame | None:
     pairs = results[(results["phase"] == FIRST_PASS) & (results["test"] == test)]
     if pairs.empty:
         return None
-    first_rank = {}
+    first_rank: dict[str, int] = {}
     for node_column, ranks_column in (("node_a", "ranks_a"), ("node_b", "ranks_b")):
         for node, ranks in zip(pairs[node_column], pairs[ranks_column]):
-            first_rank[node] = int(re.match(r"\d+", str(ranks)).group())  # "0-3", "4", or 4.0 as pandas reads it
-    nodes = sorted(first_rank, key=first_rank.get)  # in rank order, as hunt.json lists them
+            lowest = re.match(r"\d+", str(ranks))  # "0-3", "4", or 4.0 as pandas reads it
+            assert lowest is not None  # a first-pass pair row always names its ranks
+            first_rank[node] = int(lowest.group())
+    nodes = sorted(first_rank, key=first_rank.__getitem__)  # in rank order, as hunt.json lists them
     # the same matrix hunt.json and the CSV files hold, from the same rows
     grid = pd.DataFrame(matrices(pairs.to_dict("records"), nodes)[column], index=nodes, columns=nodes, dtype=float)
     grid.index.name = "node"

@@ -6,16 +6,17 @@ torchrun's LOCAL_RANK, which says nothing about which ranks share a machine acro
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 NODE_NAME_ENV = "COMMBENCH_NODE_NAME"
 
 
-def node_name(environ: dict[str, str] | None = None) -> str:
-    environ = os.environ if environ is None else environ
+def node_name(environ: Mapping[str, str] | None = None) -> str:
+    names: Mapping[str, str] = os.environ if environ is None else environ
     for variable in ("SLURMD_NODENAME", NODE_NAME_ENV):
-        if environ.get(variable, "").strip():
-            return environ[variable].strip()
+        if names.get(variable, "").strip():
+            return names[variable].strip()
     return socket.gethostname().split(".")[0]
 
 

@@ -6,19 +6,23 @@ rotate the others; n − 1 rounds of n/2 disjoint pairs cover every pair exactly
 rounds). `random_rounds` draws K rounds of disjoint random pairs for allocations too large for all pairs."""
 
 import random
+from typing import TypeVar
+
+_Node = TypeVar("_Node", str, int)
+"""A node's name, or a rank (commbench p2p pairs ranks)."""
 
 
-def circle_rounds(nodes: list[str]) -> list[list[tuple[str, str]]]:
+def circle_rounds(nodes: list[_Node]) -> list[list[tuple[_Node, _Node]]]:
     """Every unordered pair of `nodes` exactly once, in rounds of disjoint pairs (a node without a partner in a
     round, the bye, sits it out)."""
     _check_distinct(nodes)
-    ring: list[str | None] = list(nodes) + ([None] if len(nodes) % 2 else [])
+    ring: list[_Node | None] = list(nodes) + ([None] if len(nodes) % 2 else [])
     count = len(ring)
-    rounds = []
+    rounds: list[list[tuple[_Node, _Node]]] = []
     for _ in range(count - 1):
         pairs = [(ring[i], ring[count - 1 - i]) for i in range(count // 2)]
         rounds.append([(a, b) for a, b in pairs if a is not None and b is not None])
-        ring = [ring[0], ring[-1], *ring[1:-1]]  # the first stays, the rest turn one place
+        ring = [ring[0], ring[-1]] + ring[1:-1]  # the first stays, the rest turn one place
     return [round_ for round_ in rounds if round_]
 
 
@@ -37,7 +41,7 @@ def random_rounds(nodes: list[str], rounds: int, *, seed: int) -> list[list[tupl
     return result
 
 
-def _check_distinct(nodes: list[str]) -> None:
+def _check_distinct(nodes: list[_Node]) -> None:
     if len(set(nodes)) != len(nodes):
         raise ValueError(f"node names repeat: {sorted(name for name in set(nodes) if nodes.count(name) > 1)}")
 

@@ -25,7 +25,7 @@ def default_pieces(chunk_bytes: int) -> int:
     return max(1, min(_MAX_PIECES, chunk_bytes // _MIN_PIECE_BYTES))
 
 
-_REDUCE = {
+_REDUCE: dict[str, Callable[..., torch.Tensor]] = {
     "sum": torch.add,
     "prod": torch.mul,
     "avg": torch.add,  # avg = sum, then one division of the rank's own chunk
@@ -81,6 +81,7 @@ class _Transport:
         if exchange.post_both is not None:
             # one coalesced NCCL work covers both; stream order protects the buffers, so there is no send to wait
             return [], exchange.post_both()
+        assert exchange.post_send is not None and exchange.post_recv is not None  # prepare sets both or post_both
         return [exchange.post_send()], [exchange.post_recv()]
 
 
@@ -91,9 +92,9 @@ def _split(tensor: torch.Tensor, parts: int) -> list[torch.Tensor]:
 class RingRunner:
     """One call runs the whole ring once; `bytes_sent` holds what the last call sent from this rank."""
 
-    def __init__(self, *, transport: _Transport, phases: list[_Phase], reduce: Callable | None,
-                 before: Callable[[], None] | None = None, between: Callable[[], None] | None = None,
-                 after: Callable[[], None] | None = None):
+    def __init__(self, *, transport: _Transport, phases: list[_Phase], reduce: Callable[..., torch.Tensor] | None,
+                 before: Callable[[], object] | None = None, between: Callable[[], object] | None = None,
+                 after: Callable[[], object] | None = None):
         self._transport, self._phases, self._reduce = transport, phases, reduce
         self._before, self._between, self._after = before, between, after
         for phase in phases:
@@ -118,10 +119,12 @@ class RingRunner:
     def _run_phase(self, phase: _Phase) -> None:
         start, reduce, steps = self._transport.start, self._reduce, phase.steps
         pieces = len(steps[0])
-        sends, recvs = [None] * pieces, [None] * pieces
+        sends: list[list] = [[] for _ in range(pieces)]  # every k is set by the first step's start, below
+        recvs: list[list] = [[] for _ in range(pieces)]
         previous_sends: list = [[] for _ in range(pieces)]
         unwaited_sends: list = []  # waited once, at the end of the phase (a gloo send waited twice blocks forever)
         for k, piece in enumerate(steps[0]):
+            assert piece.exchange is not None  # every piece is prepared in __init__
             sends[k], recvs[k] = start(piece.exchange)
         for step_index, step in enumerate(steps):
             following = steps[step_index + 1] if step_index + 1 < len(steps) else None
@@ -135,9 +138,12 @@ class RingRunner:
                 else:
                     unwaited_sends.extend(sends[k])
                 if piece.into is not None:
+                    assert reduce is not None  # only reduce phases have pieces with `into`, and they have a reduce
                     reduce(piece.own, piece.recv, out=piece.into)
                 if following is not None:
-                    sends[k], recvs[k] = start(following[k].exchange)
+                    exchange = following[k].exchange
+                    assert exchange is not None  # every piece is prepared in __init__
+                    sends[k], recvs[k] = start(exchange)
         for works in (*previous_sends, unwaited_sends):
             for work in works:
                 work.wait()
@@ -149,7 +155,8 @@ class _Spares:
     not. Every step is prepared when the runner is built, so nothing is allocated in the timed call."""
 
     def __init__(self, like: torch.Tensor):
-        self._like, self._made = like, {}
+        self._like = like
+        self._made: dict[int, torch.Tensor] = {}
 
     def __getitem__(self, index: int) -> torch.Tensor:
         if index not in self._made:
@@ -192,7 +199,7 @@ def _pieces_for(ring_chunks: int | None, chunk: torch.Tensor) -> int:
     return max(1, min(pieces, chunk.numel()))
 
 
-def _average(chunk: torch.Tensor, world: int) -> Callable[[], None]:
+def _average(chunk: torch.Tensor, world: int) -> Callable[[], object]:
     if chunk.dtype.is_floating_point:
         return lambda: chunk.div_(world)
     return lambda: chunk.div_(world, rounding_mode="floor")

@@ -3,6 +3,7 @@ cross-rank reductions the harness needs."""
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -78,10 +79,12 @@ class RankContext:
 def init_group(machine: Machine, *, backend: str, device_type: str, timeout_s: float) -> RankContext:
     """Join the job torchrun (or srun with RANK/WORLD_SIZE/MASTER_ADDR set) started; one GPU per local rank.
     The timeout bounds how long a collective waits for a dead or hung peer."""
+    if machine.rank is None or machine.world_size is None:
+        raise RuntimeError("a rank's process group needs RANK and WORLD_SIZE (torchrun or srun sets them)")
     platform = platform_for(backend=backend, device_type=device_type, machine=machine)
     ctx = RankContext(rank=machine.rank, world=machine.world_size, local_rank=machine.local_rank,
                       local_world=machine.local_world_size or machine.world_size, backend=backend, platform=platform)
-    options = {"device_id": ctx.device} if backend == NCCL else {}
+    options: dict[str, Any] = {"device_id": ctx.device} if backend == NCCL else {}
     dist.init_process_group(backend=backend, rank=ctx.rank, world_size=ctx.world,
                             timeout=timedelta(seconds=timeout_s), **options)
     return ctx

@@ -29,7 +29,7 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | N
         try:
             trace_dir = run_dir / TRACES_DIR if spec.records_traces else None
             first = only in (None, 0)
-            facts = ctx.gather_objects(runinfo.rank_facts(ctx.platform)) if first else None
+            facts = ctx.gather_objects(runinfo.rank_facts(ctx.platform)) if first else []
             run = RankRun(ctx, run_id=store.run_id_of(run_dir) if writes else "", sampler=sampler,
                           trace_dir=trace_dir, fault=fault, state=kind.prepare(spec, ctx), run_dir=run_dir)
             if writes:
@@ -63,7 +63,8 @@ class _Writers:
         self._samples = store.RowWriter(run_dir / store.SAMPLES_FILE, kind.sample_columns)
         self._gpu_samples = store.RowWriter(run_dir / store.GPU_SAMPLES_FILE, kind.gpu_sample_columns) \
             if gpu_samples and kind.gpu_sample_columns else None
-        self._run_dir, self._iterations = run_dir, None  # opened by the first point that has iteration times
+        self._run_dir = run_dir
+        self._iterations: store.RowWriter | None = None  # opened by the first point that has iteration times
 
     def write(self, measured) -> None:
         rows = [row for row in (measured.row, *measured.rows) if row is not None]
@@ -84,19 +85,20 @@ class _Writers:
 
 
 @contextlib.contextmanager
-def _recorded_end(run_dir: Path, *, writes: bool, last: bool):
+def _recorded_end(run_dir: Path | None, *, writes: bool, last: bool):
     """meta.json says failed with the first line of the error when the body raises, and complete when it returns
     and was the last part of the run (one launch per point runs the body once per point)."""
+    meta_dir = run_dir if writes else None  # rank 0 writes, and only rank 0 is handed the folder
     try:
         yield
     except BaseException as error:
-        if writes:
+        if meta_dir is not None:
             message = str(error).strip().splitlines()
             reason = f"rank 0: {type(error).__name__}: {message[0] if message else ''}"
-            store.update_meta(run_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
+            store.update_meta(meta_dir, status=store.STATUS_FAILED, reason=reason, end_time=runinfo.utc_now())
         raise
-    if writes and last:
-        store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
+    if meta_dir is not None and last:
+        store.update_meta(meta_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
 
 
 @contextlib.contextmanager

@@ -1,8 +1,8 @@
 """torchrun's own entry point run in a fork of the calling process, watched like a subprocess.
 
-A launch used to start `python -m torch.distributed.run`: a second interpreter that imports torch again before it
-starts the ranks (~3 s of CPU and wall time on a 2-core machine, paid by every sweep and every test launch). The
-fork already has torch imported; it runs exactly what that command runs (torch.distributed.run.main with the same
+`python -m torch.distributed.run` would start a second interpreter that imports torch again before it starts the
+ranks (~3 s of CPU and wall time on a 2-core machine, paid by every sweep and every test launch). The fork already
+has torch imported; it runs exactly what that command runs (torch.distributed.run.main with the same
 arguments), in its own session, with its output in the launch log. The ranks are still fresh interpreters started
 by torchrun, so nothing of this process (a CUDA context, threads) reaches them.
 """
@@ -47,12 +47,12 @@ class ForkedTorchrun:
         """Its exit code, once it exits; TimeoutExpired after timeout seconds. On Linux a pidfd wakes this process
         only when torchrun exits (nothing polls while ranks are timed); elsewhere it polls every _WAIT_POLL_S."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            if timeout is not None and left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(self.args, timeout)
             _sleep_until_exit(self.pid, left)
-        return self.returncode
+        return code
 
 
 def _sleep_until_exit(pid: int, seconds: float | None) -> None:

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench.execution import forked_torchrun, stopping, torch_host
+from commbench.execution import forked_torchrun, stopping
 from commbench.execution.forked_torchrun import FORK_PLATFORM
+from commbench.machine import TorchrunStarter
 
 _POLL_S = 0.5
 _TERM_GRACE_S = 5.0
@@ -34,7 +35,9 @@ def rank_program(module: str, args: list[str], *, fork: bool) -> list[str]:
     (~2.5 s of CPU). Otherwise (ranks on a GPU) `--module`: fresh interpreters, since a fork must not inherit a
     process's CUDA state."""
     if fork and FORK_PLATFORM:
-        return ["--start-method=fork", "--run-path", importlib.util.find_spec(module).origin, *args]
+        found = importlib.util.find_spec(module)
+        assert found is not None and found.origin is not None, f"{module} is commbench's own module, with a file"
+        return ["--start-method=fork", "--run-path", found.origin, *args]
     return ["--module", module, *args]
 
 
@@ -58,13 +61,13 @@ class LaunchOutcome:
 
 
 def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progress: Callable[[], int],
-                env: dict[str, str] | None = None) -> LaunchOutcome:
+                env: dict[str, str] | None = None, torch_host: TorchrunStarter | None = None) -> LaunchOutcome:
     """Run the job with its output in log_path; end it when `progress()` stops growing for timeout_s seconds, or
     when a stop signal came (stopping.requested(); KeyboardInterrupt outside a stopping.deferred() window)."""
     if stopping.requested() is not None:  # the signal came while the run was being prepared: start nothing
         return LaunchOutcome(None, stopped_by=stopping.requested())
     with open(log_path, "ab") as log:
-        process = start_in_own_session(command, log=log, env=env)
+        process = start_in_own_session(command, log=log, env=env, torch_host=torch_host)
     with stopping.watching(process.pid):
         last_count, last_change = -1, time.monotonic()
         try:
@@ -99,16 +102,17 @@ def _wait_at_most(process, seconds: float) -> None:
         pass
 
 
-def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None):
+def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None,
+                         torch_host: TorchrunStarter | None = None):
     """Start the command in a new session (so that _stop_group reaches torchrun and every rank) with its output in
     log. torchrun itself is forked, the same torchrun code and arguments without a second interpreter importing torch
-    again (~3 s of CPU per launch): by the command's torch host (torch_host.py) when it has one, else by this
+    again (~3 s of CPU per launch): by the command's torch host (torch_host.py) when it has one (the Machine
+    carries it), else by this
     process when torch is imported here."""
     torchrun_prefix = torchrun_command(nproc=1, program=[])[:3]
     if command[:3] == torchrun_prefix and FORK_PLATFORM:
-        host = torch_host.hosted()
-        if host is not None:  # torch is loaded there, not here
-            return host.launch(command[3:], log_path=log.name, env=env)
+        if torch_host is not None:  # torch is loaded there, not here
+            return torch_host.launch(command[3:], log_path=log.name, env=env)
         if "torch" in sys.modules:
             return forked_torchrun.ForkedTorchrun(command[3:], log=log, env=env)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

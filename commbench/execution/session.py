@@ -11,11 +11,13 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from commbench import runinfo, store
 from commbench.bench_kind import Bench
 from commbench.errors import CommbenchError, RunOutputError
 from commbench.execution import launch, stopping
+from commbench.machine import TorchrunStarter
 from commbench.names import BIND_CORES_ENV, CPU
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
@@ -70,13 +72,15 @@ def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, q
     for group in launch_groups(benches):
         # forked ranks only where the parent saw no GPU: a process that queried CUDA must not be forked into ranks
         fork_ranks = machine.gpus == 0 and all(benches[i].spec.device == CPU for i in group)
-        if not _launch_group([benches[i] for i in group], [run_dirs[i] for i in group], quiet=quiet,
-                             fork_ranks=fork_ranks):
+        folders = cast(list[Path], [run_dirs[i] for i in group])  # the launcher prepared every one
+        if not _launch_group([benches[i] for i in group], folders, quiet=quiet, fork_ranks=fork_ranks,
+                             torch_host=machine.torch_host):
             return Ran(False)
     return Ran(True)
 
 
-def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fork_ranks: bool) -> bool:
+def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fork_ranks: bool,
+                  torch_host: TorchrunStarter | None) -> bool:
     """One torchrun for the group (or, for a bench with a launch per point, one per point), watched for crashes
     and hangs; True when every bench of it completed."""
     program = launch.rank_program(RANK_MODULE, [arg for run_dir in run_dirs for arg in ("--run-dir", str(run_dir))],
@@ -99,7 +103,7 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
         env = {**os.environ, BIND_CORES_ENV: ",".join(map(str, benches[0].cores))}
     outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
                                count_rows=lambda: sum(count() for count in counters), log_path=log_path,
-                               timeout_s=timeout_s, quiet=quiet, stored=stored, env=env)
+                               timeout_s=timeout_s, quiet=quiet, stored=stored, env=env, torch_host=torch_host)
     for run_dir in run_dirs:
         if store.read_meta(run_dir).get("status") != store.STATUS_COMPLETE:
             record_outcome(run_dir, outcomes, timeout_s, log_path=log_path)  # the bench that was running
@@ -111,7 +115,8 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
 
 def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
                     timeout_s: float, quiet: bool, stored: Callable[[int], bool] | None = None,
-                    env: dict[str, str] | None = None) -> list[launch.LaunchOutcome]:
+                    env: dict[str, str] | None = None,
+                    torch_host: TorchrunStarter | None = None) -> list[launch.LaunchOutcome]:
     """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
     launch that adds no row for timeout_s is stopped. A launch that failed after its work was stored (stored(index):
     its row is on disk) does not stop the next: its ranks broke on the way out, after every check."""
@@ -125,7 +130,8 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
             return done
 
         for index, command in enumerate(commands):
-            outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress, env=env)
+            outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress, env=env,
+                                         torch_host=torch_host)
             outcomes.append(outcome)
             if not outcome.ok and (outcome.stopped_by or stored is None or not stored(index)):
                 break

@@ -29,6 +29,7 @@ import traceback
 from commbench.errors import HostFailedError
 from commbench.execution import stopping
 from commbench.execution.forked_torchrun import FORK_PLATFORM, run_as_child
+from commbench.machine import inside_job
 
 _current = None
 
@@ -37,7 +38,7 @@ def start() -> None:
     """Fork the host now, where it helps: not in a job (the rank imports torch itself), not where torch is loaded
     already, not where launches cannot fork (macOS, Windows)."""
     global _current
-    if _current is None and "torch" not in sys.modules and not _in_job() and FORK_PLATFORM:
+    if _current is None and "torch" not in sys.modules and not inside_job() and FORK_PLATFORM:
         _current = TorchHost()
 
 
@@ -49,16 +50,7 @@ def machine():
     start()
     if _current is None:
         return Machine.here()
-    return Machine.here_from(_current.facts())
-
-
-def _in_job() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
-
-
-def hosted() -> "TorchHost | None":
-    """The host of this command, when it started one (launches go through it)."""
-    return _current
+    return Machine.here_from(_current.facts(), torch_host=_current)
 
 
 def close() -> None:
@@ -72,7 +64,7 @@ def close() -> None:
 class TorchHost:
     """The launcher's side of the host: forks it, reads its facts, asks it for launches, ends it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         commands_read, commands_write = os.pipe()
         replies_read, replies_write = os.pipe()
         sys.stdout.flush()
@@ -158,7 +150,8 @@ class HostedTorchrun:
     def wait(self, timeout: float | None = None) -> int:
         """Its exit code, reported by the host when torchrun ends (this process sleeps until then)."""
         if self.returncode is None and not self._take_exit(timeout):
-            raise subprocess.TimeoutExpired(self.args, timeout)
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)  # only a timeout can stop the wait early
+        assert self.returncode is not None  # _take_exit returned True: it recorded the exit code
         return self.returncode
 
     def _take_exit(self, timeout: float | None) -> bool:

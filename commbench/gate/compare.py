@@ -295,14 +295,14 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) 
     kind = base.kind
     identity, comparability = kind.identity, kind.comparability
     sources = (_sources(base), _sources(new))
-    across = sources[0] != sources[1]
+    across = sources[0] != sources[1] and bool(kind.cross_source_identity)
     if across:  # another tool's rows: join on what both measured, each side's builtin rows in one timing mode
-        identity = CROSS_SOURCE_IDENTITY
+        identity = kind.cross_source_identity
         base, new = _cross_source_view(base, new), _cross_source_view(new, base)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     shared = [key for key in base_rows if key in new_rows]
-    launches = {metric.name: Launches.pooled(tuple([rows[key][1].get(metric.column, []) for key in shared]
-                                                   for rows in (base_rows, new_rows)))
+    launches = {metric.name: Launches.pooled(([base_rows[key][1].get(metric.column, []) for key in shared],
+                                              [new_rows[key][1].get(metric.column, []) for key in shared]))
                 for metric in kind.metrics if metric.samples}
     entries = []
     for row_key, (old, old_values) in base_rows.items():
@@ -337,11 +337,6 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) 
     if across:  # the source as a key of every row (the label says it too)
         entries = [{**entry, "source": " vs ".join(sources)} for entry in entries]
     return _wrong_results(new) + entries
-
-
-CROSS_SOURCE_IDENTITY = ("bench", "collective", "op", "inplace", "size_bytes", "dtype")
-"""How rows of two tools meet (commbench import): the same collective, op, placement, size and dtype (the world size
-must agree too, as comparability says); not impl or timing, which name commbench's own variants."""
 
 
 def _sources(run: Run) -> str:
@@ -386,8 +381,8 @@ def _timing_methods(path: Path) -> dict[str, set[str]]:
     """{source: the timing methods its rows name} over every collective run under path."""
     found: dict[str, set[str]] = {}
     for folder in _status_folders(path):
-        if not (folder / store.RESULTS_FILE).exists() or store.kind_name(folder) != "collective":
-            continue
+        if not (folder / store.RESULTS_FILE).exists() or not kind_of(folder).cross_source_identity:
+            continue  # a kind whose rows only commbench measures has no other tool's timing to name
         frame = store.read_results(folder, kind_of(folder))
         for source, method in zip(frame["source"].fillna(COMMBENCH_SOURCE), frame["timing_method"].fillna("")):
             # one line per method, not per batch length ("batch: 4 back-to-back calls" and "... 7 ..." alike)
@@ -474,7 +469,7 @@ def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Serie
         return {"row": label, "metric": name, "verdict": NO_FIGURE, "why": why}
     ratio = after / before
     worse_pct = (1 - ratio) * 100 if metric.higher_is_better else (ratio - 1) * 100
-    logs = tuple(run_set.log_values(side) for side in values)
+    logs = (run_set.log_values(values[0]), run_set.log_values(values[1]))
     p_worse = p_better = test = samples = None
     within_floor, why, detectable, floor_pct, alpha = False, "", threshold, None, ALPHA
     if metric.samples and base.has_samples and new.has_samples:  # read for every row, whichever test decides: a

@@ -7,6 +7,7 @@ note says which floor and where it came from), and rows whose 95 % CI of the med
 (the table's `wide CI` column). They inform; they do not change a verdict or the gate."""
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 from commbench.gate.compare import (
@@ -105,7 +106,7 @@ def _wide_text(entry: dict, *, short: bool) -> str:
     return "base" if short and sides == ["baseline"] else sides[0]
 
 
-def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: list[str] = ()) -> str:
+def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: Sequence[str] = ()) -> str:
     lines = [f"{'row':<52} {'metric (unit)':>17} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
              f"{'detectable':>10} {'wide CI':>8} verdict",
              f"{'':<52} {'':>17} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(1-sided)':>8} "
@@ -127,7 +128,7 @@ def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: 
 
 
 def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_missing: bool = False,
-                    notes: list[str] = ()) -> str:
+                    notes: Sequence[str] = ()) -> str:
     gate = gate_line(entries, allow_missing=allow_missing)
     lines = [f"### commbench compare: `{new}` against `{baseline}`", "", _summary(entries), "",
              f"**{gate}**" if gate_fails(entries, allow_missing=allow_missing) else gate, "",

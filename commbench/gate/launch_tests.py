@@ -53,8 +53,8 @@ class Launches:
     @classmethod
     def pooled(cls, sides: tuple[list[list[float]], list[list[float]]]) -> "Launches":
         """From each side's per-launch values of every row both sides have."""
-        spreads = tuple(run_set.pooled_log_sd([run_set.log_values(values) for values in side]) for side in sides)
-        return cls(spreads, len(sides[0]))
+        base, new = (run_set.pooled_log_sd([run_set.log_values(values) for values in side]) for side in sides)
+        return cls((base, new), len(sides[0]))
 
 
 def worse_pct(higher_is_better: bool, worse_log: float) -> float:
@@ -119,8 +119,9 @@ def all_rows(values: list[tuple[list[float], list[float]]], higher_is_better: bo
               if all(len(row_logs[side]) == len(row[side]) for side in (0, 1))]
     if len(usable) < 2:
         return None
-    means = tuple([statistics.fmean(row_logs[side][launch] for row_logs in usable) for launch in range(count.pop())]
-                  for side, count in enumerate(counts))
+    base_means, new_means = ([statistics.fmean(row_logs[side][launch] for row_logs in usable)
+                              for launch in range(count.pop())] for side, count in enumerate(counts))
+    means = (base_means, new_means)
     spreads = tuple((statistics.stdev(side), len(side) - 1) for side in means)
     p_worse, p_better, needed = welch(means, spreads, higher_is_better, alpha)
     return AllRows(len(usable), means, p_worse, p_better, needed)

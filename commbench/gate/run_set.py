@@ -60,7 +60,7 @@ def log_values(values: list[float]) -> list[float]:
 def noise_document(launches: list[str], values: dict[tuple[str, str], list[float]]) -> dict:
     """What run_set.json holds: per (row, metric) each launch's value and the spread of their logs; the spread
     pooled over the rows (the launch noise compare uses) and its median over rows."""
-    rows = []
+    rows: list[dict] = []
     for (row, metric), row_values in values.items():
         logs = log_values(row_values)
         log_sd = statistics.stdev(logs) if len(logs) >= 2 else None

@@ -4,6 +4,7 @@ bus_bw, nwrong; and with per-iteration timing, *_per_iter objects whose times_us
 out_of_bounds and average_bus_bandwidth."""
 
 import json
+from typing import cast
 
 from commbench import nccl_tests as names
 from commbench.errors import CommbenchError
@@ -59,6 +60,7 @@ def _read(document: dict, file_name: str, collective: str | None, world_size: in
         raise CommbenchError(f"{file_name}: --collective {collective} but its args run {test_name}_perf; drop "
                              "--collective (the file's name is used)")
     name = names.collective_of(test_name) if test_name else collective
+    assert name is not None  # no *_perf in its args and no --collective raised above
     devices = config.get("devices") or []
     # each process writes one device entry (the first of its GPUs), so ranks = processes × threads × GPUs each
     world = len(devices) * int(config.get("nthreads") or 1) * int(config.get("ngpus") or 1) if devices else None
@@ -93,7 +95,9 @@ def _read(document: dict, file_name: str, collective: str | None, world_size: in
                 note="" if figures.get("nwrong") is not None else "not checked (nwrong null)"))
             busbw_texts.append(_text(figures["bus_bw"]))
     _closing(test, document, busbw_texts, file_name)
-    check_busbw(test, lambda collective_name: names.factor(collective_name, test.world_size), names.why_no_factor)
+    # world_size is None only in a file whose devices and config give 0 ranks, without --world-size
+    check_busbw(test, lambda collective_name: names.factor(collective_name, cast(int, test.world_size)),
+                names.why_no_factor)
     return (str(document["nccl_version"]) if document.get("nccl_version") is not None else None), [test]
 
 

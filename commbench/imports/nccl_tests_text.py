@@ -15,6 +15,7 @@ between the tables are skipped. Several tests may follow each other in one file.
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import cast
 
 from commbench import nccl_tests as names
 from commbench.errors import CommbenchError
@@ -70,7 +71,11 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
           ) -> tuple[str | None, list[ImportedTest]]:
     """The nccl-tests version (or None) and the tests of one file; a file that is not nccl-tests output, a cut-off
     row or an unclosed table (without partial) is a CommbenchError naming the line."""
-    version, tests, current, named, ranks = None, [], None, None, []
+    version: str | None = None
+    tests: list[ImportedTest] = []
+    current: _Open | None = None
+    named: str | None = None
+    ranks: list[dict] = []
     for number_, raw in enumerate(text.splitlines(), start=1):
         line = _PREFIX.sub("", raw, count=1)
         where = f"{file_name} line {number_}"
@@ -193,12 +198,13 @@ def _layout(tokens: list[str], where: str) -> _Layout:
 
 def _read_row(current: _Open, fields: list[str], where: str) -> None:
     layout, test, settings = current.layout, current.test, current.settings
+    assert layout is not None  # _read_line reads a row only after a column header
     if len(fields) < layout.width:
         raise CommbenchError(f"{where}: a table row cut short ({len(fields)} of {layout.width} fields); the log "
                              "was truncated or edited: import the whole log")
     key = dict(zip(layout.key, fields))
     collective = test.closing["collective"]
-    size = int(key.get("size", key.get("bytes")))
+    size = int(key["size"] if "size" in key else key["bytes"])  # a column header starts with size (2017: bytes)
     offset = len(layout.key)
     for inplace, group in zip((False, True), layout.groups):
         values = dict(zip(group, fields[offset:offset + len(group)]))
@@ -211,7 +217,7 @@ def _read_row(current: _Open, fields: list[str], where: str) -> None:
         if "i_min" in values:
             more.update(time_us_min=number(values["i_min"]), time_us_max=number(values["i_max"]))
         test.rows.append(ImportedRow(
-            collective=collective, size_bytes=size, count=int(key.get("count", key.get("N"))),
+            collective=collective, size_bytes=size, count=int(cast(str, key.get("count", key.get("N")))),
             dtype=names.dtype(key["type"]), op=names.op(collective, key.get("redop", key.get("op", ""))),
             inplace=inplace, time_us=number(time_text), algbw_gbps=number(values["algbw"]),
             busbw_gbps=number(values["busbw"]), n_wrong=n_wrong,
@@ -279,6 +285,7 @@ def _close(current: _Open, where: str, partial: bool, tests: list) -> None:
 
 
 def _set_world_sizes(tests: list[ImportedTest], file_name: str, world_size: int | None) -> None:
+    found: set[int] = set()
     for test in tests:
         ranks = {rank["rank"] for rank in test.ranks}
         if ranks and world_size is not None and len(ranks) != world_size:
@@ -287,8 +294,11 @@ def _set_world_sizes(tests: list[ImportedTest], file_name: str, world_size: int 
         if not ranks and world_size is None:
             raise CommbenchError(f"{file_name}: the {test.program} table (line {test.line}) has no '#  Rank N … on "
                                  "HOST device D' lines to tell the world size; pass --world-size N")
-        test.world_size = len(ranks) or world_size
-    sizes = sorted({test.world_size for test in tests})
+        world = len(ranks) or world_size
+        assert world is not None  # no ranks and no --world-size raised above
+        test.world_size = world
+        found.add(world)
+    sizes = sorted(found)
     if len(sizes) > 1:
         raise CommbenchError(f"{file_name} mixes world sizes ({', '.join(map(str, sizes))} ranks) in one file; a run "
                              "has one world size: split the file and import each part into its own run")

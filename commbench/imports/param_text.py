@@ -13,6 +13,7 @@ its algbw and busbw follow from that p50 (comms.py reportBenchTimeColl).
 """
 
 import re
+from typing import cast
 
 from commbench.errors import CommbenchError
 from commbench.imports.figures import check_busbw, number
@@ -47,7 +48,7 @@ def factor(collective: str, world: int) -> float:
 
 
 def parse(text: str, file_name: str, *, collective: str | None, world_size: int | None, partial: bool
-          ) -> tuple[str | None, list[ImportedTest], str, str]:
+          ) -> tuple[str | None, list[ImportedTest], str | None, str | None]:
     """The tests (one per COMMS-RES table) of a PARAM log, with its backend and device."""
     hosts, backend, device, files_world, tests, columns = {}, None, None, None, [], None
     for number_, raw in enumerate(text.splitlines(), start=1):
@@ -108,6 +109,7 @@ def _row(line: str, columns: list[str], collective: str | None, where: str) -> I
         raise CommbenchError(f"{where}: --collective {collective} but the row is {named['collective']}; drop "
                              "--collective")
     name = named["collective"] if named else collective
+    assert name is not None  # a row that does not name its collective, without --collective, raised above
     values = dict(zip(columns, fields))
     more = {f"time_us_{key}": number(values[key]) for key in ("p75", "p95", "min", "max") if key in values}
     return ImportedRow(
@@ -125,4 +127,4 @@ def _world(found: int | None, given: int | None, file_name: str) -> int:
     if found is None and given is None:
         raise CommbenchError(f"{file_name} has no PARAM 'Hello from Rank … world_size: N' line to tell the world "
                              "size; pass --world-size N")
-    return found or given
+    return found or cast(int, given)  # both None raised above

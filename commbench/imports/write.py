@@ -45,7 +45,7 @@ def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, facto
     return run_dir
 
 
-def _one_world(files: list[ImportedFile]) -> int:
+def _one_world(files: list[ImportedFile]) -> int | None:
     sizes = {test.world_size for imported in files for test in imported.tests}
     if len(sizes) > 1:
         by_file = "; ".join(f"{imported.name}: {imported.tests[0].world_size}" for imported in files)
@@ -58,7 +58,7 @@ def _one_world(files: list[ImportedFile]) -> int:
     return sizes.pop()
 
 
-def _row(row: ImportedRow, imported: ImportedFile, world: int, run_id: str, factor) -> dict:
+def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: str, factor) -> dict:
     busbw_factor = factor(row.collective, world)
     values = {
         "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": KIND.name, "collective": row.collective,
@@ -92,7 +92,7 @@ def _write_rows(path: Path, columns, rows: list[dict]) -> None:
         writer.close()
 
 
-def _meta(files: list[ImportedFile], world: int, run_id: str) -> dict:
+def _meta(files: list[ImportedFile], world: int | None, run_id: str) -> dict:
     ranks = [rank for imported in files for test in imported.tests[:1] for rank in test.ranks]
     hosts = list(dict.fromkeys(rank["host"] for rank in ranks))
     gpus = Counter(rank.get("gpu") for rank in ranks if rank.get("gpu"))

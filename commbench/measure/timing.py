@@ -83,7 +83,8 @@ class CpuTimer:
             raise ValueError("CUDA graphs replay GPU work: there is none on CPU")
         barrier, clock = self._barrier, time.perf_counter
         plain = options.blocking == 0 and not options.iteration_times
-        per_call, per_iteration = [], []
+        per_call: list[float] = []
+        per_iteration: list[list[float]] = []
         for _ in range(batches):
             barrier()
             if plain:  # the common case: nothing in the loop but the calls
@@ -184,11 +185,12 @@ class CudaTimer:
         stream = torch.cuda.current_stream()
         graph = _capture(run, iterations, stream) if options.graph_launches else None
         clock = time.perf_counter
-        per_call, per_iteration = [], []
+        per_call: list[float] = []
+        per_iteration: list[list[float]] = []
         for _ in range(batches):
             self._barrier()
             stream.synchronize()
-            marks = [] if options.iteration_times and graph is None else None
+            marks: list | None = [] if options.iteration_times and graph is None else None
             excluded = 0.0
             start = clock()
             if graph is not None:
@@ -379,7 +381,7 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
     timer.size_spin()
     if on_timed_start:
         on_timed_start()
-    iteration_s = [] if chosen == BATCH and batch.iteration_times else None
+    iteration_s: list[list[list[float]]] | None = [] if chosen == BATCH and batch.iteration_times else None
     if chosen == BATCH:
         iterations = batch_calls or auto_batch_calls(warm)
         calls = batch.calls(iterations)
@@ -407,6 +409,7 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
             return Measurement(samples, stop, calls, method + cover + why, chosen, iteration_s)
         count = next_look(len(samples))
         if sampling_s > 0 and len(samples) > taken_then:  # keep the last batch within the budget
+            assert max_time_s is not None  # sampling time is measured only under the adaptive rule, which has one
             per_sample_s = sampling_s / (len(samples) - taken_then)
             count = min(count, max(LOOK_STEP_MIN, math.ceil((max_time_s - elapsed_s) / per_sample_s)))
         samples.extend(take(count))

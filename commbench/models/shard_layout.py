@@ -16,6 +16,7 @@ N·⌈B/N⌉ − B per bucket.
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from commbench.models.memory import StateBytes
@@ -54,7 +55,8 @@ def flat_padded_elements(unit_shapes: list[tuple[int, ...]], shards: int) -> int
 def greedy_partition(shapes: list[tuple[int, ...]], world: int) -> list[list[int]]:
     """ZeroRedundancyOptimizer's default partition: parameter indices per rank."""
     order = sorted(range(len(shapes)), key=lambda index: _numel(shapes[index]), reverse=True)  # stable, as torch's
-    sizes, owned = [0] * world, [[] for _ in range(world)]
+    owned: list[list[int]] = [[] for _ in range(world)]
+    sizes = [0] * world
     for index in order:
         rank = sizes.index(min(sizes))
         owned[rank].append(index)
@@ -62,7 +64,7 @@ def greedy_partition(shapes: list[tuple[int, ...]], world: int) -> list[list[int
     return owned
 
 
-def ready_order_buckets(sizes: list[int], limits: list[int]) -> list[list[int]]:
+def ready_order_buckets(sizes: list[int], limits: Sequence[float]) -> list[list[int]]:
     """Indices into `sizes` per bucket, formed as DDP forms its buckets over tensors listed in the order backward
     produces them: whole tensors, a bucket closing once it holds its limit or more; limits [first, cap] in the units
     of `sizes` (the last limit holds for every later bucket)."""
@@ -113,7 +115,7 @@ def overlap_partition(shapes: list[tuple[int, ...]], world: int, ddp_bucket_limi
     hook_with_zero_step assigns them without shard_buckets."""
     order = list(reversed(range(len(shapes))))
     buckets = ready_order_buckets([_numel(shapes[index]) * grad_bytes for index in order], ddp_bucket_limits)
-    owned = [[] for _ in range(world)]
+    owned: list[list[int]] = [[] for _ in range(world)]
     for number, bucket in enumerate(buckets):
         owned[number % world].extend(order[position] for position in bucket)
     return owned

@@ -5,6 +5,7 @@ run is a sweep with nccl-tests' method (batch timing, both placements, the backe
 import difflib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from commbench import nccl_tests
 from commbench.errors import CommbenchError
@@ -128,7 +129,8 @@ def parse(collective_text: str, values: dict) -> PerfRequest:
 
     collective = collective_of(collective_text)
     given = {key: value for key, value in values.items() if value is not None}
-    text = {flag.key: given.get(flag.key, flag.default) for flag in FLAGS}
+    # each flag's text; None only for -g and -J when not given (no default), which are read from given
+    text: dict[str, Any] = {flag.key: given.get(flag.key, flag.default) for flag in FLAGS}
     minimum, maximum = _size(text, "-b"), _size(text, "-e")
     step, factor = _size(text, "-i"), _whole(text, "-f", lowest=1)
     if minimum > maximum:
@@ -146,7 +148,7 @@ def parse(collective_text: str, values: dict) -> PerfRequest:
                                         "or more")
     check = _whole(text, "-c", lowest=0)
     reduces = get_collective(collective).reduces
-    options = {
+    options: dict[str, Any] = {  # CollectiveOptions field → value
         "collectives": (collective,), "sizes": sizes, "dtypes": _types(text["datatype"]),
         "ops": _ops(text["op"]) if reduces else None, "root": str(_root(text)),
         "nproc": None if "ngpus" not in given else str(_whole(text, "-g", lowest=1)),

@@ -87,6 +87,7 @@ def _body(body: Body | None) -> dict | None:
 
 def _per_iteration(body: Body) -> dict:
     stats = body.iterations
+    assert stats is not None  # called only for a body whose iterations are not None
     figures = {"skipped_iterations": 0, "min_us": stats.min, "max_us": stats.max, "avg_us": stats.avg,
                "p50_us": stats.p50, "p95_us": stats.p95, "p99_us": stats.p99, "stdev_us": stats.stdev,
                "cv_pct": stats.cv_pct, "times_us": list(stats.times_us)}

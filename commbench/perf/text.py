@@ -5,6 +5,7 @@ The first line says commbench wrote it; everything after it has nccl-tests' layo
 logs (`commbench import nccl-tests` among them) read it."""
 
 import math
+from collections.abc import Sequence
 
 import commbench
 from commbench.perf.results import Body, PerfRun
@@ -25,7 +26,7 @@ def float_text(value: float, width: int) -> str:
     return (f"%{width}.1e" if width >= 7 else f"%{width}.0e") % value
 
 
-def nccl_tests_text(run: PerfRun, *, notes: tuple[str, ...] = ()) -> str:
+def nccl_tests_text(run: PerfRun, *, notes: Sequence[str] = ()) -> str:
     settings, meta = run.settings, run.meta
     per_iteration = bool(settings.get("per_iter_timing"))
     program = settings.get("program", "")
@@ -84,6 +85,8 @@ def _ranges(cores: list[int]) -> str:
 def _column_headers(per_iteration: bool) -> list[str]:
     """nccl-tests' writeResultHeader, character for character (a trailing space included)."""
     key = "# %10s  %12s  %8s  %6s  %6s"
+    names: tuple[str, ...]
+    units: tuple[str, ...]
     if per_iteration:
         title = key % ("", "", "", "", "") + "              out-of-place (+ per-iteration)                         " \
                                              "       in-place (+ per-iteration)"

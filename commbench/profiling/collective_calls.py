@@ -122,10 +122,10 @@ def message_of(args) -> Message | None:
         return Message(elements * size, elements, dtype) if size else None
     dims, types = args.get("Input Dims"), args.get("Input type")
     if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] and isinstance(types, list) \
-            and types and _type_bytes(types[0]) and all(isinstance(value, int) for value in dims[0]):
+            and types and (size := _type_bytes(types[0])) and all(isinstance(value, int) for value in dims[0]):
         elements = math.prod(dims[0])
         dtype = _TYPE_NAMES[str(types[0]).lower()]
-        return Message(elements * element_bytes(dtype), elements, dtype)
+        return Message(elements * size, elements, dtype)  # size: _type_bytes(types[0]), i.e. element_bytes(dtype)
     return None
 
 
@@ -173,7 +173,7 @@ def _asked_kind(ran: str, *argument_sets) -> str:
     for args in argument_sets:
         asked = args.get("Collective name") if isinstance(args, dict) else None
         kind = kind_name(str(asked)) if asked else None
-        if kind in _KINDS.values() and kind not in ("send", "recv", "sendrecv"):
+        if kind is not None and kind in _KINDS.values() and kind not in ("send", "recv", "sendrecv"):
             return kind
     return ran
 
@@ -193,11 +193,11 @@ def collective_calls(trace: TraceEvents) -> list[Call]:
     records = _launching_records(trace, kernels) if kernels else {}
     enqueued = _enqueuing_operators(trace, spans)
     # in the order the calls were issued, which every rank shares: a gloo span where its operator enqueued it
-    comm = sorted(map(int, comm), key=lambda i: (trace.ts[enqueued.get(i, i)], trace.ts[i]))
+    issued = sorted(map(int, comm), key=lambda i: (trace.ts[enqueued.get(i, i)], trace.ts[i]))
     steps = classified.steps
     found: list[Call] = []
     counts: dict[tuple, int] = {}
-    for i in map(int, comm):
+    for i in map(int, issued):
         args = trace.args[i]
         record = records.get(i)
         operator = enqueued.get(i)
@@ -286,7 +286,9 @@ def operator_message(args) -> Message | None:
         return None
     elements = max((_elements(arg) for arg in dims), default=0)
     dtype = _TYPE_NAMES[str(element_type).lower()]
-    return Message(elements * element_bytes(dtype), elements, dtype)
+    size = element_bytes(dtype)
+    assert size is not None  # element_type was chosen for its known size (_type_bytes)
+    return Message(elements * size, elements, dtype)
 
 
 def _elements(dims) -> int:
@@ -315,8 +317,8 @@ def _launching_records(trace: TraceEvents, kernels) -> dict[int, int]:
         launch.setdefault(int(trace.correlation[i]), int(i))
     records = [int(i) for i in np.flatnonzero(cpu_side & (trace.name == "record_param_comms"))]
     by_thread: dict = {}
-    for i in records:
-        by_thread.setdefault(trace.tid[i], []).append(i)
+    for record in records:
+        by_thread.setdefault(trace.tid[record], []).append(record)
     found = {}
     for kernel in map(int, kernels):
         launcher = launch.get(int(trace.correlation[kernel]))

@@ -108,7 +108,7 @@ class NvlinkCounters:
     driver accepts it; where it is refused (nvmlReturn != 0), each link's counter (scope = link index), summed over
     the links that answered the first time (a link that stops answering later makes the read empty, not smaller)."""
 
-    def __init__(self, reader):
+    def __init__(self, reader) -> None:
         self._reader = reader
         self._fields = tuple(getattr(reader, "nvlink_field_ids", ()))
         self._lock = threading.Lock()
@@ -213,6 +213,7 @@ class GpuSampler:
     def stop(self) -> list[GpuSample]:
         """The point's samples and marks in time order (no extra sample: the end mark closes the counters)."""
         self._stop.set()
+        assert self._thread is not None  # stop() follows start(), which made the thread
         self._thread.join()
         return sorted(self._samples, key=lambda sample: sample.t_s)
 

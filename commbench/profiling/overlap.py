@@ -116,7 +116,7 @@ def fsdp_copies(trace: TraceEvents, gpu_side: np.ndarray, cpu_side: np.ndarray) 
         return found
     merged = {tid: intervals.merge(np.array([s for s, _ in found_spans]), np.array([e for _, e in found_spans]))
               for tid, found_spans in spans.items()}
-    launcher: dict[int, int] = {}
+    launcher: dict[int, np.intp] = {}
     for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
         launcher.setdefault(int(trace.correlation[i]), i)
     for i in np.flatnonzero(gpu_side & (trace.correlation >= 0)):
@@ -178,8 +178,8 @@ def analyze(trace: TraceEvents) -> dict:
     owner = classified.owner_ts
     placed = ~np.isnan(owner)
     steps = classified.steps
-    result = {"path": trace.path, "rank": trace.rank, "world_size": trace.world_size, "backend": trace.backend,
-              "device": classified.device}
+    result: dict[str, object] = {"path": trace.path, "rank": trace.rank, "world_size": trace.world_size,
+                                 "backend": trace.backend, "device": classified.device}
     if steps:
         last_start, last_end = max(start for _, start, _ in steps), max(end for _, _, end in steps)
         whole = placed & (owner <= last_end)
@@ -243,7 +243,7 @@ def event_kinds(trace: TraceEvents, classified: Classified) -> Kinds:
         kind[i] = _kind(trace.name[i], classified.device)
         generic[i] = classified.device == "gpu" and kind[i] == GENERIC
     launcher_bytes: dict = {}
-    pending = []
+    pending: list[np.intp] = []
     for i in np.flatnonzero(generic):
         args = trace.args[i]
         own = _collective_kind(args.get("Collective name")) if isinstance(args, dict) else None
@@ -256,7 +256,7 @@ def event_kinds(trace: TraceEvents, classified: Classified) -> Kinds:
     return Kinds(kind, generic, launcher_bytes)
 
 
-def _attribute_by_launch(trace: TraceEvents, kernels: list[int], kind: list, launcher_bytes: dict) -> None:
+def _attribute_by_launch(trace: TraceEvents, kernels: list[np.intp], kind: list, launcher_bytes: dict) -> None:
     for kernel, enclosing in enclosing_calls(trace, kernels).items():
         kind[kernel] = enclosing[-1].kind
         message = _innermost_message(enclosing)
@@ -278,7 +278,7 @@ def enclosing_calls(trace: TraceEvents, kernels) -> dict[int, list[CommCallSpan]
     """For each kernel, the communication calls open on its launching thread when it was launched (the
     cudaLaunchKernel of the same correlation id), outermost first; kernels with none are left out."""
     cpu_side = trace.stream < 0
-    launch: dict[int, int] = {}  # correlation id → the CPU-side (runtime) event that launched the kernel
+    launch: dict[int, np.intp] = {}  # correlation id → the CPU-side (runtime) event that launched the kernel
     for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
         launch.setdefault(int(trace.correlation[i]), i)
     queries: dict = defaultdict(list)  # thread → (launch time, kernel index)

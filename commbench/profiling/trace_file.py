@@ -125,9 +125,8 @@ def load_trace(path: str | Path) -> TraceEvents:
         columns["dur"].append(duration)
         columns["tid"].append(event.get("tid"))
         columns["args"].append(args)
-        has_args = isinstance(args, dict)
-        columns["stream"].append(args["stream"] if has_args and "stream" in args else -1)
-        columns["correlation"].append(args["correlation"] if has_args and "correlation" in args else -1)
+        columns["stream"].append(args["stream"] if isinstance(args, dict) and "stream" in args else -1)
+        columns["correlation"].append(args["correlation"] if isinstance(args, dict) and "correlation" in args else -1)
         float_times = float_times or isinstance(event["ts"], float)
     if not columns["ts"]:
         raise CommbenchError(f"{path} holds no timed events (ts, dur, cat); record a trace with torch.profiler "

@@ -93,6 +93,7 @@ def group_by_point(traces: list[TraceEvents]) -> list[TraceGroup]:
 
 def _listing_order(group: TraceGroup):
     keys = group.keys
+    within: tuple
     if "size_bytes" in keys:
         within = (0, keys["collective"], keys["impl"], keys["dtype"], keys["op"], keys["size_bytes"],
                   keys["inplace"])  # out-of-place first, as the sweep runs them

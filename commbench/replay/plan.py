@@ -34,20 +34,18 @@ class Plan:
 
 def load_calls(paths) -> tuple[dict[str, list], int | None]:
     """Each trace's calls, and the world size the traces were recorded at (distributedInfo), where they say."""
-    from commbench.profiling.collective_calls import collective_calls
-    from commbench.profiling.trace_file import load_trace
+    from commbench import profiling
 
-    traces = [load_trace(path) for path in paths]
+    analysis = profiling.analyze(paths)
     seen: dict[int, str] = {}
-    for trace in traces:
+    for trace in analysis.traces:
         if trace.rank is not None and trace.rank in seen:
             raise CommbenchError(f"{seen[trace.rank]} and {trace.path} both hold rank {trace.rank}: a replay takes "
                                  "one job's step, one trace per rank; pass one configuration's traces (e.g. "
                                  "traces/rank*-ddp-config000.json.gz of a sweep)")
         if trace.rank is not None:
             seen[trace.rank] = trace.path
-    worlds = [trace.world_size for trace in traces if trace.world_size]
-    return {trace.path: collective_calls(trace) for trace in traces}, (max(worlds) if worlds else None)
+    return analysis.calls, analysis.world_size
 
 
 def plan(calls_by_trace: dict[str, list], *, step: int | None, world: int, scale_world: int | None,

@@ -22,7 +22,7 @@ def prepare(spec, ctx):
     return None
 
 
-def _runners(spec, ctx) -> list:
+def _runners(spec, ctx) -> tuple[list[tuple], dict[tuple, tuple]]:
     """One (collective, layout, buffers, call) per planned call; calls of the same kind, size and dtype share
     buffers."""
     from commbench.backends import DTYPES

@@ -5,9 +5,9 @@ sequence)."""
 
 from statistics import median
 
+from commbench.collectives import COLLECTIVES
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.stats import summarize
-from commbench.nccl_tests import factor
 from commbench.store import SCHEMA_VERSION
 
 KEY_COLUMNS = ("bench", "kind", "size_bytes", "dtype")
@@ -71,5 +71,6 @@ def _times(summary) -> dict:
 
 
 def _busbw(kind: str, size: int, seconds: float, world: int):
-    busbw_factor = factor(kind, world)
-    return busbw_gbps(size, seconds, busbw_factor) if busbw_factor is not None and seconds > 0 else None
+    """busbw with the factor of commbench's own collective (a replayed call is one of them)."""
+    collective = COLLECTIVES.get(kind)
+    return busbw_gbps(size, seconds, collective.busbw_factor(world)) if collective and seconds > 0 else None

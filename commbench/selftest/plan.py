@@ -26,7 +26,7 @@ WARMUP, ITERS = 1, 6
 TRAINING = {"model_kind": "transformer", "params": "1M", "layers": 2, "seq_len": 16, "micro_batch": 1, "steps": 6,
             "warmup_steps": 2, "profile_steps": 1, "isolation": "reset"}
 """A tiny model, few steps, one launch per sweep: the training path runs end to end in seconds."""
-TRAINING_AXES = {
+TRAINING_AXES: dict[str, dict[str, tuple]] = {
     "ddp": {"bucket_cap_mb": (1,)},
     "fsdp": {"impls": ("fsdp2",), "reshards": ("true",), "forward_prefetch": (1,), "backward_prefetch": ("1",)},
     "zero": {"strategies": ("zero1", "zero2")},

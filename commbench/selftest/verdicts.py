@@ -5,6 +5,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commbench import store
 from commbench.errors import CommbenchError
@@ -12,6 +13,9 @@ from commbench.names import CUDA, PER_ITERATION, TIMINGS
 from commbench.selftest.plan import ITERS, Plan
 from commbench.selftest.steps import StepRun
 from commbench.units import format_bytes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PASS, FAIL, NA = "pass", "FAIL", "n/a"
 
@@ -34,8 +38,8 @@ class SubRun:
 
     step: StepRun | None
     meta: dict | None
-    results: object | None
-    """The rows, a DataFrame."""
+    results: "pd.DataFrame | None"
+    """The rows."""
     run_dir: Path
 
     @classmethod
@@ -79,6 +83,13 @@ class SubRun:
 
 def not_selected(plan: Plan) -> str:
     return f"not selected (--only {','.join(plan.only)})"
+
+
+def _points(plan: Plan, step: str) -> list:
+    """The points of a bench step's command (always resolved: plan._command)."""
+    bench = plan.commands[step].bench
+    assert bench is not None
+    return bench.points
 
 
 # --- the collective sweep: one launch, many paths -----------------------------------------------------------------
@@ -190,6 +201,7 @@ def _shape(expected: set[tuple]) -> str:
 def _timing_facts(sweep: SubRun, timing: str, expected: set[tuple], samples) -> tuple[str | None, str]:
     """(what is wrong, or None; what was seen): every row of the mode has its timed samples on disk and a positive
     median time."""
+    assert sweep.results is not None  # called once _judge_rows found every expected row in them
     rows = sweep.results[sweep.results["timing"] == timing]
     problems = []
     if (rows["iters"] != ITERS).any():
@@ -219,13 +231,14 @@ def _nvml_check(plan: Plan, sweep: SubRun, failure: str | None) -> Check:
         return Check(path, NA, not_selected(plan))
     if failure:
         return Check(path, FAIL, failure)
+    assert sweep.meta is not None  # the sweep ran and was selected: failure() is None only with its meta.json
     sampling = str(sweep.meta.get("gpu_sampling") or "")
     if not sampling.startswith("NVML"):
         return Check(path, FAIL, f"a GPU is visible but the sweep says {sampling or 'nothing about sampling'!r}")
     rows = sweep.results
     empty = [column for column in ("gpu_mem_used_peak_bytes", "gpu_util_pct_mean")
              if rows is None or rows.empty or rows[column].isna().any()]
-    if empty:
+    if empty or rows is None:  # no rows: every column is empty
         return Check(path, FAIL, f"{', '.join(empty)} empty in some rows")
     samples_path = sweep.run_dir / store.GPU_SAMPLES_FILE
     lines = samples_path.read_text(encoding="utf-8").count("\n") - 1 if samples_path.exists() else 0
@@ -246,12 +259,13 @@ def profile_check(plan: Plan, profile: SubRun, analyze: StepRun | None) -> Check
     failure = profile.failure("profiled sweep", plan.timeout_s)
     if failure:
         return Check(path, FAIL, failure)
-    if profile.wrong_total() or profile.rows != len(plan.commands["profile"].bench.points):
+    if profile.wrong_total() or profile.rows != len(_points(plan, "profile")):
         return Check(path, FAIL, f"profiled sweep: {profile.rows} row(s), {profile.wrong_total()} wrong")
     if analyze is None:
         return Check(path, FAIL, f"needs traces: none in {profile.run_dir / 'traces'}")
     if not analyze.ok:
         return Check(path, FAIL, f"trace analyze {analyze.how_it_ended(plan.timeout_s)}: {analyze.last_error()}")
+    assert analyze.stdout is not None  # trace analyze always runs with its stdout kept apart (run_selftest)
     try:
         report = json.loads(analyze.stdout.read_text(encoding="utf-8"))
         traces = report["traces"]
@@ -275,6 +289,7 @@ def _judged_without_communication(plan: Plan, profile: SubRun, traces: list[dict
     """A target whose collective communicates nothing (NCCL at world size 1, plan.profile_point): the profiled
     point's output must have been checked (the device copy is the work), and every trace must be a GPU trace."""
     path = "profile + trace analyze"
+    assert profile.results is not None  # profile_check found its one row
     if profile.results["n_wrong"].isna().any():
         return Check(path, FAIL, "profiled sweep: its row was not checked (n_wrong empty)")
     not_gpu = [trace["rank"] for trace in traces if trace.get("device") != "gpu"]
@@ -295,10 +310,11 @@ def training_check(plan: Plan, step: str, run: SubRun) -> Check:
     failure = run.failure(step, plan.timeout_s)
     if failure:
         return Check(path, FAIL, failure)
-    expected = len(plan.commands[step].bench.points)
+    expected = len(_points(plan, step))
     rows = run.results
     if run.rows != expected:
         return Check(path, FAIL, f"{run.rows} of {expected} configuration rows")
+    assert rows is not None  # as many rows as configurations, and a training sweep has at least one (validate)
     if run.wrong_total():
         return Check(path, FAIL, f"{run.wrong_total()} rank(s) failed the check (replicas disagree or a loss is "
                                  "not finite)")
@@ -328,6 +344,7 @@ def report_check(plan: Plan, step: StepRun | None, report_dir: Path, needs: str 
     path = "report"
     if (ended := _ended_early(plan, path, step, needs)) is not None:
         return ended
+    assert step is not None  # _ended_early judged a step that did not run
     html = report_dir / "report.html"
     if not html.exists() or html.stat().st_size == 0:
         return Check(path, FAIL, f"{html} missing or empty")
@@ -343,6 +360,7 @@ def compare_check(plan: Plan, step: StepRun | None, needs: str | None) -> Check:
     path = "compare"
     if (ended := _ended_early(plan, path, step, needs)) is not None:
         return ended
+    assert step is not None  # _ended_early judged a step that did not run
     output = step.log.read_text(encoding="utf-8", errors="replace").splitlines()
     summary = next((line[2:].split(" (", 1)[0] for line in reversed(output) if line.startswith("# ")), "")
     if not summary:

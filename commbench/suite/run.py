@@ -3,6 +3,7 @@ an ordinary run folder of its bench kind. How the benches launch is the session'
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from commbench import runinfo, store
 from commbench.errors import CommbenchError
@@ -19,6 +20,7 @@ class SuiteOutcome:
     run_dir: Path | None
     """None on ranks other than 0 inside a job: rank 0 reports for everyone."""
     ok: bool
+    """Whether every bench completed; on ranks other than 0, session's Ran (as truthy; other_rank_exit reads it)."""
     benches: list[tuple[SuiteBench, Outcome]]
 
 
@@ -34,7 +36,7 @@ def run_suite(suite: Suite, machine, *, out: Path, run_id: str | None, into: Pat
         with session.output_kept(suite_dir):
             ok = session.run_benches([bench.bench for bench in suite.benches], bench_dirs, machine, quiet=quiet)
             if suite_dir is None:
-                return SuiteOutcome(None, ok, [])
+                return SuiteOutcome(None, cast(bool, ok), [])  # the Ran itself: other_rank_exit reads .problems
             return _finish(suite, suite_dir)
 
 
@@ -64,7 +66,8 @@ def _prepare(suite: Suite, *, out: Path, run_id: str | None, into: Path | None, 
 
 def _finish(suite: Suite, suite_dir: Path) -> SuiteOutcome:
     """Mark benches that never ran, and make the suite's meta.json say how the whole ended."""
-    benches, failures = [], []
+    benches: list[tuple[SuiteBench, Outcome]] = []
+    failures: list[str] = []
     for bench in suite.benches:
         bench_dir = suite_dir / bench.name
         if store.read_meta(bench_dir).get("status") == store.STATUS_RUNNING:  # no rank got to say how it ended

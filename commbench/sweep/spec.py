@@ -1,11 +1,11 @@
 """What a collective sweep runs: the frozen spec, its validation, and the ordered points every rank agrees on."""
 
 import itertools
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from commbench import names
 from commbench.backends import DTYPE_BYTES, unsupported_reason
+from commbench.bench_kind import Spec
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
 from commbench.errors import CommbenchError
@@ -28,7 +28,7 @@ from commbench.units import format_bytes
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepSpec:
+class SweepSpec(Spec):
     """A collective sweep, fully resolved (no `auto` left): the same on every rank."""
 
     collectives: tuple[str, ...]
@@ -43,9 +43,6 @@ class SweepSpec:
     """Reduction ops; collectives that do not reduce run once with op "none"."""
     placement: str
     """out, in or both: out-of-place and/or in-place buffers."""
-    backend: str
-    device: str
-    nproc: int
     warmup: int
     iters: int
     """Timed iterations per point (per batch in adaptive mode)."""
@@ -61,7 +58,6 @@ class SweepSpec:
     """Pieces in flight per ring step (--ring-chunks); None = the measured default (collectives/ring.py)."""
     profile_iters: int = 0
     """Iterations per point to record with torch.profiler after timing (0 = no traces)."""
-    gpu_sample_interval_s: float = 0.05
     """NVML sampling interval while a point is timed (GPU runs)."""
     check: bool = True
     check_iters: int = 1
@@ -92,14 +88,6 @@ class SweepSpec:
 
         return BatchOptions(agg=self.agg_iters, blocking=self.blocking, graph_launches=self.cuda_graph,
                             iteration_times=self.iteration_times, average=self.average)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> "SweepSpec":
-        data = json.loads(text)
-        return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in data.items()})
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ verbose: nccl-tests' full layout (both placement groups, a legend under every ta
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 
@@ -44,8 +45,10 @@ def format_tables(results: pd.DataFrame, verbose: bool = False) -> str:
     collective both implementations ran. Short by default, with the noise said once at the end; verbose: the full
     layout with a legend under each table."""
     results = _with_timing(results)
-    tables = list(results.groupby(["collective", "impl", "timing"], sort=False))
-    pairs = [(key, group) for key, group in results.groupby(["collective", "timing"], sort=False)
+    # groupby over a list of columns gives tuple keys: (collective, impl, timing) and (collective, timing)
+    tables = [(cast(tuple[str, str, str], key), group)
+              for key, group in results.groupby(["collective", "impl", "timing"], sort=False)]
+    pairs = [(cast(tuple[str, str], key), group) for key, group in results.groupby(["collective", "timing"], sort=False)
              if {"builtin", "ring"} <= set(group["impl"])]
     if verbose:
         return "\n\n".join([_table(*key, group) for key, group in tables]

@@ -1,9 +1,11 @@
 """Turn one configuration into a model and optimizer on this rank, plus what the measurements need to know of it."""
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from commbench.training.checkpointing import apply_activation_checkpointing
 from commbench.training.ddp_buckets import rebuild_limits
@@ -36,8 +38,9 @@ def parameter_units(model: nn.Module, *, per_block: bool, blocks_per_unit: int =
     (or each run of blocks_per_unit blocks), then the root's own (final norm and head)."""
     if not per_block:
         return [[tuple(p.shape) for p in model.parameters()]]
-    children = ([[model.embedding]] if getattr(model, "embedding", None) is not None else []) + [
-        [model.blocks[i] for i in group] for group in block_groups(len(model.blocks), blocks_per_unit)]
+    blocks = cast(nn.ModuleList, model.blocks)
+    children = ([[cast(nn.Module, model.embedding)]] if getattr(model, "embedding", None) is not None else []) + [
+        [blocks[i] for i in group] for group in block_groups(len(blocks), blocks_per_unit)]
     in_children = {id(p) for unit in children for child in unit for p in child.parameters()}
     units = [[tuple(p.shape) for child in unit for p in child.parameters()] for unit in children]
     return units + [[tuple(p.shape) for p in model.parameters() if id(p) not in in_children]]
@@ -52,7 +55,7 @@ def _mesh(config: TrainConfig, device: torch.device, world: int):
 
 def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device: torch.device) -> Built:
     apply_matmul_precision(config.mixed_precision)  # process-wide: set for every configuration, on or off
-    model = build_model(spec.shape, seed=spec.seed, device=device)
+    model: nn.Module = build_model(spec.shape, seed=spec.seed, device=device)
     if config.master_weights:  # the ZeRO paper's mixed precision: bf16 in the model, fp32 master in the optimizer
         model = model.to(torch.bfloat16)
     model = apply_activation_checkpointing(model, config.activation_checkpointing)
@@ -60,6 +63,9 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
     blocks_per_unit = config.blocks_per_unit or 1
     units = parameter_units(model, per_block=per_block, blocks_per_unit=blocks_per_unit)
     param_dtype, reduce_dtype = fsdp_dtypes(config.mixed_precision, config.impl, config.reduce_dtype)
+    optimizer: torch.optim.Optimizer | None
+    ddp: DistributedDataParallel | None
+    layout: dict
     optimizer, ddp, layout = None, None, {}
     if config.impl == "ddp":
         model = ddp = apply_ddp(model, device=device, bucket_cap_mb=config.bucket_cap_mb,
@@ -72,7 +78,7 @@ def build(config: TrainConfig, spec: TrainSpec, *, rank: int, world: int, device
         optimizer_class = MasterWeightAdamW if config.master_weights else torch.optim.AdamW
         model, optimizer = apply_zero1(model, device=device, lr=spec.lr, bucket_cap_mb=config.bucket_cap_mb,
                                        optimizer_class=optimizer_class, overlap_with_ddp=bool(config.overlap_with_ddp))
-        ddp = model
+        ddp = cast(DistributedDataParallel, model)  # apply_zero1 returns the DDP module first
         if config.overlap_with_ddp:  # ZeroRedundancyOptimizer then partitions by DDP's buckets
             layout = {"ddp_bucket_limits": rebuild_limits(config.bucket_cap_mb, None)}
     elif config.impl == "zero2":  # the paper's ZeRO-2 (bf16 model: master weights, validated before launch)

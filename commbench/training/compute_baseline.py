@@ -28,6 +28,7 @@ runs out of memory, no rank runs the baseline and the row says why.
 """
 
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -61,7 +62,7 @@ def optimizer_tensors(built: Built, impl: str) -> list[torch.Tensor]:
     """The parameters the real optimizer steps on this rank (ZeRO-2's: its slices of the parameter buckets)."""
     local = local_optimizer(built, impl)
     # ZeRO-1 with overlap_with_ddp steps a functional AdamW, which holds one param_group
-    groups = local.param_groups if hasattr(local, "param_groups") else [local.param_group]
+    groups = local.param_groups if hasattr(local, "param_groups") else [cast(Any, local).param_group]
     return [param for group in groups for param in group["params"]]
 
 
@@ -79,7 +80,7 @@ def _sixteen_bit_copy(config: TrainConfig) -> bool:
     return fsdp_bf16(config.mixed_precision, config.impl) or bool(getattr(config, "master_weights", None))
 
 
-def refusal(*, peak_bytes: int | None, extra: int, capacity_bytes: float | None) -> str | None:
+def refusal(*, peak_bytes: float | None, extra: int, capacity_bytes: float | None) -> str | None:
     """Why this rank cannot hold the baseline beside the configuration (its peak plus the copy over what the rank's
     device holds), or None when it can or nobody can tell (no peak or no capacity: running out of memory while
     building or warming the copy still stops it)."""
@@ -138,6 +139,7 @@ def build_baseline(built: Built, config: TrainConfig, spec: TrainSpec, pool: Bat
     # the local optimizer's math: ZeRO-2's optimizer is MasterWeightAdamW plus its reductions, overlap_with_ddp's a
     # functional AdamW
     optimizer_class = MasterWeightAdamW if getattr(config, "master_weights", None) else torch.optim.AdamW
+    optimizer: torch.optim.Optimizer | _ShardStep
     if config.impl == "ddp":  # DDP's optimizer steps the whole model: the copy's own parameters are its equal
         optimizer = optimizer_class(model.parameters(), lr=spec.lr)
     else:

@@ -112,7 +112,9 @@ def merge_same_buckets(configs, shape) -> tuple[tuple, tuple[str, ...]]:
     """The configurations with one row per distinct bucket layout: of the DDP configurations that differ only in
     their bucket settings and give the same buckets for this model, the first is kept. Returns them and one note per
     merge naming the merged caps and why."""
-    kept, notes, seen, merged = [], [], {}, {}
+    seen: dict[tuple, tuple[float | None, float | None]] = {}
+    merged: dict[tuple, dict[tuple[float | None, float | None], None]] = {}
+    kept, notes = [], []
     sizes_of = {}
     for config in configs:
         if config.impl != "ddp":

@@ -50,7 +50,8 @@ def group_name(group: tuple[int, ...]) -> str:
     return block_name(group[0]) if len(group) == 1 else f"blocks{group[0]}-{group[-1]}"
 
 
-def fsdp2_units(*, blocks: int, has_embedding: bool, reshard_after_forward: bool | int, forward_prefetch: int = 0,
+def fsdp2_units(*, blocks: int, has_embedding: bool, reshard_after_forward: bool | int | None,
+                forward_prefetch: int = 0,
                 backward_prefetch: int | None = None, per_block: bool = True, blocks_per_unit: int = 1
                 ) -> list[UnitPlan]:
     """The units in the order fully_shard is applied (children first, the root last); with blocks_per_unit above 1
@@ -68,6 +69,7 @@ def fsdp2_units(*, blocks: int, has_embedding: bool, reshard_after_forward: bool
 
     plans = []
     for name in [*children, ROOT]:
+        reshard: bool | int | None
         if name == ROOT:
             reshard = None
         elif name == groups[-1]:

@@ -19,17 +19,15 @@ from pathlib import Path
 
 import torch
 
-from commbench import faults, store
+from commbench import faults, profiling, store
 from commbench.bench_kind import Measured, RankRun
 from commbench.measure.stats import summarize
 from commbench.models import comm_volume, memory
 from commbench.models.shard_layout import formula_at_rest, local_state
 from commbench.models.strategies import display_name
-from commbench.profiling import overlap
 from commbench.profiling.capture import capture
 from commbench.profiling.comm_calls import comm_calls
 from commbench.profiling.nvml_sampler import combine_ranks, rank_summary, ranks_sharing_gpu
-from commbench.profiling.trace_file import load_trace
 from commbench.training.batches import BatchPool
 from commbench.training.build import Built, build
 from commbench.training.compute_baseline import METHOD as BASELINE_METHOD
@@ -121,7 +119,8 @@ def measure_config(spec: TrainSpec, point: ConfigPoint, run: RankRun) -> Measure
         "gpu": rank_summary(gpu_samples, uuid=platform.gpu_uuid())})
     faults.keep_alive(fault, built, rank=ctx.rank, point=point.index)
     # the next configuration starts from released memory (step holds the model, the optimizer and the pool)
-    units, built, pool, step = built.units, None, None, None
+    units = built.units
+    del built, pool, step
     if ctx.rank != 0:
         return Measured(None)
     row = _row(spec, point, ctx, run_id=run.run_id, times_ms=times_ms, paired_ms=paired_ms, losses=losses,
@@ -211,22 +210,23 @@ def _ddp_logging(ddp) -> dict:
             "ddp_comm_overlap_ms": data.get("avg_backward_compute_comm_overlap_time", 0) / 1e6 or None}
 
 
-def _traced_comm(step, spec: TrainSpec, point: ConfigPoint, ctx, trace_dir: Path) -> dict:
+def _traced_comm(step, spec: TrainSpec, point: ConfigPoint, ctx, trace_dir: Path | None) -> dict:
     """Communication per optimizer step from each rank's trace of spec.profile_steps steps (mean over the steps):
     comm and exposed comm as the median and max over ranks (training/exposed.py); calls and message sizes (equal on
     every rank)."""
+    assert trace_dir is not None  # the driver gives a trace folder whenever spec.records_traces
     path = trace_dir / f"rank{ctx.rank}-{spec.bench}-config{point.index:03d}.json.gz"
     capture(step, barrier=ctx.barrier, iterations=spec.profile_steps, platform=ctx.platform, path=path,
             record_shapes=True)
-    trace = load_trace(path)
-    analysis = overlap.analyze(trace)
+    traced = profiling.analyze([path])
+    analysis = traced.overlap[0]
     steps = analysis["steps"] or [analysis]
-    calls = comm_calls(trace, gather_group_size=point.config.shard_group or ctx.world)
+    calls = comm_calls(traced.traces[0], gather_group_size=point.config.shard_group or ctx.world)
     mine = {"comm_ms": sum(s["comm_us"] for s in steps) / len(steps) / 1e3,
             "exposed_comm_ms": sum(s["exposed_comm_us"] for s in steps) / len(steps) / 1e3,
             "comm_calls": len(calls) / len(steps),
             "comm_msg_elems": None if any(call.elements is None for call in calls)
-            else sum(call.elements for call in calls) / len(steps)}
+            else sum(call.elements for call in calls if call.elements is not None) / len(steps)}
     return trace_figures(ctx.gather_objects(mine))
 
 

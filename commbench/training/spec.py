@@ -1,8 +1,8 @@
 """What a training sweep runs: the model, the step settings, and the resolved list of configurations (one row each)."""
 
-import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
+from commbench.bench_kind import Spec
 from commbench.errors import CommbenchError
 from commbench.measure.stats import MIN_SAMPLES_FOR_CI
 from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES
@@ -160,7 +160,7 @@ def setting_text(value) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainSpec:
+class TrainSpec(Spec):
     """A training sweep, fully resolved: the same on every rank."""
 
     bench: str
@@ -174,9 +174,6 @@ class TrainSpec:
     """Optimizer steps recorded with torch.profiler (0 = no trace-based communication figures)."""
     seed: int
     lr: float
-    backend: str
-    device: str
-    nproc: int
     isolation: str = "reset"
     """reset: one launch, memory freed and peak counters reset between configurations; process: one launch each."""
     memory_budget_bytes: float | None = None
@@ -189,15 +186,10 @@ class TrainSpec:
     def records_traces(self) -> bool:
         return self.profile_steps > 0
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
     @classmethod
-    def from_json(cls, text: str) -> "TrainSpec":
-        data = json.loads(text)
-        data["configs"] = tuple(TrainConfig(**config) for config in data["configs"])
-        data["shape"] = ModelShape(**data["shape"])
-        return cls(**data)
+    def _fields_from_json(cls, data: dict) -> dict:
+        return {**data, "configs": tuple(TrainConfig(**config) for config in data["configs"]),
+                "shape": ModelShape(**data["shape"])}
 
     @property
     def points(self) -> list["ConfigPoint"]:
@@ -279,7 +271,7 @@ def validate(spec: TrainSpec) -> None:
 def _refuse_gloo_cuda(spec: TrainSpec) -> None:
     """gloo runs only all_reduce and broadcast on CUDA tensors: DDP and ZeRO-1 run, FSDP (ZeRO-2/3, HSDP) and the
     partitioned ZeRO-2 cannot."""
-    refused = {}
+    refused: dict[str, list[str]] = {}
     for config in spec.configs:
         missing = [name for name in IMPL_COLLECTIVES[config.impl] if name not in GLOO_CUDA_COLLECTIVES]
         if missing:

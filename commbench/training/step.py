@@ -58,7 +58,7 @@ def train_step(model, optimizer, micro_batches, *, sync: bool = True, compute=co
     what the micro-batches before the last do (training/accum_sync.py; None = last)."""
     optimizer.zero_grad(set_to_none=True)
     accum_steps = len(micro_batches)
-    total = None  # summed on the device: no host sync per micro-batch
+    total: torch.Tensor | None = None  # summed on the device: no host sync per micro-batch
     for micro, (inputs, targets) in enumerate(micro_batches):
         last = micro == accum_steps - 1
         with gradient_sync(model, enabled=sync and last, accum_sync=accum_sync if sync and not last else None):
@@ -67,6 +67,7 @@ def train_step(model, optimizer, micro_batches, *, sync: bool = True, compute=co
             loss.backward()
         total = loss.detach().float() if total is None else total + loss.detach().float()
     optimizer.step()
+    assert total is not None  # at least one micro-batch (accum_steps is validated to be 1 or more)
     return float(total)
 
 

@@ -41,13 +41,14 @@ def shape_for_params(target: float, *, kind: str = "transformer", layers: int | 
         raise CommbenchError(f"unknown model kind {kind!r}; choose from {', '.join(MODEL_KINDS)}")
     layers = layers or (4 if target <= 1e9 else 32)
     step = math.lcm(_HIDDEN_STEP, heads)
-    best = None
+    best: tuple[float, ModelShape] | None = None
     for hidden in range(step, step * 4096, step):
         shape = ModelShape(kind=kind, layers=layers, hidden=hidden, heads=heads, seq_len=seq_len, vocab=vocab)
         error = abs(count_params(shape) - target)
         if best is not None and error > best[0]:
             break  # the count grows with hidden: the previous one was closest
         best = (error, shape)
+    assert best is not None  # the range above is never empty
     return best[1]
 
 

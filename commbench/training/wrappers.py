@@ -1,6 +1,7 @@
 """Parallelism applied by small keyword-only functions (the torchtitan pattern), each taking only its own settings."""
 
 import contextlib
+from typing import cast
 
 import torch
 from torch import nn
@@ -51,7 +52,7 @@ def compile_ddp(ddp: DistributedDataParallel) -> nn.Module:
     caches are cleared first: every configuration of a launch compiles its own model, and earlier ones would count
     toward its recompile limit (8 per function), past which it silently runs the function eagerly."""
     torch._dynamo.reset()
-    return torch.compile(ddp)
+    return cast(nn.Module, torch.compile(ddp))
 
 
 class _ZeroStepInHook:
@@ -96,7 +97,7 @@ def apply_zero1(model: nn.Module, *, device: torch.device, lr: float, bucket_cap
     return ddp, _ZeroStepInHook(zero)
 
 
-def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int = True, forward_prefetch: int = 0,
+def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int | None = True, forward_prefetch: int = 0,
                 backward_prefetch: int | None = None, param_dtype: torch.dtype | None = None,
                 reduce_dtype: torch.dtype | None = None, per_block: bool = True, blocks_per_unit: int = 1,
                 cpu_offload: bool = False) -> nn.Module:
@@ -107,25 +108,31 @@ def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int = T
     name how many units ahead to gather explicitly (backward None = FSDP2's implicit prefetch). param_dtype and
     reduce_dtype: the MixedPrecisionPolicy (training/precision.fsdp_dtypes); cpu_offload keeps the shards, their
     gradients and so the optimizer's state in host memory (CPUOffloadPolicy)."""
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
     from commbench.training.fsdp2_units import EMBEDDING, ROOT, block_groups, fsdp2_units, group_name
 
     policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=reduce_dtype)
     offload = CPUOffloadPolicy() if cpu_offload else OffloadPolicy()
-    embedding = getattr(model, "embedding", None)
+    embedding: nn.Module | None = getattr(model, "embedding", None)
+    model_blocks = cast(nn.ModuleList, model.blocks)
     # a unit of several blocks is one fully_shard over their list; they share one FSDP state, so the first of them
     # stands for the unit wherever another unit names it to prefetch
-    groups = {group_name(group): [model.blocks[i] for i in group]
-              for group in block_groups(len(model.blocks), blocks_per_unit)}
-    modules = {ROOT: model, EMBEDDING: embedding, **{name: blocks if len(blocks) > 1 else blocks[0]
-                                                     for name, blocks in groups.items()}}
-    first = {name: module[0] if isinstance(module, list) else module for name, module in modules.items()}
-    units = fsdp2_units(blocks=len(model.blocks), has_embedding=embedding is not None,
+    groups = {group_name(group): [model_blocks[i] for i in group]
+              for group in block_groups(len(model_blocks), blocks_per_unit)}
+    modules: dict[str, nn.Module | list[nn.Module] | None] = {
+        ROOT: model, EMBEDDING: embedding, **{name: blocks if len(blocks) > 1 else blocks[0]
+                                              for name, blocks in groups.items()}}
+    # fully_shard below turns each into an FSDPModule (the prefetch setters are its methods)
+    first = {name: cast(FSDPModule, module[0] if isinstance(module, list) else module)
+             for name, module in modules.items()}
+    units = fsdp2_units(blocks=len(model_blocks), has_embedding=embedding is not None,
                         reshard_after_forward=reshard_after_forward, forward_prefetch=forward_prefetch,
                         backward_prefetch=backward_prefetch, per_block=per_block, blocks_per_unit=blocks_per_unit)
     for unit in units:  # children first, the root last
-        fully_shard(modules[unit.name], mesh=mesh, reshard_after_forward=unit.reshard_after_forward, mp_policy=policy,
+        module = modules[unit.name]
+        assert module is not None  # fsdp2_units names the embedding only when the model has one
+        fully_shard(module, mesh=mesh, reshard_after_forward=unit.reshard_after_forward, mp_policy=policy,
                     offload_policy=offload)
     for unit in units:
         if unit.forward_prefetch:

@@ -21,6 +21,8 @@ Every parameter must receive a gradient in every backward, as under DDP without 
 is not complete at the end of backward would never be reduced, so that is an error, not a silent skip.
 """
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -45,7 +47,8 @@ class _Bucket:
         self.shard = self.buffer[rank * shard_elements:(rank + 1) * shard_elements]  # the optimizer's "parameter"
         self.arrived = 0  # parameters whose gradient this backward has produced
         self.reduced = False  # reduced in this backward
-        self.pending = None  # (work, input, output) of a reduce-scatter not yet waited for
+        # (work, input, output) of a reduce-scatter not yet waited for
+        self.pending: tuple[Any, torch.Tensor, torch.Tensor] | None = None
 
 
 class Zero2AdamW(MasterWeightAdamW):
@@ -84,6 +87,7 @@ class Zero2AdamW(MasterWeightAdamW):
         flat = torch.empty_like(bucket.buffer)
         flat[bucket.spans[-1][1]:].zero_()  # the padding
         for param, (start, end) in zip(bucket.params, bucket.spans):
+            assert param.grad is not None  # every parameter's post-accumulate-grad hook has run (bucket.arrived)
             flat[start:end].copy_(param.grad.reshape(-1))
             param.grad = None  # the full gradient is not kept: only this rank's shard of the reduced bucket is
         flat.mul_(1 / self.world)  # the mean over ranks, scaled before the summing reduction as DDP scales it
