@@ -56,12 +56,11 @@ class Metric:
 
 @dataclass(frozen=True)
 class Plot:
-    """A report figure. draw is "module:function" taking [LoadedRun] of the kinds that list this plot and returning
-    (figure, None) or (None, why-skipped); the module is imported only when a report is drawn."""
+    """A report figure of the kinds that list it: its file stem and caption. report/drawings.py names the function
+    that draws it (imported only when a report is drawn, with matplotlib)."""
 
     stem: str
     caption: str
-    draw: str
 
 
 @dataclass(frozen=True)
@@ -151,6 +150,12 @@ class BenchKind:
     plots: tuple[Plot, ...] = ()
     wrong_message: str = "{n} wrong result(s) in the check; results are not valid"
     """What exit code 1 says, with {n} the count n_wrong() returns."""
+    point_noun: str = "point"
+    """What one of its points is called where rows are counted (a training sweep's are configurations)."""
+    selftest_values: dict[str, Any] | None = None
+    """The options (by field name, besides the target's) of a run small enough for `commbench selftest` to run this
+    kind as a step of its own, named by its command; None: selftest does not run it on its own (the collective sweep
+    has selftest's own sweep and profile steps)."""
 
     @property
     def run_sets(self) -> bool:
@@ -203,6 +208,11 @@ class BenchKind:
             match = samples[column].astype(str) == str(row[column])
             mask = match if mask is None else mask & match
         return mask
+
+    def selftest_verdict(self, rows) -> tuple[bool, str]:
+        """Selftest's verdict on this kind's run, whose rows came in full and without wrong results: whether they show
+        what the kind must show, and the table's detail."""
+        return True, f"{len(rows)} row(s), 0 wrong"
 
     def n_wrong(self, results) -> int:
         """What makes the exit code 1 (wrong results; a hunt's suspects)."""

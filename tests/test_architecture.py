@@ -17,6 +17,7 @@ from commbench.cli import main
 from commbench.cli.bench import bench_command
 from commbench.errors import CommbenchError
 from commbench.machine import Machine, resolve_target
+from commbench.report.drawings import DRAW
 
 PACKAGE = Path(__file__).parent.parent / "commbench"
 
@@ -152,7 +153,7 @@ def test_every_kind_declares_what_the_harness_needs(kind: BenchKind):
     for metric in kind.metrics:
         assert metric.column in columns
         assert metric.samples is None or metric.samples in kind.sample_columns
-    assert kind.plots and all(":" in plot.draw for plot in kind.plots)
+    assert kind.plots and all(plot.stem in DRAW for plot in kind.plots)  # each figure has its drawing
     assert issubclass(kind.options, TargetOptions)
     keys = [described.key for _, described in options_of(kind.options)]
     assert len(keys) == len(set(keys)) and set(TARGET_KEYS) <= set(keys)

@@ -47,7 +47,13 @@ def test_torchs_powersgd_hook_sends_the_predicted_messages_on_ddps_real_buckets(
 
         def recorded(tensor, *args, **kwargs):  # the hook calls dist.all_reduce, looked up at each call
             sent.append(tensor.numel())
-            return all_reduce(tensor, *args, **kwargs)
+            work = all_reduce(tensor, *args, **kwargs)
+            if work is not None:
+                # finished here, so the hook's .then() callbacks run inline in this thread: on gloo's two worker
+                # threads, two buckets' callbacks could each wait on a nested all-reduce queued behind the other
+                # (the test hung so, now and then)
+                work.wait()
+            return work
 
         monkeypatch.setattr(dist, "all_reduce", recorded)
         inputs, targets = (torch.randint(0, TINY.vocab, (2, TINY.seq_len)) for _ in range(2))

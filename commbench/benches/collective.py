@@ -157,11 +157,9 @@ class CollectiveKind(BenchKind):
     """The same collective, op, placement, size and dtype (the world size must agree too, as comparability says);
     not impl or timing, which name commbench's own variants."""
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
-    plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size", "commbench.report.collective_plots:busbw_vs_size"),
-             Plot("latency_fit", "Latency vs message size with the α–β fit",
-                  "commbench.report.collective_plots:latency_with_fit"),
-             Plot("ring_vs_builtin", "Ring / builtin busbw ratio",
-                  "commbench.report.collective_plots:ring_vs_builtin"))
+    plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size"),
+             Plot("latency_fit", "Latency vs message size with the α–β fit"),
+             Plot("ring_vs_builtin", "Ring / builtin busbw ratio"))
     wrong_message = "{n} wrong element(s) in the check (see #wrong); results are not valid"
 
     def resolve(self, options: CollectiveOptions, machine) -> Bench:

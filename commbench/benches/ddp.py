@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from commbench.bench_kind import Plot
 from commbench.benches.options import option
-from commbench.benches.training import MODEL_STATE_PLOT, TrainingKind, TrainingOptions
+from commbench.benches.training import MODEL_STATE_PLOT, SELFTEST_TRAINING, TrainingKind, TrainingOptions
 from commbench.training.ddp_hooks import COMM_HOOKS
 from commbench.training.spec import parse_bucket_cap
 
@@ -46,8 +46,9 @@ class DdpKind(TrainingKind):
     name = command = "ddp"
     title = "DDP sweep (commbench ddp)"
     options = DdpOptions
-    plots = (Plot("ddp_buckets", "DDP: step time by bucket size, exposed communication stacked",
-                  "commbench.report.training_plots:ddp_buckets"), MODEL_STATE_PLOT)
+    plots = (Plot("ddp_buckets", "DDP: step time by bucket size, exposed communication stacked"), MODEL_STATE_PLOT)
+    selftest_values = {**SELFTEST_TRAINING, "bucket_cap_mb": (1,)}
+    """Several buckets of the tiny model."""
 
     def configs_for_model(self, options: DdpOptions, accum_steps, world, precisions, shape):
         """Bucket caps relative to the model's gradient bytes by default; caps that give this model the same buckets

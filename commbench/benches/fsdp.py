@@ -4,7 +4,13 @@ prefetching, wrapping and precision."""
 from dataclasses import dataclass
 
 from commbench.benches.options import option
-from commbench.benches.training import MODEL_STATE_PLOT, STEPS_MEMORY_PLOT, TrainingKind, TrainingOptions
+from commbench.benches.training import (
+    MODEL_STATE_PLOT,
+    SELFTEST_TRAINING,
+    STEPS_MEMORY_PLOT,
+    TrainingKind,
+    TrainingOptions,
+)
 from commbench.training.accum_sync import ACCUM_SYNCS
 from commbench.training.checkpointing import ACTIVATION_CHECKPOINTING
 from commbench.training.spec import REDUCE_DTYPES
@@ -66,6 +72,9 @@ class FsdpKind(TrainingKind):
     title = "FSDP sweep (commbench fsdp)"
     options = FsdpOptions
     plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+    selftest_values = {**SELFTEST_TRAINING, "impls": ("fsdp2",), "reshards": ("true",), "forward_prefetch": (1,),
+                       "backward_prefetch": ("1",)}
+    """FSDP2 resharding (ZeRO-3) with prefetching."""
 
     def configs(self, options: FsdpOptions, accum_steps, world, precisions):
         return self.configs_for_model(options, accum_steps, world, precisions, None)[0]

@@ -118,7 +118,6 @@ class HuntKind(ClusterKind):
     name = command = "hunt"
     title = "hunt (commbench hunt)"
     spec_class = HuntSpec
-    rank_module, table_module = "commbench.cluster.hunt_rank", "commbench.cluster.hunt_table"
     options = HuntOptions
     result_columns = required_columns = RESULT_COLUMNS
     sample_columns = SAMPLE_COLUMNS
@@ -126,10 +125,14 @@ class HuntKind(ClusterKind):
     identity = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
     comparability = ("schema_version", "backend", "device", "world_size")
     metrics = (Metric("time", "time_us_p50", False, "time_us"),)
-    plots = (Plot("hunt_node_matrix", "hunt: node × node pair bandwidth and latency, suspects marked",
-                  "commbench.report.cluster_plots:hunt_node_matrix"),)
+    plots = (Plot("hunt_node_matrix", "hunt: node × node pair bandwidth and latency, suspects marked"),)
     wrong_message = ("{n} suspect(s) named or transfer(s) that delivered wrong bytes: see the table and "
                      + HUNT_FILE)
+
+    def sides(self):
+        from commbench.cluster import hunt_rank, hunt_table
+
+        return hunt_rank, hunt_table
 
     def resolve(self, options: HuntOptions, machine) -> Bench:
         from commbench.cluster.baseline import read_baseline

@@ -68,7 +68,6 @@ class P2pKind(ClusterKind):
     name = command = "p2p"
     title = "point-to-point matrix (commbench p2p)"
     spec_class = P2pSpec
-    rank_module, table_module = "commbench.cluster.p2p_rank", "commbench.cluster.p2p_table"
     options = P2pOptions
     result_columns = required_columns = RESULT_COLUMNS
     sample_columns = SAMPLE_COLUMNS
@@ -76,9 +75,13 @@ class P2pKind(ClusterKind):
     identity = KEY_COLUMNS
     comparability = ("schema_version", "backend", "device", "world_size", "schedule")
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us"), Metric("time", "time_us_p50", False, "time_us"))
-    plots = (Plot("p2p_matrix", "p2p: rank × rank bandwidth (largest size) and latency (smallest size)",
-                  "commbench.report.cluster_plots:p2p_matrix"),)
+    plots = (Plot("p2p_matrix", "p2p: rank × rank bandwidth (largest size) and latency (smallest size)"),)
     wrong_message = "{n} transfer(s) delivered wrong bytes (see n_wrong); results are not valid"
+
+    def sides(self):
+        from commbench.cluster import p2p_rank, p2p_table
+
+        return p2p_rank, p2p_table
 
     def resolve(self, options: P2pOptions, machine) -> Bench:
         from commbench.units import parse_size_spec

@@ -70,7 +70,6 @@ class ReplayKind(ClusterKind):
     name = command = "replay"
     title = "step replay (commbench replay)"
     spec_class = ReplaySpec
-    rank_module, table_module = "commbench.replay.rank", "commbench.replay.table"
     options = ReplayOptions
     result_columns, required_columns = RESULT_COLUMNS, REQUIRED_COLUMNS
     sample_columns = SAMPLE_COLUMNS
@@ -78,8 +77,12 @@ class ReplayKind(ClusterKind):
     identity = KEY_COLUMNS
     comparability = ("schema_version", "backend", "device", "world_size")
     metrics = (Metric("time", "time_us_p50", False, "time_us"),)
-    plots = (Plot("replay_traced_vs_replayed", "replay: traced vs replayed time per call group",
-                  "commbench.report.replay_plots:traced_vs_replayed"),)
+    plots = (Plot("replay_traced_vs_replayed", "replay: traced vs replayed time per call group"),)
+
+    def sides(self):
+        from commbench.replay import rank, table
+
+        return rank, table
 
     def resolve(self, options: ReplayOptions, machine) -> Bench:
         from commbench.profiling.trace_file import trace_paths

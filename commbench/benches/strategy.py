@@ -4,7 +4,13 @@ holds measured against the formulas."""
 from dataclasses import dataclass
 
 from commbench.benches.options import option
-from commbench.benches.training import MODEL_STATE_PLOT, STEPS_MEMORY_PLOT, TrainingKind, TrainingOptions
+from commbench.benches.training import (
+    MODEL_STATE_PLOT,
+    SELFTEST_TRAINING,
+    STEPS_MEMORY_PLOT,
+    TrainingKind,
+    TrainingOptions,
+)
 from commbench.errors import CommbenchError
 
 
@@ -44,6 +50,8 @@ class StrategyKind(TrainingKind):
     title = "strategy sweep (commbench zero)"
     options = StrategyOptions
     plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+    selftest_values = {**SELFTEST_TRAINING, "strategies": ("zero1", "zero2")}
+    """ZeRO-1 (ZeroRedundancyOptimizer) next to ZeRO-2."""
 
     def configs(self, options: StrategyOptions, accum_steps, world, precisions):
         from commbench.training import plan

@@ -2,7 +2,7 @@
 TrainSpec, the result columns (the configuration's settings among them), the rank side, table and metrics."""
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
@@ -52,10 +52,8 @@ ADDED_COLUMNS = (*RATE_COLUMNS, "first_bucket_mb", *EXPOSED_COLUMNS, "compile", 
                  "model_state_host_bytes", "model_state_host_bytes_predicted")
 """Columns newer than the first training runs: an older results.csv lacks them and they read as missing (empty)."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "phase", "step", "step_time_ms")
-MODEL_STATE_PLOT = Plot("model_state", "Model state per rank: measured vs predicted",
-                        "commbench.report.training_plots:model_state_vs_prediction")
-STEPS_MEMORY_PLOT = Plot("strategy_steps_memory", "FSDP / strategies: step time, exposed communication, peak memory",
-                         "commbench.report.training_plots:strategy_steps_and_memory")
+MODEL_STATE_PLOT = Plot("model_state", "Model state per rank: measured vs predicted")
+STEPS_MEMORY_PLOT = Plot("strategy_steps_memory", "FSDP / strategies: step time, exposed communication, peak memory")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,9 +101,17 @@ class TrainingOptions(TargetOptions):
                             help="Seconds without a finished configuration before the sweep is ended as failed.")
 
 
+SELFTEST_TRAINING: dict[str, Any] = {
+    "model_kind": "transformer", "params": "1M", "layers": 2, "seq_len": 16, "micro_batch": 1, "steps": 6,
+    "warmup_steps": 2, "profile_steps": 1, "isolation": "reset"}
+"""`commbench selftest`'s training runs: a tiny model, few steps, one launch per sweep, so the training path runs end
+to end in seconds; each kind adds one or two configurations of its own."""
+
+
 class TrainingKind(BenchKind):
     """A training-step sweep; a subclass names its options and turns them into configurations (configs())."""
 
+    point_noun = "configuration"
     result_columns = RESULT_COLUMNS
     required_columns = tuple(column for column in RESULT_COLUMNS if column not in ADDED_COLUMNS)
     sample_columns = SAMPLE_COLUMNS
@@ -116,6 +122,15 @@ class TrainingKind(BenchKind):
                Metric("peak_mem", "peak_mem_bytes", False, None, 2.0))
     wrong_message = ("{n} configuration(s) failed the check on some rank (replicas disagree or a loss is not finite; "
                      "#wrong counts the ranks); results are not valid")
+
+    def selftest_verdict(self, rows) -> tuple[bool, str]:
+        times = rows["step_time_ms_p50"]
+        if not (times > 0).all():
+            return False, "a step time of 0 or empty"
+        configs = ", ".join(str(config) for config in rows["config"])
+        span = f"{times.min():.1f}" if len(times) == 1 else f"{times.min():.1f}–{times.max():.1f}"
+        return True, (f"{len(rows)} configuration(s) ({configs}), {int(rows['steps'].iloc[0])} steps, "
+                      f"step {span} ms p50, 0 wrong")
 
     def n_wrong(self, results) -> int:
         """Configurations that failed: a row's n_wrong counts its failed ranks, and a sum over rows would count

@@ -9,8 +9,9 @@ from commbench.cli.json_output import emit_json
 from commbench.cli.shared import show_warnings, split_commas
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
+from commbench.selftest.plan import STEPS
 
-STEP_NAMES = "sweep, profile, ddp, fsdp, zero, report, compare"  # commbench.selftest.plan.STEPS, without importing it
+STEP_NAMES = ", ".join(STEPS)
 
 
 def _steps(ctx, param, values) -> tuple[str, ...]:

@@ -1,30 +1,22 @@
-"""Collective registry: every module in this package that defines COLLECTIVE is a collective commbench can run."""
+"""Collective registry: every collective commbench can run. Adding one: a module in this package that defines
+COLLECTIVE (a Collective, collectives/base.py), and its line below. The ring, the check data and the torch calls are
+helpers the ranks import when they run a point: the registry does not load them (planning a sweep happens in the
+launcher, which never imports torch)."""
 
-import importlib
-import pkgutil
-
+from commbench.collectives import all_gather, all_reduce, all_to_all, broadcast, reduce, reduce_scatter, sendrecv
 from commbench.collectives.base import Collective
 from commbench.errors import CommbenchError
 from commbench.names import IMPLEMENTATIONS
 
-_HELPERS = frozenset({"base", "check_data", "ring", "torch_api"})
-"""Modules of this package that are not collectives: torch-bound helpers the ranks import when they run a point
-(the registry must not load them: planning a sweep happens in the launcher, which never imports torch)."""
-
-
-def _discover() -> dict[str, Collective]:
-    found = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        if module_info.name in _HELPERS:
-            continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
-        collective = getattr(module, "COLLECTIVE", None)
-        if isinstance(collective, Collective):
-            found[collective.name] = collective
-    return found
-
-
-COLLECTIVES: dict[str, Collective] = _discover()
+COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective in (
+    all_gather.COLLECTIVE,
+    all_reduce.COLLECTIVE,
+    all_to_all.COLLECTIVE,
+    broadcast.COLLECTIVE,
+    reduce.COLLECTIVE,
+    reduce_scatter.COLLECTIVE,
+    sendrecv.COLLECTIVE,
+)}
 
 
 def get_collective(name: str) -> Collective:

@@ -4,7 +4,6 @@ Markdown for CI job summaries and PR comments)."""
 
 import base64
 import html
-import importlib
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ import pandas as pd
 from commbench import store
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
+from commbench.report.drawings import DRAW
 from commbench.runs import LoadedRun, bench_dirs, load_run
 
 META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
@@ -70,8 +70,7 @@ def _draw(plot, kinds: list, runs: list[LoadedRun]):
     mine = [run for run in runs if run.kind in kinds]
     if not mine:
         return None, f"no {' or '.join(kind.title for kind in kinds)} among the runs"
-    module, function = plot.draw.split(":")
-    return getattr(importlib.import_module(module), function)(mine)
+    return DRAW[plot.stem](mine)
 
 
 def render(run_dirs: list[Path], out: Path) -> Report:

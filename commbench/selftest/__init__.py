@@ -17,7 +17,7 @@ from pathlib import Path
 from commbench import store
 from commbench.execution.stopping import Stopped, describe
 from commbench.selftest import verdicts
-from commbench.selftest.plan import SMALL_BYTES, TRAINING_STEPS, Plan
+from commbench.selftest.plan import KIND_STEPS, SMALL_BYTES, Plan
 from commbench.selftest.steps import StepRunner
 from commbench.selftest.verdicts import FAIL, NA, PASS, Check, SubRun
 
@@ -54,7 +54,7 @@ def run_selftest(plan: Plan, run_dir: Path, *, argv: list[str], announce: Callab
                 "steps_selected": list(plan.selected)}
     _write(run_dir, document)
     runner = StepRunner(run_dir, timeout_s=plan.timeout_s, announce=announce)
-    runs = {step: SubRun(None, None, None, run_dir / step) for step in ("sweep", "profile", *TRAINING_STEPS)}
+    runs = {step: SubRun(None, None, None, run_dir / step) for step in ("sweep", "profile", *KIND_STEPS)}
     analyze = report = compare = None
     try:
         for step, command in plan.commands.items():
@@ -66,7 +66,7 @@ def run_selftest(plan: Plan, run_dir: Path, *, argv: list[str], announce: Callab
                                      stdout=run_dir / TRACE_ANALYSIS_FILE)
         sweep = runs["sweep"]
         needs = None if sweep.rows else f"needs the sweep's rows: {sweep.failure('sweep', plan.timeout_s)}"
-        reported = [step for step in ("sweep", *TRAINING_STEPS) if runs[step].rows]
+        reported = [step for step in ("sweep", *KIND_STEPS) if runs[step].rows]
         if "report" in plan.selected and not needs:
             report = runner.run("report", ["report", *(str(runs[step].run_dir) for step in reported),
                                            "--out", str(run_dir / REPORT_DIR)])
@@ -84,7 +84,7 @@ def run_selftest(plan: Plan, run_dir: Path, *, argv: list[str], announce: Callab
         if sweep.results is not None and (sweep.run_dir / store.SAMPLES_FILE).exists() else None
     checks = verdicts.sweep_checks(plan, sweep, samples)
     checks.append(verdicts.profile_check(plan, runs["profile"], analyze))
-    checks += [verdicts.training_check(plan, step, runs[step]) for step in TRAINING_STEPS]
+    checks += [verdicts.kind_check(plan, step, runs[step]) for step in KIND_STEPS]
     checks.append(verdicts.report_check(plan, report, run_dir / REPORT_DIR, needs, reported))
     checks.append(verdicts.compare_check(plan, compare, needs))
 

@@ -6,35 +6,25 @@ import math
 from dataclasses import dataclass, field
 
 from commbench.bench_kind import Bench
-from commbench.benches import kind_for_command
+from commbench.benches import KINDS, kind_for_command
 from commbench.benches.collective import DEFAULT_COLLECTIVES
 from commbench.benches.options import options_of, parse_options
 from commbench.errors import CommbenchError
 from commbench.names import CUDA, GLOO, IMPLEMENTATIONS, NCCL, PER_ITERATION, TIMINGS
 
-STEPS = ("sweep", "profile", "ddp", "fsdp", "zero", "report", "compare")
+KIND_STEPS = tuple(kind.command for kind in KINDS.values() if kind.selftest_values is not None)
+"""A step per bench kind that gives selftest a small run of its own (BenchKind.selftest_values), named by its
+command, in registry order: ddp, fsdp, zero."""
+STEPS = ("sweep", "profile", *KIND_STEPS, "report", "compare")
 """The steps, in run order: `--only` chooses among them. profile is the profiled sweep and `trace analyze`."""
 NEEDS = {"report": ("sweep",), "compare": ("sweep",)}
 """Steps that read another step's run; choosing them with --only runs that step too."""
-TRAINING_STEPS = ("ddp", "fsdp", "zero")
 
 SMALL_BYTES = 4 * 1024
 LARGE_BYTES = {"cpu": 4 * 1024**2, CUDA: 256 * 1024**2}
 """The two message sizes of the sweep: latency-bound and bandwidth-bound (larger on GPUs, which move 4 MiB in µs)."""
 WARMUP, ITERS = 1, 6
 """Iterations per point: 6 timed samples are the fewest a 95 % CI of the median needs."""
-TRAINING = {"model_kind": "transformer", "params": "1M", "layers": 2, "seq_len": 16, "micro_batch": 1, "steps": 6,
-            "warmup_steps": 2, "profile_steps": 1, "isolation": "reset"}
-"""A tiny model, few steps, one launch per sweep: the training path runs end to end in seconds."""
-TRAINING_AXES: dict[str, dict[str, tuple]] = {
-    "ddp": {"bucket_cap_mb": (1,)},
-    "fsdp": {"impls": ("fsdp2",), "reshards": ("true",), "forward_prefetch": (1,), "backward_prefetch": ("1",)},
-    "zero": {"strategies": ("zero1", "zero2")},
-}
-"""One or two configurations each: DDP with several buckets, FSDP2 resharding (ZeRO-3) with prefetching, and
-ZeRO-1 (ZeroRedundancyOptimizer) next to ZeRO-2."""
-
-
 @dataclass(frozen=True)
 class ProfilePoint:
     """The one point the profile step traces, and what its traces can show."""
@@ -145,13 +135,19 @@ def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only
                "placement": profiled.placement, "timings": (PER_ITERATION,), "warmup": WARMUP, "iters": ITERS,
                "profile": True, "profile_iters": 2}
     wanted = {"sweep": ("sweep", sweep), "profile": ("sweep", profile),
-              **{step: (step, {**common, **TRAINING, **TRAINING_AXES[step]}) for step in TRAINING_STEPS}}
+              **{step: (step, {**common, **_selftest_values(step)}) for step in KIND_STEPS}}
     commands = {step: _command(command, values, machine) for step, (command, values) in wanted.items()
                 if step in selected and step not in not_applicable}
     plan = Plan(backend=target.backend, device=target.device, nproc=target.nproc, gpus=machine.gpus,
                 large_bytes=large_bytes, selected=selected, only=tuple(only), timeout_s=timeout_s,
                 commands=commands, not_applicable=not_applicable, collective_paths=paths, profile=profiled)
     return plan
+
+
+def _selftest_values(command: str) -> dict:
+    values = kind_for_command(command).selftest_values
+    assert values is not None  # KIND_STEPS holds the kinds that give them
+    return values
 
 
 def _command(command: str, values: dict, machine) -> Command:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commbench import store
+from commbench.benches import kind_for_command
 from commbench.errors import CommbenchError
 from commbench.names import CUDA, PER_ITERATION, TIMINGS
 from commbench.selftest.plan import ITERS, Plan
@@ -301,7 +302,9 @@ def _judged_without_communication(plan: Plan, profile: SubRun, traces: list[dict
 
 # --- the training sweeps ------------------------------------------------------------------------------------------
 
-def training_check(plan: Plan, step: str, run: SubRun) -> Check:
+def kind_check(plan: Plan, step: str, run: SubRun) -> Check:
+    """A bench kind's own step (BenchKind.selftest_values): ran, a row per point, none wrong, and what the kind says
+    its rows must show."""
     path = f"{step} step"
     if step in plan.not_applicable:
         return Check(path, NA, plan.not_applicable[step])
@@ -310,21 +313,16 @@ def training_check(plan: Plan, step: str, run: SubRun) -> Check:
     failure = run.failure(step, plan.timeout_s)
     if failure:
         return Check(path, FAIL, failure)
+    kind = kind_for_command(step)
     expected = len(_points(plan, step))
     rows = run.results
     if run.rows != expected:
-        return Check(path, FAIL, f"{run.rows} of {expected} configuration rows")
-    assert rows is not None  # as many rows as configurations, and a training sweep has at least one (validate)
-    if run.wrong_total():
-        return Check(path, FAIL, f"{run.wrong_total()} rank(s) failed the check (replicas disagree or a loss is "
-                                 "not finite)")
-    times = rows["step_time_ms_p50"]
-    if not (times > 0).all():
-        return Check(path, FAIL, "a step time of 0 or empty")
-    configs = ", ".join(str(config) for config in rows["config"])
-    span = f"{times.min():.1f}" if len(times) == 1 else f"{times.min():.1f}–{times.max():.1f}"
-    return Check(path, PASS, f"{expected} configuration(s) ({configs}), {int(rows['steps'].iloc[0])} steps, "
-                             f"step {span} ms p50, 0 wrong")
+        return Check(path, FAIL, f"{run.rows} of {expected} {kind.point_noun} rows")
+    assert rows is not None  # as many rows as points, and a bench has at least one (validate)
+    if kind.n_wrong(rows):
+        return Check(path, FAIL, kind.wrong_message.format(n=kind.n_wrong(rows)))
+    passed, detail = kind.selftest_verdict(rows)
+    return Check(path, PASS if passed else FAIL, detail)
 
 
 # --- report and compare on the result -----------------------------------------------------------------------------
