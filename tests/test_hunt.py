@@ -105,9 +105,12 @@ def test_a_stalling_node_is_named_by_the_time_its_pairs_lose(tmp_path):
 @pytest.mark.exclusive
 @pytest.mark.skipif(cpu_quota.unavailable() is not None, reason=f"no CPU-quota cgroup: {cpu_quota.unavailable()}")
 def test_a_node_under_a_real_cpu_quota_is_named(tmp_path):
-    # n2's torchrun launch and its rank run in a cgroup allowed 20 % of one core: most of its exchanges run at full
-    # speed, some wait for the next CFS period. Hunt at its defaults but for sizes small enough for a test.
-    with cpu_quota.CpuQuota(20) as quota:
+    # n2's torchrun launch and its rank run in a cgroup allowed 10 % of one core: most of its exchanges run at full
+    # speed, some wait for the next CFS period. Hunt at its defaults but for sizes small enough for a test. At 20 %
+    # and these sizes the second pass's p sat at 0.010-0.012 in about 4 of 10 runs on the 2-core VM (2026-12-04, the
+    # same before and after the house's refactor), clearing n2; benchmarks/hunt_detection.py measures the 20 % case
+    # at hunt's default sizes (docs/measurements.md).
+    with cpu_quota.CpuQuota(10) as quota:
         run = run_on_nodes(tmp_path, NODES, "hunt", "--pair-size", "1M", preexec={"n2": quota.enter})
     doc = json.loads((run.run_dir / "hunt.json").read_text())
     assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"], doc

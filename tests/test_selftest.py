@@ -196,3 +196,11 @@ def test_a_wrong_element_fails_its_paths_and_the_exit_code(tmp_path):
     assert results["ddp step"] == (NA, "not selected (--only sweep)")
     assert all(result in (PASS, NA) for path, (result, _) in results.items() if path not in failed)
     assert lines[-1].startswith("# 11 pass, 3 FAIL, 7 n/a; run folder ") and "wall time" in lines[-1]
+
+
+def test_the_command_line_names_the_steps_the_plan_runs():
+    """`commbench selftest --help` lists the steps from the kinds' registry without importing the selftest package."""
+    from commbench.cli.selftest import STEP_NAMES
+    from commbench.selftest.plan import STEPS
+
+    assert STEP_NAMES == ", ".join(STEPS) == "sweep, profile, ddp, fsdp, zero, report, compare"

@@ -5,13 +5,17 @@ from pathlib import Path
 
 import click
 
+from commbench.benches import KINDS
 from commbench.cli.json_output import emit_json
 from commbench.cli.shared import show_warnings, split_commas
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
-from commbench.selftest.plan import STEPS
 
-STEP_NAMES = ", ".join(STEPS)
+STEP_NAMES = ", ".join(("sweep", "profile",
+                        *(kind.command for kind in KINDS.values() if kind.selftest_values is not None),
+                        "report", "compare"))
+"""commbench.selftest.plan.STEPS, made here from the kinds' registry without importing the selftest package (which
+loads pandas); tests/test_selftest.py checks the two agree."""
 
 
 def _steps(ctx, param, values) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from commbench import store
 from commbench.cli.shared import POSITIVE_NUMBER
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
-from commbench.slurm import jobs, script, submission
+from commbench.slurm import jobs, script
 
 REPORT_DIR = "report"
 
@@ -90,6 +90,8 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
         # not a terminal, and print a script other than the one a submit writes
         click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False, color=True)
         return
+    from commbench.slurm import submission  # records the run (runinfo, NVML): loaded only to submit
+
     submitted = submission.submit(request, suite_path=loaded.path, suite_text=loaded.text, suite_file=SUITE_FILE,
                                   out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]])
     run_dir, job_id, log_path = submitted.run_dir, submitted.job_id, submitted.log_path
@@ -119,6 +121,8 @@ def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, po
     store.update_meta(run_dir, slurm_state=final.state, slurm_exit_code=final.exit_code)
     meta = store.read_meta(run_dir)
     if meta.get("status") != store.STATUS_COMPLETE:
+        from commbench.slurm import submission
+
         problem = submission.job_problem(final, meta, run_dir, log_path)
         submission.mark_failed(run_dir, problem, final.state)
         click.echo(f"commbench: {problem}", err=True)

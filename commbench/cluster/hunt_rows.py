@@ -11,7 +11,6 @@ from commbench.cluster.confirmation import confirm
 from commbench.cluster.hostlist import compress
 from commbench.cluster.matrix_files import matrix_csv, write_file
 from commbench.cluster.pair_statistics import Samples
-from commbench.collectives import COLLECTIVES
 from commbench.measure.bandwidth import busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.store import SCHEMA_VERSION
@@ -57,6 +56,8 @@ def intra_row(spec, phase: str, node: str, layout, size: int, timed) -> dict:
     row = _row(spec, layout, phase, "all_reduce", node_a=node, ranks_a=layout.ranks_text(node), lanes=ranks,
                size_bytes=size)
     seconds = _timed_columns(row, timed, spec.statistic)
+    from commbench.collectives import COLLECTIVES  # the ranks' side: the registry is not loaded with the CLI
+
     row["busbw_gbps"] = busbw_gbps(size, seconds, COLLECTIVES["all_reduce"].busbw_factor(ranks))
     return row
 

@@ -5,7 +5,6 @@ sequence)."""
 
 from statistics import median
 
-from commbench.collectives import COLLECTIVES
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.store import SCHEMA_VERSION
@@ -72,5 +71,7 @@ def _times(summary) -> dict:
 
 def _busbw(kind: str, size: int, seconds: float, world: int):
     """busbw with the factor of commbench's own collective (a replayed call is one of them)."""
+    from commbench.collectives import COLLECTIVES  # the ranks' side: the registry is not loaded with the CLI
+
     collective = COLLECTIVES.get(kind)
     return busbw_gbps(size, seconds, collective.busbw_factor(world)) if collective and seconds > 0 else None
