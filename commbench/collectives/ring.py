@@ -10,7 +10,7 @@ sends, receives, waits and reductions.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
@@ -42,21 +42,20 @@ class _Piece:
     recv: torch.Tensor
     own: torch.Tensor | None = None  # this rank's contribution to the received chunk
     into: torch.Tensor | None = None  # where own (op) recv is written
-    exchange: "_Exchange | None" = None  # prepared by the transport when the runner is built
 
 
 @dataclass
 class _Phase:
     steps: list[list[_Piece]]  # [step][piece]
     rewrites_sent: bool  # writes into buffers it sent one step earlier (reduce-scatter's double-buffered scratch)
+    exchanges: list[list["_Exchange"]] = field(default_factory=list)  # [step][piece], prepared with the runner
 
 
 @dataclass
 class _Exchange:
     nbytes: int
-    post_send: Callable[[], object] | None = None
-    post_recv: Callable[[], object] | None = None
-    post_both: Callable[[], list] | None = None
+    post: Callable[[], tuple[list, list]]
+    """Posts it: (works to wait before the sent buffer is reused, works to wait before reading recv)."""
 
 
 class _Transport:
@@ -71,22 +70,25 @@ class _Transport:
         if self._batched:
             operations = [dist.P2POp(dist.isend, send, self.next, tag=tag),
                           dist.P2POp(dist.irecv, recv, self.prev, tag=tag)]
-            return _Exchange(send.nbytes, post_both=partial(dist.batch_isend_irecv, operations))
-        return _Exchange(send.nbytes, post_send=partial(dist.isend, send, self.next, tag=tag),
-                         post_recv=partial(dist.irecv, recv, self.prev, tag=tag))
+            # one coalesced NCCL work covers both; stream order protects the buffers, so there is no send to wait
+            return _Exchange(send.nbytes, lambda: ([], dist.batch_isend_irecv(operations)))
+        post_send = partial(dist.isend, send, self.next, tag=tag)
+        post_recv = partial(dist.irecv, recv, self.prev, tag=tag)
+        return _Exchange(send.nbytes, lambda: ([post_send()], [post_recv()]))
 
     def start(self, exchange: _Exchange) -> tuple[list, list]:
         """Post one exchange: (works to wait before the sent buffer is reused, works to wait before reading recv)."""
         self.bytes_sent += exchange.nbytes
-        if exchange.post_both is not None:
-            # one coalesced NCCL work covers both; stream order protects the buffers, so there is no send to wait
-            return [], exchange.post_both()
-        assert exchange.post_send is not None and exchange.post_recv is not None  # prepare sets both or post_both
-        return [exchange.post_send()], [exchange.post_recv()]
+        return exchange.post()
 
 
 def _split(tensor: torch.Tensor, parts: int) -> list[torch.Tensor]:
     return list(torch.tensor_split(tensor, parts))
+
+
+def _no_reduce(*args, **kwargs) -> torch.Tensor:
+    """The reduce of a runner built without one: only reduce phases have pieces with `into`, and they pass one."""
+    raise AssertionError("a piece to reduce in a ring built without a reduce")
 
 
 class RingRunner:
@@ -95,12 +97,11 @@ class RingRunner:
     def __init__(self, *, transport: _Transport, phases: list[_Phase], reduce: Callable[..., torch.Tensor] | None,
                  before: Callable[[], object] | None = None, between: Callable[[], object] | None = None,
                  after: Callable[[], object] | None = None):
-        self._transport, self._phases, self._reduce = transport, phases, reduce
+        self._transport, self._phases, self._reduce = transport, phases, reduce or _no_reduce
         self._before, self._between, self._after = before, between, after
         for phase in phases:
-            for step in phase.steps:
-                for tag, piece in enumerate(step):
-                    piece.exchange = transport.prepare(piece.send, piece.recv, tag)
+            phase.exchanges = [[transport.prepare(piece.send, piece.recv, tag) for tag, piece in enumerate(step)]
+                               for step in phase.steps]
         self.pieces = len(phases[0].steps[0]) if phases else None  # K, pieces in flight per step
         self.bytes_sent = 0
 
@@ -117,17 +118,16 @@ class RingRunner:
         self.bytes_sent = self._transport.bytes_sent
 
     def _run_phase(self, phase: _Phase) -> None:
-        start, reduce, steps = self._transport.start, self._reduce, phase.steps
+        start, reduce, steps, exchanges = self._transport.start, self._reduce, phase.steps, phase.exchanges
         pieces = len(steps[0])
         sends: list[list] = [[] for _ in range(pieces)]  # every k is set by the first step's start, below
         recvs: list[list] = [[] for _ in range(pieces)]
         previous_sends: list = [[] for _ in range(pieces)]
         unwaited_sends: list = []  # waited once, at the end of the phase (a gloo send waited twice blocks forever)
-        for k, piece in enumerate(steps[0]):
-            assert piece.exchange is not None  # every piece is prepared in __init__
-            sends[k], recvs[k] = start(piece.exchange)
+        for k in range(pieces):
+            sends[k], recvs[k] = start(exchanges[0][k])
         for step_index, step in enumerate(steps):
-            following = steps[step_index + 1] if step_index + 1 < len(steps) else None
+            following = exchanges[step_index + 1] if step_index + 1 < len(steps) else None
             for k, piece in enumerate(step):
                 for work in recvs[k]:
                     work.wait()
@@ -138,12 +138,9 @@ class RingRunner:
                 else:
                     unwaited_sends.extend(sends[k])
                 if piece.into is not None:
-                    assert reduce is not None  # only reduce phases have pieces with `into`, and they have a reduce
                     reduce(piece.own, piece.recv, out=piece.into)
                 if following is not None:
-                    exchange = following[k].exchange
-                    assert exchange is not None  # every piece is prepared in __init__
-                    sends[k], recvs[k] = start(exchange)
+                    sends[k], recvs[k] = start(following[k])
         for works in (*previous_sends, unwaited_sends):
             for work in works:
                 work.wait()
