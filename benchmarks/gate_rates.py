@@ -28,7 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from commbench.gate.compare import DEFAULT_THRESHOLDS, REGRESSION, compare, gate_fails, run_folders
+from commbench.gate.compare import DEFAULT_THRESHOLDS, REGRESSION, compare, gate_fails
+from commbench.gate.sides import run_folders
 
 NEIGHBOUR = [sys.executable, "-c", "while True: pass"]
 

@@ -1,22 +1,14 @@
 """What each backend can run, and the torch objects behind the dtype and reduction names (commbench/names.py).
 
-Planning a sweep (sizes, layouts, what a backend refuses) needs only the names and element sizes, so this module
-imports torch only when a torch object is asked for (DTYPES, REDUCE_OPS): the launching process never loads torch.
+Planning a sweep (sizes, layouts, what a backend refuses) needs only the names and element sizes (names.py), so
+this module imports torch only when a torch object is asked for (DTYPES, REDUCE_OPS): the launching process never
+loads torch.
 """
 
 import functools
 
 from commbench import names
-from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES, NCCL
-
-DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1,
-               "float8_e4m3": 1, "float8_e5m2": 1}
-"""Bytes per element of each dtype name (torch's itemsize; tests/test_backends.py checks them against torch)."""
-FLOATING_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"})
-FP8_DTYPES = frozenset({"float8_e4m3", "float8_e5m2"})
-_TORCH_NAMES = {"float8_e4m3": "float8_e4m3fn"}
-"""commbench's dtype names that torch spells otherwise (torch's e4m3 without infinities is float8_e4m3fn, which is
-NCCL's ncclFloat8e4m3)."""
+from commbench.names import CUDA, FLOATING_DTYPES, FP8_DTYPES, GLOO, GLOO_CUDA_COLLECTIVES, NCCL, TORCH_SPELLING
 
 
 def __getattr__(name: str):
@@ -31,7 +23,7 @@ def _torch_objects() -> dict:
     import torch
     import torch.distributed as dist
 
-    return {"DTYPES": {dtype: getattr(torch, _TORCH_NAMES.get(dtype, dtype)) for dtype in names.DTYPES},
+    return {"DTYPES": {dtype: getattr(torch, TORCH_SPELLING.get(dtype, dtype)) for dtype in names.DTYPES},
             "REDUCE_OPS": {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
                            "min": dist.ReduceOp.MIN, "avg": dist.ReduceOp.AVG}}
 _NCCL_AVG_AND_BF16 = (2, 10)  # ncclAvg and ncclBfloat16 appeared in NCCL 2.10

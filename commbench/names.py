@@ -1,8 +1,15 @@
-"""The names a user chooses from (backends, devices, dtypes, reductions, placements, implementations).
+"""commbench's vocabulary, in one place: the names a user chooses from (backends, devices, dtypes, reductions,
+placements, implementations), the dtypes' element sizes and their spellings in torch, in profiler traces and in
+nccl-tests, the collectives' busbw factors, and nccl-tests' names for its tests, types and ops.
 
-Plain strings, no torch: the command line and suites list and check them without loading torch; the modules that run
-them map the names to torch objects (commbench/backends.py).
+Plain data and small lookups, no torch: the command line, suites and importers list and check them without loading
+torch; the modules that run them map the names to torch objects (commbench/backends.py). tests/test_names.py checks
+the tables against torch and against the collectives registry.
 """
+
+import re
+
+from commbench.errors import CommbenchError
 
 NCCL, GLOO = "nccl", "gloo"
 CUDA, CPU = "cuda", "cpu"
@@ -19,6 +26,37 @@ UNREDUCED_DTYPES = {"uint32": "int32 or int64", "uint64": "int64"}
 type table and gloo's lack them. --dtype takes their names only to refuse them with the reason and what to use."""
 DTYPE_CHOICES = (*DTYPES, *UNREDUCED_DTYPES)
 """What --dtype accepts: the dtypes that run, and those refused by name (UNREDUCED_DTYPES)."""
+DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4, "int64": 8, "int8": 1, "uint8": 1,
+               "float8_e4m3": 1, "float8_e5m2": 1}
+"""Bytes per element of each dtype that runs (torch's itemsize)."""
+FLOATING_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16", "float8_e4m3", "float8_e5m2"})
+FP8_DTYPES = frozenset({"float8_e4m3", "float8_e5m2"})
+TORCH_SPELLING = {"float8_e4m3": "float8_e4m3fn"}
+"""commbench's dtype names that torch spells otherwise (torch's e4m3 without infinities is float8_e4m3fn, which is
+NCCL's ncclFloat8e4m3)."""
+TRACE_ONLY_BYTES = {"int16": 2, "bool": 1}
+"""Element sizes of dtypes profiler traces can name and commbench does not run."""
+TRACE_DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Int": "int32",
+                "Long": "int64", "Short": "int16", "Byte": "uint8", "Char": "int8", "Bool": "bool",
+                "Float8_e4m3fn": "float8_e4m3", "Float8_e5m2": "float8_e5m2"}
+"""torch's dtype names in traces (record_param_comms' "dtype": c10's ScalarType names) → commbench's."""
+TRACE_CPP_TYPES = {"float": "float32", "c10::half": "float16", "c10::bfloat16": "bfloat16", "double": "float64",
+                   "long": "int64", "long int": "int64", "int": "int32", "unsigned char": "uint8",
+                   "signed char": "int8", "char": "int8", "bool": "bool", "short": "int16",
+                   "c10::float8_e4m3fn": "float8_e4m3", "c10::float8_e5m2": "float8_e5m2"}
+"""Older traces' "Input type" (a C++ type name, lower-cased) → commbench's dtype name."""
+
+
+def element_bytes(dtype: str | None) -> int | None:
+    """Bytes per element of a dtype as commbench names it (those it runs and those traces name); None if unknown."""
+    return DTYPE_BYTES.get(dtype or "") or TRACE_ONLY_BYTES.get(dtype or "")
+
+
+def trace_dtype(torch_name: object) -> str:
+    """commbench's name of a dtype a trace writes as torch does ("Float", "Long", "Float8_e4m3fn", ...)."""
+    return TRACE_DTYPES.get(str(torch_name), str(torch_name).lower())
+
+
 REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
 NO_OP = "none"
 """The op column of collectives that do not reduce, as nccl-tests prints it."""
@@ -50,5 +88,106 @@ BIND_CORES_ENV = "COMMBENCH_BIND_CORES"
 """--bind-cores: the cores of a launch's local ranks, comma-separated, by local rank (set by the launcher, read by
 rank.py)."""
 
+COLLECTIVE_BENCH = "collective"
+"""The bench column (and kind name) of the collective sweep's rows, which its fits and models read."""
 COMMBENCH_SOURCE = "commbench"
 """The source column of rows commbench measured; an imported row names its tool (commbench import)."""
+
+
+BUSBW_FACTORS = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n, "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "sendrecv": lambda n: 1.0,
+}
+"""busbw = algbw × factor(n), n the ranks of the group (nccl-tests doc/PERFORMANCE.md): what each rank moves in a ring,
+per byte of the size S, e.g. 2(n−1)/n for all_reduce. The collectives commbench runs read their factor here
+(collectives/base.py), as do the importers and the trace readers; gather and scatter are nccl-tests' only."""
+
+
+def busbw_factor(collective: str, world: int) -> float | None:
+    """The busbw factor of a collective at a group size; None where it does not follow from the size alone."""
+    rule = BUSBW_FACTORS.get(collective)
+    return rule(world) if rule and world > 0 else None
+
+
+def why_no_busbw_factor(collective: str) -> str:
+    if collective == "hypercube":
+        return "hypercube's algbw counts (n - 1) x the size"
+    if collective == "all_to_allv":
+        return "alltoallv's sizes vary by rank"
+    return f"no nccl-tests formula known for {collective}"
+
+
+TRACE_COLLECTIVES = {
+    "allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter", "broadcast": "broadcast",
+    "reduce": "reduce", "sendrecv": "sendrecv", "alltoall": "all_to_all", "alltoallv": "all_to_all",
+    "alltoallbase": "all_to_all", "gather": "gather", "scatter": "scatter", "send": "send", "recv": "recv",
+    "barrier": "barrier", "allgatherbase": "all_gather", "reducescatterbase": "reduce_scatter",
+    "allgatherintotensor": "all_gather", "reducescattertensor": "reduce_scatter"}
+"""NCCL kernel kinds (AllReduce), gloo span names (all_reduce) and torch collective names (_allgather_base), reduced
+to letters → the collective's name in commbench rows (nccl-tests' where commbench runs none)."""
+
+
+# nccl-tests (src/*.cu getBw, src/common.cu, doc/PERFORMANCE.md)
+
+NCCL_TESTS_COLLECTIVES = {
+    "all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+    "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all_to_all", "alltoallv": "all_to_allv",
+    "sendrecv": "sendrecv", "gather": "gather", "scatter": "scatter", "hypercube": "hypercube",
+}
+"""nccl-tests' test name (the program without _perf) → the collective's name in commbench rows: commbench's where
+commbench runs it, nccl-tests' own otherwise."""
+NCCL_TESTS_REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
+"""The others print a redop column too (sum, or none in newer versions); their rows say op none, as commbench's."""
+NCCL_TESTS_DTYPES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "char": "int8",
+                     "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
+"""nccl-tests' type names that commbench spells otherwise (int and char are nccl-tests' names before NCCL 2); int8,
+bfloat16, ... are the same in both."""
+NCCL_TESTS_TYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+                         "f8e4m3", "f8e5m2")
+"""What -d takes, in nccl-tests' order (src/common.cu test_typenames); `all` runs every one this backend has."""
+NCCL_TESTS_OP_NAMES = ("sum", "prod", "max", "min", "avg")
+"""What -o takes, in nccl-tests' order (test_opnames; mulsum, a PreMulSum, has no torch.distributed op)."""
+
+_NCCL_TESTS_PROGRAM = re.compile(r"(?<![A-Za-z0-9])([a-z_]+?)_perf(?:_mpi)?(?![A-Za-z0-9])")
+
+
+def nccl_tests_program_in(line: str) -> str | None:
+    """The nccl-tests test a line names (./build/all_reduce_perf -b 8 ..., # Collective test starting: ...)."""
+    for match in _NCCL_TESTS_PROGRAM.finditer(line):
+        if match.group(1) in NCCL_TESTS_COLLECTIVES:
+            return match.group(1)
+    return None
+
+
+def nccl_tests_collective_option(text: str) -> str:
+    """--collective as nccl-tests or commbench names it: all_reduce_perf, alltoall, all_to_all, ..."""
+    name = text.strip().removesuffix("_perf")
+    if name in NCCL_TESTS_COLLECTIVES:
+        return NCCL_TESTS_COLLECTIVES[name]
+    if name in NCCL_TESTS_COLLECTIVES.values():
+        return name
+    raise CommbenchError(f"--collective {text!r} is not an nccl-tests test; use one of "
+                         f"{', '.join(sorted(NCCL_TESTS_COLLECTIVES))} (or its _perf program name)")
+
+
+def nccl_tests_dtype(name: str) -> str:
+    """commbench's name of an nccl-tests type (float → float32)."""
+    return NCCL_TESTS_DTYPES.get(name, name)
+
+
+def nccl_tests_type_name(dtype: str) -> str:
+    """The name nccl-tests prints for a commbench dtype (float32 → float)."""
+    return next((name for name, ours in NCCL_TESTS_DTYPES.items() if ours == dtype and name in NCCL_TESTS_TYPE_NAMES),
+                dtype)
+
+
+def nccl_tests_program(collective: str) -> str:
+    """The nccl-tests program of a commbench collective (all_to_all → alltoall_perf)."""
+    return next(name for name, ours in NCCL_TESTS_COLLECTIVES.items() if ours == collective) + "_perf"
+
+
+def nccl_tests_op(collective: str, redop: str) -> str:
+    """The op column of an nccl-tests row in commbench's terms (none for collectives that do not reduce)."""
+    return redop if collective in NCCL_TESTS_REDUCING else NO_OP

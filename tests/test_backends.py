@@ -76,7 +76,8 @@ def test_the_planning_tables_agree_with_torch():
     dtypes. They must agree, or a sweep would be planned with other layouts than it measures."""
     import torch
 
-    from commbench.backends import DTYPE_BYTES, DTYPES, FLOATING_DTYPES
+    from commbench.backends import DTYPES
+    from commbench.names import DTYPE_BYTES, FLOATING_DTYPES
 
     assert set(DTYPE_BYTES) == set(DTYPES) >= FLOATING_DTYPES
     for name, dtype in DTYPES.items():

@@ -2,7 +2,6 @@
 
 import pytest
 
-from commbench import nccl_tests
 from commbench.collectives import COLLECTIVES
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 
@@ -54,13 +53,3 @@ def test_broadcast_factor_is_one():
     collective = COLLECTIVES["broadcast"]
     assert collective.busbw_factor(8) == 1.0
     assert collective.algbw_bytes(collective.layout(MIB, 4, 8), 8) == MIB
-
-
-@pytest.mark.parametrize("world", [1, 2, 3, 8, 64])
-def test_the_nccl_tests_factors_are_the_collectives_own(world):
-    """One fact, one home: the importers' busbw factor of a collective commbench runs is its collective's."""
-    shared = sorted(set(nccl_tests.COLLECTIVES.values()) & set(COLLECTIVES))
-    assert {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "sendrecv"} <= set(
-        shared)
-    for name in shared:
-        assert nccl_tests.factor(name, world) == pytest.approx(COLLECTIVES[name].busbw_factor(world)), name

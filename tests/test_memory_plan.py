@@ -10,10 +10,10 @@ import time
 import pytest
 import torch
 
-from commbench.backends import DTYPE_BYTES
 from commbench.collectives import COLLECTIVES, check_data
 from commbench.errors import CommbenchError
 from commbench.machine import Machine
+from commbench.names import DTYPE_BYTES
 from commbench.sweep.memory_plan import check_fits, largest_fitting_size, need_at, pool_for
 from commbench.sweep.spec import SweepSpec
 from commbench.units import size_text
@@ -82,7 +82,8 @@ def test_the_checks_working_memory_stays_within_its_stated_bound(dtype, op, worl
     torch's profiler attributes each CPU allocation and free to the op that made it (or to a [memory] event outside
     any op); their running sum in time order, which returns to 0 at the end, peaks at most at
     check_data.working_bytes."""
-    from commbench.backends import DTYPES, FLOATING_DTYPES
+    from commbench.backends import DTYPES
+    from commbench.names import FLOATING_DTYPES
 
     buffer = torch.empty(3 * (1 << 20) + 5, dtype=DTYPES[dtype])
     segments = [check_data.Segment(buffer.numel())]

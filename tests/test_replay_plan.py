@@ -5,8 +5,8 @@ broadcasts int64 buffers. No torch, no ranks: the plan is made in the launching 
 
 import pytest
 
-from commbench.backends import DTYPE_BYTES
 from commbench.errors import CommbenchError
+from commbench.names import DTYPE_BYTES
 from commbench.profiling.collective_calls import collective_calls, group_of, message_of
 from commbench.profiling.trace_file import load_trace
 from commbench.replay.plan import load_calls, plan

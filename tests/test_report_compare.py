@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from commbench import store
-from commbench.gate.compare import run_folders
+from commbench.gate.sides import run_folders
 from commbench.runs import load_run
 from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke

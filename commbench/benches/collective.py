@@ -12,6 +12,7 @@ from commbench.names import (
     AUTO,
     BATCH,
     BUILTIN,
+    COLLECTIVE_BENCH,
     COMMBENCH_SOURCE,
     DTYPE_CHOICES,
     DTYPES,
@@ -23,7 +24,7 @@ from commbench.names import (
     REDUCE_OPS,
     TIMING_CHOICES,
 )
-from commbench.nccl_tests import DTYPES as NCCL_TESTS_TYPES
+from commbench.names import NCCL_TESTS_DTYPES as NCCL_TESTS_TYPES
 from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
 
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
@@ -141,7 +142,7 @@ class CollectiveKind(BenchKind):
     Exit codes: 0 all points correct, 1 some point had wrong results, 2 bad input, 3 the run failed.
     """
 
-    name, command, title = "collective", "sweep", "collective sweep (commbench sweep)"
+    name, command, title = COLLECTIVE_BENCH, "sweep", "collective sweep (commbench sweep)"
     options = CollectiveOptions
     bare_suite = "default"
     result_columns, required_columns, sample_columns = RESULT_COLUMNS, REQUIRED_COLUMNS, SAMPLE_COLUMNS

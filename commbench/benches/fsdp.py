@@ -4,13 +4,7 @@ prefetching, wrapping and precision."""
 from dataclasses import dataclass
 
 from commbench.benches.options import option
-from commbench.benches.training import (
-    MODEL_STATE_PLOT,
-    SELFTEST_TRAINING,
-    STEPS_MEMORY_PLOT,
-    TrainingKind,
-    TrainingOptions,
-)
+from commbench.benches.training import SELFTEST_TRAINING, SHARDING_PLOTS, TrainingKind, TrainingOptions
 from commbench.training.accum_sync import ACCUM_SYNCS
 from commbench.training.checkpointing import ACTIVATION_CHECKPOINTING
 from commbench.training.spec import REDUCE_DTYPES
@@ -71,7 +65,7 @@ class FsdpKind(TrainingKind):
     name = command = "fsdp"
     title = "FSDP sweep (commbench fsdp)"
     options = FsdpOptions
-    plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+    plots = SHARDING_PLOTS
     selftest_values = {**SELFTEST_TRAINING, "impls": ("fsdp2",), "reshards": ("true",), "forward_prefetch": (1,),
                        "backward_prefetch": ("1",)}
     """FSDP2 resharding (ZeRO-3) with prefetching."""

@@ -4,13 +4,7 @@ holds measured against the formulas."""
 from dataclasses import dataclass
 
 from commbench.benches.options import option
-from commbench.benches.training import (
-    MODEL_STATE_PLOT,
-    SELFTEST_TRAINING,
-    STEPS_MEMORY_PLOT,
-    TrainingKind,
-    TrainingOptions,
-)
+from commbench.benches.training import SELFTEST_TRAINING, SHARDING_PLOTS, TrainingKind, TrainingOptions
 from commbench.errors import CommbenchError
 
 
@@ -49,7 +43,7 @@ class StrategyKind(TrainingKind):
     name, command = "strategy", "zero"
     title = "strategy sweep (commbench zero)"
     options = StrategyOptions
-    plots = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+    plots = SHARDING_PLOTS
     selftest_values = {**SELFTEST_TRAINING, "strategies": ("zero1", "zero2")}
     """ZeRO-1 (ZeroRedundancyOptimizer) next to ZeRO-2."""
 

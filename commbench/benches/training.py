@@ -54,6 +54,8 @@ ADDED_COLUMNS = (*RATE_COLUMNS, "first_bucket_mb", *EXPOSED_COLUMNS, "compile", 
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "phase", "step", "step_time_ms")
 MODEL_STATE_PLOT = Plot("model_state", "Model state per rank: measured vs predicted")
 STEPS_MEMORY_PLOT = Plot("strategy_steps_memory", "FSDP / strategies: step time, exposed communication, peak memory")
+SHARDING_PLOTS = (STEPS_MEMORY_PLOT, MODEL_STATE_PLOT)
+"""The figures of the sharding sweeps (fsdp, zero): steps and memory per configuration, model state per rank."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,12 +15,12 @@ from commbench.errors import CommbenchError
 def fit(run_dir: Path, as_json: bool) -> None:
     """Fit t = α + S/bandwidth per (collective, impl, backend, world size), weighted by relative error; a fit whose
     R² is below 0.9 is flagged `low`: the line does not describe its points."""
-    from commbench.benches import get_kind
+    from commbench.benches.collective import KIND as COLLECTIVE_KIND
     from commbench.models.alpha_beta import fit_results
     from commbench.models.fit_files import LOW_R2, is_low, write_fits
     from commbench.runs import load_results_of
 
-    fits = fit_results(load_results_of(run_dir, get_kind("collective")))
+    fits = fit_results(load_results_of(run_dir, COLLECTIVE_KIND))
     try:
         written = write_fits(run_dir, fits)
     except OSError as error:  # e.g. a baseline checked out read-only, or a folder where fit.csv goes

@@ -145,11 +145,11 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
 
 def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str, int]:
     """α per ring step and link bandwidth fitted from the run, what they were fitted from, and at how many ranks."""
-    from commbench.benches import get_kind
+    from commbench.benches.collective import KIND as COLLECTIVE_KIND
     from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce  # numpy, scipy
     from commbench.runs import load_results_of  # pandas
 
-    results = load_results_of(run_dir, get_kind("collective"))
+    results = load_results_of(run_dir, COLLECTIVE_KIND)
     fits = [fit for fit in fit_results(results) if fit.collective == "all_reduce" and fit.impl == "builtin"
             and fit.world_size > 1]
     if not fits:

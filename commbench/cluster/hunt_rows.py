@@ -13,6 +13,7 @@ from commbench.cluster.matrix_files import matrix_csv, write_file
 from commbench.cluster.pair_statistics import Samples
 from commbench.measure.bandwidth import busbw_gbps
 from commbench.measure.stats import summarize
+from commbench.names import BUSBW_FACTORS
 from commbench.store import SCHEMA_VERSION
 
 HUNT_FILE = "hunt.json"
@@ -56,9 +57,7 @@ def intra_row(spec, phase: str, node: str, layout, size: int, timed) -> dict:
     row = _row(spec, layout, phase, "all_reduce", node_a=node, ranks_a=layout.ranks_text(node), lanes=ranks,
                size_bytes=size)
     seconds = _timed_columns(row, timed, spec.statistic)
-    from commbench.collectives import COLLECTIVES  # the ranks' side: the registry is not loaded with the CLI
-
-    row["busbw_gbps"] = busbw_gbps(size, seconds, COLLECTIVES["all_reduce"].busbw_factor(ranks))
+    row["busbw_gbps"] = busbw_gbps(size, seconds, BUSBW_FACTORS["all_reduce"](ranks))
     return row
 
 
@@ -71,7 +70,7 @@ def pair_row(spec, phase: str, test: str, pair: tuple[str, str], layout, lanes: 
                ranks_b=layout.ranks_text(b), lanes=lanes, size_bytes=size, verdict=CONTROL if control else "")
     seconds = _timed_columns(row, timed, spec.statistic)
     if test == "bandwidth":
-        row["busbw_gbps"] = busbw_gbps(size, seconds, 1.0)
+        row["busbw_gbps"] = busbw_gbps(size, seconds, BUSBW_FACTORS["sendrecv"](2))
     else:
         row["latency_us"] = seconds * 1e6
     return row

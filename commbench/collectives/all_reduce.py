@@ -10,9 +10,6 @@ class AllReduce(WholeMessageCollective):
     reduces = True
     implementations = ("builtin", "ring")
 
-    def busbw_factor(self, world):
-        return 2 * (world - 1) / world
-
     def ring_spare_elements(self, layout, world):
         """ring.all_reduce: up to two landing pieces for the reduce-scatter phase (one per alternate step), each the
         largest of the n chunks the buffer is cut into; the all-gather phase receives in place."""

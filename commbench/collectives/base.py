@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from commbench.names import busbw_factor
+
 if TYPE_CHECKING:
     import torch
 
@@ -84,7 +86,11 @@ class Collective:
         raise NotImplementedError
 
     def busbw_factor(self, world: int) -> float:
-        raise NotImplementedError
+        """busbw = algbw × this factor at world ranks: the collective's entry in names.BUSBW_FACTORS."""
+        factor = busbw_factor(self.name, world)
+        if factor is None:
+            raise KeyError(f"names.BUSBW_FACTORS has no factor for {self.name} at {world} ranks")
+        return factor
 
     def bus_bytes(self, layout: Layout, world: int) -> float:
         """Bytes each rank sends in a ring algorithm (busbw's numerator): factor × S, e.g. 2(n−1)/n·S for
@@ -216,8 +222,6 @@ class PerRankCollective(Collective):
     def algbw_bytes(self, layout, world):
         return layout.count * world * layout.elt_bytes
 
-    def busbw_factor(self, world):
-        return (world - 1) / world
 
 
 def whole_and_chunk(*, chunk_count: int, world: int, rank: int, inplace: bool, dtype: torch.dtype,

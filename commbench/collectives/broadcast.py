@@ -10,9 +10,6 @@ class Broadcast(WholeMessageCollective):
     name = "broadcast"
     has_root = True
 
-    def busbw_factor(self, world):
-        return 1.0
-
     def builtin(self, buffers, setup):
         import torch.distributed as dist
 

@@ -11,9 +11,6 @@ class Reduce(WholeMessageCollective):
     reduces = True
     has_root = True
 
-    def busbw_factor(self, world):
-        return 1.0
-
     def builtin(self, buffers, setup):
         import torch.distributed as dist
 

@@ -18,9 +18,6 @@ class SendRecv(Collective):
     def algbw_bytes(self, layout, world):
         return layout.count * layout.elt_bytes
 
-    def busbw_factor(self, world):
-        return 1.0
-
     def make_buffers(self, layout, *, inplace, dtype, device, rank, world):
         import torch
 

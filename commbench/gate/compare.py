@@ -25,13 +25,12 @@ complete (failed, or still running / killed), or a row (or bench) the baseline h
 listed; --allow-missing accepts them (a regression still fails). A baseline that is not complete is bad input: the
 gate would measure against a run that is itself in doubt, so it is refused with the advice to re-record it.
 
-How the comparison is shown (table, Markdown, JSON, trust notes) is commbench/gate/compare_output.py.
+Reading the two sides (runs, run sets, suite benches, how each ended, which tool) is commbench/gate/sides.py; how
+the comparison is shown (table, Markdown, JSON, trust notes) is commbench/gate/compare_output.py.
 """
 
 import math
-import re
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -41,7 +40,7 @@ from commbench import store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
-from commbench.gate import run_set
+from commbench.gate import run_set, sides
 from commbench.gate.launch_tests import (
     ALL_ROWS,
     TEST_LAUNCHES,
@@ -54,8 +53,6 @@ from commbench.gate.launch_tests import (
 )
 from commbench.gate.launch_tests import worse_pct as log_change_pct
 from commbench.measure.stats import stored_half_width_pct
-from commbench.names import BUILTIN, COMMBENCH_SOURCE
-from commbench.runs import kind_of
 
 ALPHA = 0.01
 REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
@@ -94,111 +91,7 @@ def parse_threshold(text: str) -> tuple[str, float]:
     return name, percent
 
 
-@dataclass
-class Run:
-    path: Path
-    kind: BenchKind
-    results: pd.DataFrame
-    samples: pd.DataFrame
-    has_samples: bool = True
-    """False for a run imported from a tool that records none (commbench import): its verdicts rest on the
-    threshold alone."""
-
-
-def run_folders(path: Path) -> list[Path]:
-    """The run itself, or the run folders of a run set."""
-    path = Path(path)
-    if path.is_file():
-        raise CommbenchError(f"{path} is a file; pass a run folder (results/<run-id>) or a folder holding several")
-    if (path / store.META_FILE).exists() or not path.is_dir():
-        return [path]
-    folders = sorted(child for child in path.iterdir() if (child / store.META_FILE).exists())
-    if not folders:
-        raise CommbenchError(f"{path} is neither a run folder (no meta.json) nor a folder of runs; pass "
-                             "results/<run-id> or a folder holding several")
-    return folders
-
-
-PLAIN = ""  # the "bench name" of a run that is not a suite
-
-
-def bench_run_sets(path: Path) -> dict[str, list[Path]]:
-    """Run folders by bench: {PLAIN: runs} for a run or a set of runs, {bench: its folder in each suite run} for a
-    suite run or a set of suite runs."""
-    sets: dict[str, list[Path]] = {}
-    for run_dir in run_folders(path):
-        benches = store.suite_bench_dirs(run_dir) if run_dir.is_dir() else None
-        for name, bench_dir in (benches or {PLAIN: run_dir}).items():
-            sets.setdefault(name, []).append(bench_dir)
-    if PLAIN in sets and len(sets) > 1:
-        raise CommbenchError(f"{path} mixes suite runs (commbench run) with single runs; compare like with like")
-    return sets
-
-
-def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool = False) -> Run:
-    """The rows and samples of a run or run set. allow_empty: a run without rows (one that failed or was killed
-    before its first point) reads as no rows, so that the gate can list what it misses."""
-    results, samples, kinds, sampled = [], [], {}, True
-    for launch, run_dir in enumerate(folders or run_folders(path)):
-        kind = kind_of(run_dir)
-        kinds[kind.name] = kind
-        if allow_empty and not (run_dir / store.RESULTS_FILE).exists():
-            continue
-        frame = store.read_results(run_dir, kind)
-        if frame.empty and not allow_empty:
-            raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
-                                 "measured something")
-        results.append(frame.assign(**{LAUNCH_COLUMN: launch}))
-        if store.imported_without_samples(run_dir):
-            sampled = False
-            continue
-        samples.append(store.read_samples(run_dir, kind))
-    if len(kinds) > 1:
-        raise CommbenchError(f"{path} mixes {' and '.join(kinds)} runs; a run set holds one sweep run repeatedly")
-    kind = kinds.popitem()[1]
-    return Run(Path(path), kind, _concat(results, kind.result_columns), _concat(samples, kind.sample_columns),
-               sampled)
-
-
-LAUNCH_COLUMN = "_launch"
-"""Which launch of a run set a result row comes from (its index; a leading _: no results column is named so)."""
-
-
-def _concat(frames: list[pd.DataFrame], columns) -> pd.DataFrame:
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*columns, LAUNCH_COLUMN])
-
-
-def _status_folders(path: Path) -> list[Path]:
-    """Every folder whose meta.json says how a run ended: each run of a set, and each bench of a suite run."""
-    folders = []
-    for run_dir in run_folders(path):
-        folders.append(run_dir)
-        folders += [bench_dir for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values()
-                    if (bench_dir / store.META_FILE).exists()]
-    return folders
-
-
-def _not_complete(path: Path) -> list[tuple[Path, str]]:
-    """(folder, why) for each run under path whose meta.json does not say complete."""
-    found = []
-    for folder in _status_folders(path):
-        meta = store.read_meta(folder)
-        status = meta.get("status")
-        if status != store.STATUS_COMPLETE:
-            reason = f": {meta['reason']}" if meta.get("reason") else ""
-            found.append((folder, f"status {status or 'not recorded'}{reason}"))
-    return found
-
-
-def _check_baseline_complete(baseline_dir: Path) -> None:
-    incomplete = _not_complete(baseline_dir)
-    if incomplete:
-        folder, why = incomplete[0]
-        raise CommbenchError(f"the baseline {folder} is not a complete run ({why}); a gate needs a complete "
-                             "baseline: re-record it")
-
-
-def _samples_of(run: Run, row: pd.Series, metric: Metric) -> list[float]:
+def _samples_of(run: sides.Run, row: pd.Series, metric: Metric) -> list[float]:
     frame = run.samples
     values = frame.loc[run.kind.samples_of(frame, row), metric.samples].dropna().tolist()
     if not values:
@@ -224,7 +117,7 @@ def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | No
     if launch_noise_pct is not None:
         return Floor(launch_noise_pct, "--launch-noise")
     for side, path in (("baseline", baseline_dir), ("new side", new_dir)):
-        folders = run_folders(path)
+        folders = sides.run_folders(path)
         if len(folders) < 2:
             continue
         stored = run_set.stored_noise(path)
@@ -247,8 +140,8 @@ def launch_values(path: Path) -> dict[tuple[str, str], list[float]]:
     """Per row (labelled `[bench] row` in a suite) and metric run_set.json records, the value of each launch of a
     run or run set at path."""
     found = {}
-    for name, folders in bench_run_sets(path).items():
-        run = load_run(path, folders, allow_empty=True)
+    for name, folders in sides.bench_run_sets(path).items():
+        run = sides.load_run(path, folders, allow_empty=True)
         prefix = f"[{name}] " if name else ""
         for row, values in _rows_by_key(run, run.kind.identity).values():
             for metric in _gated_metrics(run.kind):
@@ -261,20 +154,22 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
     """One entry per (row, metric) with a threshold, plus entries for rows (or benches) new, missing or not
     comparable. Suite runs are compared bench by bench; their rows are labelled `bench: row`. launch_noise_pct: the
     launch noise of the floor where a side is a single launch (--launch-noise; launch_floor() says what else)."""
-    base_sets, new_sets = bench_run_sets(baseline_dir), bench_run_sets(new_dir)
-    if (PLAIN in base_sets) != (PLAIN in new_sets):
+    base_sets, new_sets = sides.bench_run_sets(baseline_dir), sides.bench_run_sets(new_dir)
+    if (sides.PLAIN in base_sets) != (sides.PLAIN in new_sets):
         raise CommbenchError(f"cannot compare a suite run with a single run ({baseline_dir} vs {new_dir}); compare "
                              "like with like, or pass the bench's folder inside the suite run")
-    _check_baseline_complete(baseline_dir)
+    sides.check_baseline_complete(baseline_dir)
     floor = launch_floor(baseline_dir, new_dir, launch_noise_pct)
-    entries = [{"row": f"run {folder}", "verdict": INCOMPLETE, "why": why} for folder, why in _not_complete(new_dir)]
+    entries = [{"row": f"run {folder}", "verdict": INCOMPLETE, "why": why}
+               for folder, why in sides.not_complete(new_dir)]
     applied = False
     for name in [*base_sets, *(name for name in new_sets if name not in base_sets)]:
         if name not in new_sets or name not in base_sets:
             verdict, why = (MISSING, "not in the new run") if name not in new_sets else (NEW, "not in the baseline")
             entries.append({"row": f"bench {name}", "verdict": verdict, "why": why})
             continue
-        base, new = load_run(baseline_dir, base_sets[name]), load_run(new_dir, new_sets[name], allow_empty=True)
+        base = sides.load_run(baseline_dir, base_sets[name])
+        new = sides.load_run(new_dir, new_sets[name], allow_empty=True)
         if base.kind is not new.kind:
             raise CommbenchError(f"cannot compare a {base.kind.name} run ({baseline_dir}) with a {new.kind.name} run "
                                  f"({new_dir})" + (f" (bench {name})" if name else ""))
@@ -285,20 +180,21 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
         prefix = f"[{name}] " if name else ""
         entries += [{**entry, "row": prefix + entry["row"]} for entry in _compare_runs(base, new, metrics, floor)]
     if not applied and any(name in new_sets for name in base_sets):
-        kinds = {kind.name: kind for kind in (load_run(baseline_dir, folders).kind for folders in base_sets.values())}
+        loaded = (sides.load_run(baseline_dir, folders) for folders in base_sets.values())
+        kinds = {run.kind.name: run.kind for run in loaded}
         names = ", ".join(dict.fromkeys(name for kind in kinds.values() for name in _metrics(kind)))
         raise CommbenchError(f"no --fail threshold applies to a {' or '.join(sorted(kinds))} run; use {names}")
     return entries
 
 
-def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) -> list[dict]:
+def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], floor: Floor) -> list[dict]:
     kind = base.kind
     identity, comparability = kind.identity, kind.comparability
-    sources = (_sources(base), _sources(new))
+    sources = (sides.sources(base), sides.sources(new))
     across = sources[0] != sources[1] and bool(kind.cross_source_identity)
     if across:  # another tool's rows: join on what both measured, each side's builtin rows in one timing mode
         identity = kind.cross_source_identity
-        base, new = _cross_source_view(base, new), _cross_source_view(new, base)
+        base, new = sides.cross_source_view(base, new), sides.cross_source_view(new, base)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     shared = [key for key in base_rows if key in new_rows]
     launches = {metric.name: Launches.pooled(([base_rows[key][1].get(metric.column, []) for key in shared],
@@ -339,59 +235,7 @@ def _compare_runs(base: Run, new: Run, metrics: dict[str, float], floor: Floor) 
     return _wrong_results(new) + entries
 
 
-def _sources(run: Run) -> str:
-    """The tool(s) a run's rows come from (the source column; commbench for rows written before it)."""
-    if "source" not in run.results.columns:
-        return COMMBENCH_SOURCE
-    return "+".join(sorted(set(run.results["source"].fillna(COMMBENCH_SOURCE).astype(str)))) or COMMBENCH_SOURCE
-
-
-def _cross_source_view(run: Run, other: Run) -> Run:
-    """The rows of a run that meet another tool's: the builtin implementation (what nccl-tests and PARAM time: the
-    library's own call), and where the run timed both ways, the other side's timing mode (imports are batch)."""
-    frame = run.results
-    if "impl" in frame.columns:
-        frame = frame[frame["impl"].astype(str) == BUILTIN]
-    if "timing" in frame.columns and frame["timing"].nunique() > 1:
-        matching = frame[frame["timing"].isin(set(other.results.get("timing", pd.Series(dtype=str))))]
-        frame = matching if not matching.empty else frame[frame["timing"] == frame["timing"].iloc[0]]
-    return Run(run.path, run.kind, frame, run.samples, run.has_samples)
-
-
-def source_notes(baseline_dir: Path, new_dir: Path) -> list[str]:
-    """When a side holds another tool's rows (commbench import): that the two sides time differently, naming each
-    tool's timing method, and that a side without samples is judged by the threshold alone."""
-    sides = {"baseline": _timing_methods(baseline_dir), "new": _timing_methods(new_dir)}
-    notes = []
-    if set(sides["baseline"]) != set(sides["new"]):
-        methods = "; ".join(f"{side} from {source}: {method}" for side, by_source in sides.items()
-                            for source, methods in by_source.items() for method in sorted(methods))
-        notes.append("the two sides come from different tools, which time differently, so a difference may be the "
-                     "timing method as much as the system. Rows are joined on collective, size, dtype, op, placement "
-                     f"and world size (commbench's builtin rows; the matching timing mode where both ran). {methods}")
-    for side, path in (("baseline", baseline_dir), ("new", new_dir)):
-        if any(store.imported_without_samples(folder) for folder in _status_folders(path)
-               if (folder / store.RESULTS_FILE).exists()):
-            notes.append(f"the {side} side was imported from a tool that records no per-iteration samples: its "
-                         "verdicts rest on the threshold alone, without the significance test (p -)")
-    return notes
-
-
-def _timing_methods(path: Path) -> dict[str, set[str]]:
-    """{source: the timing methods its rows name} over every collective run under path."""
-    found: dict[str, set[str]] = {}
-    for folder in _status_folders(path):
-        if not (folder / store.RESULTS_FILE).exists() or not kind_of(folder).cross_source_identity:
-            continue  # a kind whose rows only commbench measures has no other tool's timing to name
-        frame = store.read_results(folder, kind_of(folder))
-        for source, method in zip(frame["source"].fillna(COMMBENCH_SOURCE), frame["timing_method"].fillna("")):
-            # one line per method, not per batch length ("batch: 4 back-to-back calls" and "... 7 ..." alike)
-            method = re.sub(r"\d+(?= back-to-back)", "N", str(method))
-            found.setdefault(str(source), set()).add(method or "not recorded")
-    return found
-
-
-def _wrong_results(run: Run) -> list[dict]:
+def _wrong_results(run: sides.Run) -> list[dict]:
     """Rows of the new side whose check failed: fast but wrong is no pass."""
     if "n_wrong" not in run.results.columns:
         return []
@@ -400,7 +244,7 @@ def _wrong_results(run: Run) -> list[dict]:
             for _, row in wrong.iterrows()]
 
 
-def _rows_by_key(run: Run, identity) -> dict[tuple, tuple[pd.Series, dict[str, list[float]]]]:
+def _rows_by_key(run: sides.Run, identity) -> dict[tuple, tuple[pd.Series, dict[str, list[float]]]]:
     """One row per configuration, with each metric's value in every launch that has the row (by metric column; the
     median where a launch has several rows of one configuration). In a run set, each metric is the median over the
     launches, and so is the CI half-width of each sampled quantity (stored under _ci_key)."""
@@ -414,7 +258,7 @@ def _rows_by_key(run: Run, identity) -> dict[tuple, tuple[pd.Series, dict[str, l
             if metric.column in row.index:
                 by_launch: dict = {}
                 for r in rows:
-                    by_launch.setdefault(r[LAUNCH_COLUMN], []).append(float(r[metric.column]))
+                    by_launch.setdefault(r[sides.LAUNCH_COLUMN], []).append(float(r[metric.column]))
                 values[metric.column] = [statistics.median(found) for found in by_launch.values()]
                 row[metric.column] = float(pd.Series([r[metric.column] for r in rows], dtype=float).median())
         for samples in {metric.samples for metric in run.kind.metrics if metric.samples}:
@@ -457,7 +301,7 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
     return "not in the new run"
 
 
-def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Series], runs: tuple[Run, Run],
+def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Series], runs: tuple[sides.Run, sides.Run],
                     label: str, notes: list[str], values: tuple[list[float], list[float]],
                     launches: Launches | None, floor: Floor) -> dict:
     (old, current), (base, new) = rows, runs

@@ -28,9 +28,8 @@ from commbench.gate.compare import (
     Floor,
     gate_fails,
     gate_line,
-    run_folders,
-    source_notes,
 )
+from commbench.gate.sides import run_folders, source_notes
 from commbench.measure.stats import CONFIDENCE
 
 RUN_SET_LAUNCHES = 3

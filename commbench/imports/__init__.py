@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench import nccl_tests
+from commbench import names
 from commbench.errors import CommbenchError
 from commbench.imports import nccl_tests_json, nccl_tests_text, param_text
 from commbench.imports.model import ImportedFile
@@ -25,6 +25,13 @@ class Source:
     """--collective as the user wrote it → the rows' collective name."""
 
 
+NCCL_TESTS = "nccl-tests"
+NCCL_TESTS_TIMING_METHOD = (
+    "nccl-tests: the wall time of calls_per_sample back-to-back calls after the warm-up, divided by the calls (a mean "
+    "per call), averaged over ranks (its -a 1 default); its busbw follows from that time. samples.csv, where present, "
+    "holds its per-iteration CUDA-event times (max over processes)")
+
+
 def _read_nccl_tests(name: str, sha256: str, text: str, **options) -> ImportedFile:
     reader = nccl_tests_json if nccl_tests_json.looks_like_json(text) else nccl_tests_text
     if reader is nccl_tests_json:
@@ -32,8 +39,8 @@ def _read_nccl_tests(name: str, sha256: str, text: str, **options) -> ImportedFi
     else:
         version, tests = reader.parse(text, name, **options)
     # commbench perf prints nccl-tests' layout from whatever backend it ran on: its own header says which
-    backend, device = reader.written_by_commbench(text) or (nccl_tests.BACKEND, nccl_tests.DEVICE)
-    return ImportedFile(name, sha256, nccl_tests.TOOL, version, backend, device, nccl_tests.TIMING_METHOD, tests)
+    backend, device = reader.written_by_commbench(text) or (names.NCCL, names.CUDA)
+    return ImportedFile(name, sha256, NCCL_TESTS, version, backend, device, NCCL_TESTS_TIMING_METHOD, tests)
 
 
 def _read_param(name: str, sha256: str, text: str, **options) -> ImportedFile:
@@ -44,7 +51,7 @@ def _read_param(name: str, sha256: str, text: str, **options) -> ImportedFile:
 
 
 SOURCES = {
-    "nccl-tests": Source("nccl-tests", _read_nccl_tests, nccl_tests.factor, nccl_tests.collective_option),
+    NCCL_TESTS: Source(NCCL_TESTS, _read_nccl_tests, names.busbw_factor, names.nccl_tests_collective_option),
     "param": Source("param", _read_param, param_text.factor, lambda text: text.strip()),
 }
 

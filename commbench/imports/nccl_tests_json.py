@@ -6,7 +6,7 @@ out_of_bounds and average_bus_bandwidth."""
 import json
 from typing import cast
 
-from commbench import nccl_tests as names
+from commbench import names
 from commbench.errors import CommbenchError
 from commbench.imports.figures import check_busbw, mean_agrees, number
 from commbench.imports.model import ImportedRow, ImportedTest
@@ -53,13 +53,13 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
 
 def _read(document: dict, file_name: str, collective: str | None, world_size: int | None):
     config = document["config"]
-    test_name = next(filter(None, map(names.program_in, document.get("args") or [])), None)
+    test_name = next(filter(None, map(names.nccl_tests_program_in, document.get("args") or [])), None)
     if test_name is None and collective is None:
         raise CommbenchError(f"{file_name}: its args name no *_perf program; pass --collective NAME")
-    if test_name is not None and collective is not None and names.collective_of(test_name) != collective:
+    if test_name is not None and collective is not None and names.NCCL_TESTS_COLLECTIVES[test_name] != collective:
         raise CommbenchError(f"{file_name}: --collective {collective} but its args run {test_name}_perf; drop "
                              "--collective (the file's name is used)")
-    name = names.collective_of(test_name) if test_name else collective
+    name = names.NCCL_TESTS_COLLECTIVES[test_name] if test_name else collective
     assert name is not None  # no *_perf in its args and no --collective raised above
     devices = config.get("devices") or []
     # each process writes one device entry (the first of its GPUs), so ranks = processes × threads × GPUs each
@@ -84,7 +84,8 @@ def _read(document: dict, file_name: str, collective: str | None, world_size: in
             per_iteration = result.get(f"{key}_per_iter") or {}
             test.rows.append(ImportedRow(
                 collective=name, size_bytes=int(result["size"]), count=int(result["count"]),
-                dtype=names.dtype(result["type"]), op=names.op(name, result["redop"]), inplace=inplace,
+                dtype=names.nccl_tests_dtype(result["type"]), op=names.nccl_tests_op(name, result["redop"]),
+                inplace=inplace,
                 time_us=number(time_text), algbw_gbps=number(_text(figures["alg_bw"])),
                 busbw_gbps=number(_text(figures["bus_bw"])),
                 printed={"time_us": time_text, "busbw_gbps": _text(figures["bus_bw"])},
@@ -96,8 +97,8 @@ def _read(document: dict, file_name: str, collective: str | None, world_size: in
             busbw_texts.append(_text(figures["bus_bw"]))
     _closing(test, document, busbw_texts, file_name)
     # world_size is None only in a file whose devices and config give 0 ranks, without --world-size
-    check_busbw(test, lambda collective_name: names.factor(collective_name, cast(int, test.world_size)),
-                names.why_no_factor)
+    check_busbw(test, lambda collective_name: names.busbw_factor(collective_name, cast(int, test.world_size)),
+                names.why_no_busbw_factor)
     return (str(document["nccl_version"]) if document.get("nccl_version") is not None else None), [test]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import cast
 
-from commbench import nccl_tests as names
+from commbench import names
 from commbench.errors import CommbenchError
 from commbench.imports.figures import check_busbw, mean_agrees, number
 from commbench.imports.model import ImportedRow, ImportedTest
@@ -91,7 +91,7 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
             if (rank := _RANK.match(line.strip())) is not None:  # the 2017 layout lists ranks before its table
                 ranks.append(_rank(rank))
             elif "concluded" not in line:  # '# Collective test concluded: X' ends the test before, names no next one
-                named = names.program_in(line) or named
+                named = names.nccl_tests_program_in(line) or named
         else:
             _read_line(current, line, where)
     if current is not None:
@@ -101,7 +101,8 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
                              "followed by result rows); pass nccl-tests' text output, or its -J JSON")
     _set_world_sizes(tests, file_name, world_size)
     for test in tests:
-        check_busbw(test, lambda name, world=test.world_size: names.factor(name, world), names.why_no_factor)
+        check_busbw(test, lambda name, world=test.world_size: names.busbw_factor(name, world),
+                    names.why_no_busbw_factor)
     return version, tests
 
 
@@ -144,7 +145,7 @@ def _open_test(line: str, number_: int, match, named: str | None, collective: st
             found = pattern.search(line)
             settings[key] = int(found.group(1)) if found else None
     if named is not None:
-        name = names.collective_of(named)
+        name = names.NCCL_TESTS_COLLECTIVES[named]
         if collective is not None and collective != name:
             raise CommbenchError(f"{where}: --collective {collective} but the file names {named}_perf for this "
                                  "table; drop --collective (the file's name is used)")
@@ -218,7 +219,8 @@ def _read_row(current: _Open, fields: list[str], where: str) -> None:
             more.update(time_us_min=number(values["i_min"]), time_us_max=number(values["i_max"]))
         test.rows.append(ImportedRow(
             collective=collective, size_bytes=size, count=int(cast(str, key.get("count", key.get("N")))),
-            dtype=names.dtype(key["type"]), op=names.op(collective, key.get("redop", key.get("op", ""))),
+            dtype=names.nccl_tests_dtype(key["type"]),
+            op=names.nccl_tests_op(collective, key.get("redop", key.get("op", ""))),
             inplace=inplace, time_us=number(time_text), algbw_gbps=number(values["algbw"]),
             busbw_gbps=number(values["busbw"]), n_wrong=n_wrong,
             printed={"time_us": time_text, "busbw_gbps": values["busbw"]},

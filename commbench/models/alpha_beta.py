@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from commbench.collectives import COLLECTIVES
 from commbench.errors import CommbenchError
-from commbench.names import PER_ITERATION
+from commbench.names import COLLECTIVE_BENCH, PER_ITERATION, busbw_factor
 
 GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing"]
 """One fit per key: a fit across timing modes would mix two measurements of each size (per-iteration and batch)."""
@@ -108,14 +107,8 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
 
 
 def _busbw_factor(name: str, world: int) -> float:
-    """commbench's factor for what it runs; nccl-tests' for the collectives only an import has (sendrecv, reduce,
-    gather, scatter); NaN where neither gives one."""
-    from commbench.nccl_tests import factor
-
-    collective = COLLECTIVES.get(name)
-    if collective is not None:
-        return collective.busbw_factor(world)
-    found = factor(name, world)
+    """The collective's busbw factor (names.py: commbench's and nccl-tests' collectives); NaN where none is known."""
+    found = busbw_factor(name, world)
     return found if found is not None else float("nan")
 
 
@@ -126,7 +119,7 @@ def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
     if "timing" not in results.columns or results["timing"].isna().any():
         filled = results["timing"] if "timing" in results.columns else pd.Series(None, index=results.index)
         results = results.assign(timing=filled.fillna(PER_ITERATION))
-    usable = results[(results["bench"] == "collective") & np.isfinite(results["time_us_p50"].astype(float))
+    usable = results[(results["bench"] == COLLECTIVE_BENCH) & np.isfinite(results["time_us_p50"].astype(float))
                      & (results["time_us_p50"].astype(float) > 0)]
     for _, rows in usable.groupby(GROUP_KEYS, sort=False):
         if rows["size_bytes"].nunique() >= _MIN_SIZES:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from commbench import nccl_tests
+from commbench import names
 from commbench.errors import CommbenchError
 from commbench.names import BATCH, BUILTIN, RANK_AVERAGES
 from commbench.units import format_bytes
@@ -51,8 +51,8 @@ FLAGS = (
     _flag("-w", "--warmup_iters", "number of warmup iterations (not timed)", "N", "1"),
     _flag("-m", "--agg_iters", "number of operations to aggregate together in each iteration", "N", "1"),
     _flag("-c", "--check", "check iterations: verify the results N times per size (0 = no check)", "N", "1"),
-    _flag("-d", "--datatype", f"datatype: {', '.join(nccl_tests.TYPE_NAMES)} or all", "TYPE", "float"),
-    _flag("-o", "--op", f"reduction: {', '.join(nccl_tests.OP_NAMES)} or all", "OP", "sum"),
+    _flag("-d", "--datatype", f"datatype: {', '.join(names.NCCL_TESTS_TYPE_NAMES)} or all", "TYPE", "float"),
+    _flag("-o", "--op", f"reduction: {', '.join(names.NCCL_TESTS_OP_NAMES)} or all", "OP", "sum"),
     _flag("-r", "--root", "root rank of broadcast and reduce", "RANK", "0"),
     _flag("-a", "--average", "report the time over ranks as 0 rank 0's, 1 their average, 2 the minimum, 3 the "
                              "maximum", "0-3", "1"),
@@ -113,9 +113,9 @@ def collective_of(text: str) -> str:
     from commbench.collectives import COLLECTIVES
 
     name = text.strip().removesuffix("_perf")
-    name = nccl_tests.COLLECTIVES.get(name, name)
+    name = names.NCCL_TESTS_COLLECTIVES.get(name, name)
     if name not in COLLECTIVES:
-        runnable = ", ".join(nccl_tests.program(ours) for ours in COLLECTIVES)
+        runnable = ", ".join(names.nccl_tests_program(ours) for ours in COLLECTIVES)
         raise CommbenchError(f"unknown collective {text!r}; commbench perf runs {runnable} (or their commbench "
                              "names, e.g. all_reduce)")
     return name
@@ -163,7 +163,7 @@ def parse(collective_text: str, values: dict) -> PerfRequest:
     timeout = _whole(text, "-T", lowest=0)
     if timeout:
         options["timeout"] = str(timeout)
-    settings = {"program": nccl_tests.program(collective), "min_bytes": minimum, "max_bytes": maximum,
+    settings = {"program": names.nccl_tests_program(collective), "min_bytes": minimum, "max_bytes": maximum,
                 "step": factor if factor > 1 else step, "step_kind": "factor" if factor > 1 else "bytes",
                 "warmup_iters": int(options["warmup"]), "iters": int(options["batch_calls"]),
                 "agg_iters": int(options["agg_iters"]), "validation": check, "graph": int(options["cuda_graph"]),
@@ -186,10 +186,10 @@ def fit_to(request: PerfRequest, *, backend: str, device: str, nccl_version: tup
     options, notes = dict(request.options), list(request.notes)
     if request.settings["datatype"] == "all":
         kept = [dtype for dtype in options["dtypes"] if not why(dtype, "sum")]
-        notes += [f"-d all: {nccl_tests.type_name(dtype)} left out ({why(dtype, 'sum')})"
+        notes += [f"-d all: {names.nccl_tests_type_name(dtype)} left out ({why(dtype, 'sum')})"
                   for dtype in options["dtypes"] if dtype not in kept]
         notes += [f"-d all: {name} left out (torch's NCCL and gloo backends have no {name} collectives)"
-                  for name in nccl_tests.NO_TORCH_TYPE]
+                  for name in names.UNREDUCED_DTYPES]
         options["dtypes"] = tuple(kept)
     if options["ops"] and request.settings["op"] == "all":
         kept = [op for op in options["ops"] if not any(why(dtype, op) for dtype in options["dtypes"])]
@@ -284,23 +284,25 @@ def _root(text: dict) -> int:
 def _types(value: str) -> tuple[str, ...]:
     flag = BY_SHORT["-d"]
     if value == "all":
-        return tuple(nccl_tests.dtype(name) for name in nccl_tests.TYPE_NAMES if name not in nccl_tests.NO_TORCH_TYPE)
-    if value not in nccl_tests.TYPE_NAMES:
-        ours = {ours: theirs for theirs, ours in nccl_tests.DTYPES.items() if theirs in nccl_tests.TYPE_NAMES}
+        return tuple(names.nccl_tests_dtype(name) for name in names.NCCL_TESTS_TYPE_NAMES
+                     if name not in names.UNREDUCED_DTYPES)
+    if value not in names.NCCL_TESTS_TYPE_NAMES:
+        ours = {ours: theirs for theirs, ours in names.NCCL_TESTS_DTYPES.items()
+                if theirs in names.NCCL_TESTS_TYPE_NAMES}
         hint = f"nccl-tests calls it {ours[value]}" if value in ours else \
-            f"choose {', '.join(nccl_tests.TYPE_NAMES)} or all"
+            f"choose {', '.join(names.NCCL_TESTS_TYPE_NAMES)} or all"
         raise _bad(flag, value, f"not an nccl-tests type; {hint}")
-    if value in nccl_tests.NO_TORCH_TYPE:
+    if value in names.UNREDUCED_DTYPES:
         raise _bad(flag, value, f"torch's NCCL and gloo backends have no {value} collectives; use "
-                                f"{nccl_tests.NO_TORCH_TYPE[value]}")
-    return (nccl_tests.dtype(value),)
+                                f"{names.UNREDUCED_DTYPES[value]}")
+    return (names.nccl_tests_dtype(value),)
 
 
 def _ops(value: str) -> tuple[str, ...]:
     if value == "all":
-        return nccl_tests.OP_NAMES
-    if value not in nccl_tests.OP_NAMES:
+        return names.NCCL_TESTS_OP_NAMES
+    if value not in names.NCCL_TESTS_OP_NAMES:
         hint = " (PreMulSum has no torch.distributed op)" if value == "mulsum" else ""
-        raise _bad(BY_SHORT["-o"], value, f"not an nccl-tests op{hint}; choose {', '.join(nccl_tests.OP_NAMES)} or "
-                                          "all")
+        choices = ", ".join(names.NCCL_TESTS_OP_NAMES)
+        raise _bad(BY_SHORT["-o"], value, f"not an nccl-tests op{hint}; choose {choices} or all")
     return (value,)

@@ -6,10 +6,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from commbench import nccl_tests, store
-from commbench.backends import DTYPE_BYTES
+from commbench import names, store
 from commbench.collectives import get_collective
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
+from commbench.names import DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def read_perf_run(run_dir: Path) -> PerfRun:
                 bodies = {bool(row["inplace"]): _body(row, cycle, samples, iterations)
                           for _, row in rows.iterrows()}
                 first = rows.iloc[0]
-                lines.append(Line(int(size), int(first["count"]), nccl_tests.type_name(str(dtype)),
+                lines.append(Line(int(size), int(first["count"]), names.nccl_tests_type_name(str(dtype)),
                                   _redop(collective, str(op), meta), int(root), cycle,
                                   bodies.get(False), bodies.get(True)))
     return PerfRun(run_dir, meta, collective, lines)

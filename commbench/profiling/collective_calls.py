@@ -12,8 +12,8 @@ tensors, or on CUDA tensors copied to the host) name what gloo ran, not what was
 all-reduce) and record the input only (an all-gather's output goes unseen): a span takes its kind and message from the
 c10d operator that enqueued it (the k-th operator for the k-th span: gloo works its queue in order), where the two
 lists have the same length. algbw = bytes / duration and busbw = algbw × nccl-tests' factor for the collective at its
-group size (commbench/nccl_tests.py), bytes being nccl-tests' size: the larger of the input and output. A call of
-unknown size or kind has no bandwidth. Element sizes are commbench's (backends.DTYPE_BYTES) for the dtypes it runs."""
+group size (commbench/names.py), bytes being nccl-tests' size: the larger of the input and output. A call of
+unknown size or kind has no bandwidth. Element sizes and dtype spellings are names.py's."""
 
 import math
 import re
@@ -21,42 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from commbench.backends import DTYPE_BYTES
-from commbench.nccl_tests import factor as nccl_tests_factor
+from commbench.names import TRACE_COLLECTIVES, TRACE_CPP_TYPES, busbw_factor, element_bytes, trace_dtype
 from commbench.profiling.overlap import classify, enclosing_calls, event_kinds, is_gloo_span
-from commbench.profiling.skew import DTYPE_NAMES
 from commbench.profiling.trace_file import TraceEvents
 
-_KINDS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-          "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv", "alltoall": "all_to_all",
-          "alltoallv": "all_to_all", "alltoallbase": "all_to_all", "gather": "gather", "scatter": "scatter",
-          "send": "send", "recv": "recv", "barrier": "barrier", "allgatherbase": "all_gather",
-          "reducescatterbase": "reduce_scatter", "allgatherintotensor": "all_gather",
-          "reducescattertensor": "reduce_scatter"}
-"""NCCL kernel kinds (AllReduce), gloo span names (all_reduce) and torch collective names (_allgather_base), reduced
-to letters → the collective's name in commbench rows (nccl-tests' where commbench runs none)."""
-_TYPE_NAMES = {"float": "float32", "c10::half": "float16", "c10::bfloat16": "bfloat16", "double": "float64",
-               "long": "int64", "long int": "int64", "int": "int32", "unsigned char": "uint8", "signed char": "int8",
-               "char": "int8", "bool": "bool", "short": "int16", "c10::float8_e4m3fn": "float8_e4m3",
-               "c10::float8_e5m2": "float8_e5m2"}
-"""Older traces' "Input type" (a C++ type name, lower-cased) → commbench's dtype name."""
-_COMMBENCH_SPELLING = {"float8_e4m3fn": "float8_e4m3"}
-"""torch's dtype names that commbench spells otherwise (its e4m3 without infinities, NCCL's ncclFloat8e4m3)."""
-_TRACE_ONLY_BYTES = {"int16": 2, "bool": 1}
-"""Element sizes of dtypes traces can name and commbench does not run (backends.DTYPE_BYTES holds the others)."""
 CUT_RANKS = "..."
 """How Kineto marks a "Process Group Ranks" list it cut (kTruncatLength = 30: "[0, 1, ..., 29, ...]")."""
-
-
-def element_bytes(dtype: str) -> int | None:
-    """Bytes per element of a dtype named as commbench names them; None for one neither table knows."""
-    return DTYPE_BYTES.get(dtype) or _TRACE_ONLY_BYTES.get(dtype)
-
-
-def dtype_name(torch_name) -> str:
-    """commbench's name of the dtype a trace writes as torch does ("Float", "Long", "Float8_e4m3fn", ...)."""
-    name = DTYPE_NAMES.get(str(torch_name), str(torch_name).lower())
-    return _COMMBENCH_SPELLING.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -98,7 +68,7 @@ class Call:
     @property
     def busbw_gbps(self) -> float:
         world = self.group_size
-        factor = nccl_tests_factor(self.kind, world) if world else None
+        factor = busbw_factor(self.kind, world) if world else None
         return self.algbw_gbps * factor if factor is not None else math.nan
 
     def key(self) -> tuple:
@@ -107,7 +77,7 @@ class Call:
 
 def kind_name(raw: str) -> str:
     letters = re.sub(r"[^a-z]", "", raw.lower())
-    return _KINDS.get(letters, raw)
+    return TRACE_COLLECTIVES.get(letters, raw)
 
 
 def message_of(args) -> Message | None:
@@ -116,7 +86,7 @@ def message_of(args) -> Message | None:
     if not isinstance(args, dict):
         return None
     if "In msg nelems" in args:
-        dtype = dtype_name(args.get("dtype"))
+        dtype = trace_dtype(args.get("dtype"))
         elements = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
         size = element_bytes(dtype)
         return Message(elements * size, elements, dtype) if size else None
@@ -124,14 +94,14 @@ def message_of(args) -> Message | None:
     if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0] and isinstance(types, list) \
             and types and (size := _type_bytes(types[0])) and all(isinstance(value, int) for value in dims[0]):
         elements = math.prod(dims[0])
-        dtype = _TYPE_NAMES[str(types[0]).lower()]
+        dtype = TRACE_CPP_TYPES[str(types[0]).lower()]
         return Message(elements * size, elements, dtype)  # size: _type_bytes(types[0]), i.e. element_bytes(dtype)
     return None
 
 
 def _type_bytes(type_name) -> int | None:
     """Bytes per element of an "Input type" entry (a C++ type name); None for what is no known element type."""
-    dtype = _TYPE_NAMES.get(str(type_name).lower())
+    dtype = TRACE_CPP_TYPES.get(str(type_name).lower())
     return element_bytes(dtype) if dtype else None
 
 
@@ -173,7 +143,7 @@ def _asked_kind(ran: str, *argument_sets) -> str:
     for args in argument_sets:
         asked = args.get("Collective name") if isinstance(args, dict) else None
         kind = kind_name(str(asked)) if asked else None
-        if kind is not None and kind in _KINDS.values() and kind not in ("send", "recv", "sendrecv"):
+        if kind is not None and kind in TRACE_COLLECTIVES.values() and kind not in ("send", "recv", "sendrecv"):
             return kind
     return ran
 
@@ -235,7 +205,7 @@ def _enqueuing_operators(trace: TraceEvents, spans) -> dict[int, int]:
     the first of them."""
     operators = [int(i) for i in np.flatnonzero(trace.cat == "cpu_op")
                  if trace.name[i].startswith("c10d::") and kind_name(trace.name[i].removeprefix("c10d::")) in
-                 _KINDS.values() and "barrier" not in trace.name[i]]
+                 TRACE_COLLECTIVES.values() and "barrier" not in trace.name[i]]
     if len(operators) != len(spans):
         return {}
     operators.sort(key=lambda i: trace.ts[i])
@@ -285,7 +255,7 @@ def operator_message(args) -> Message | None:
     if element_type is None:
         return None
     elements = max((_elements(arg) for arg in dims), default=0)
-    dtype = _TYPE_NAMES[str(element_type).lower()]
+    dtype = TRACE_CPP_TYPES[str(element_type).lower()]
     size = element_bytes(dtype)
     assert size is not None  # element_type was chosen for its known size (_type_bytes)
     return Message(elements * size, elements, dtype)
@@ -303,7 +273,7 @@ def _span_message(spans) -> Message | None:
     for span in reversed(spans):
         if span.message is not None:
             size, dtype = span.message
-            name = dtype_name(dtype)
+            name = trace_dtype(dtype)
             element = element_bytes(name)
             return Message(size, size // element if element else 0, name)
     return None

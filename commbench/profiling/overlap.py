@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commbench.names import element_bytes, trace_dtype
 from commbench.profiling import intervals
 from commbench.profiling.trace_file import TraceEvents
 
@@ -52,8 +53,6 @@ device event is one of them when its launch lies inside such an operator on the 
 FSDP_COPY_SPAN = re.compile(r"^FSDP::all_gather(_copy_out)?( \(|$)")
 """FSDP2's record_function spans around an all-gather's copy-in (with the cast of the shards to the parameter dtype,
 outside all_gather_copy_in) and around its copy-out: "FSDP::all_gather (blocks.0)"."""
-_ELEMENT_BYTES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Short": 2, "Byte": 1,
-                  "Char": 1, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
 
 
 @dataclass
@@ -338,8 +337,8 @@ def message_of(args) -> tuple[int, str] | None:
         return None
     elements = max(int(args.get("In msg nelems") or 0), int(args.get("Out msg nelems") or 0))
     dtype = str(args.get("dtype"))
-    element_bytes = _ELEMENT_BYTES.get(dtype)
-    return (elements * element_bytes, dtype) if element_bytes else None
+    size = element_bytes(trace_dtype(dtype))
+    return (elements * size, dtype) if size else None
 
 
 def _message_bytes(args) -> int | None:

@@ -15,14 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from commbench.names import trace_dtype
 from commbench.profiling.overlap import classify, event_kinds, launch_messages, message_of
 from commbench.profiling.trace_file import TraceEvents
 from commbench.profiling.trace_points import TraceGroup, group_by_point, trace_rank
-
-DTYPE_NAMES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Int": "int32",
-                "Long": "int64", "Short": "int16", "Byte": "uint8", "Char": "int8", "Bool": "bool",
-                "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2"}
-"""torch's dtype names in traces (record_param_comms' "dtype") → the names commbench's options and files use."""
 
 SIZE_FROM_TRACE, SIZE_FROM_POINT = "trace", "point"
 
@@ -59,7 +55,7 @@ def calls(trace: TraceEvents, point_keys: dict) -> list[tuple[CallKey, float]]:
         kind = kinds.kind[i]
         message = own.get(int(i)) or launched.get(int(i))
         if message is not None:
-            key = CallKey(kind, message[0], DTYPE_NAMES.get(message[1], message[1].lower()), SIZE_FROM_TRACE)
+            key = CallKey(kind, message[0], trace_dtype(message[1]), SIZE_FROM_TRACE)
         elif collective is not None and _letters(kind) == _letters(collective):
             key = CallKey(kind, point_keys["size_bytes"], point_keys["dtype"], SIZE_FROM_POINT)
         else:

@@ -12,9 +12,8 @@ replay (send/recv, reduce, gather, scatter, a subgroup, a dtype it does not run)
 from dataclasses import dataclass
 from statistics import median
 
-from commbench.backends import DTYPE_BYTES
 from commbench.errors import CommbenchError
-from commbench.names import DTYPES
+from commbench.names import DTYPE_BYTES, DTYPES
 
 REPLAYABLE = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
 _PER_RANK = {"all_gather", "reduce_scatter", "all_to_all"}

@@ -7,6 +7,7 @@ from statistics import median
 
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.stats import summarize
+from commbench.names import busbw_factor
 from commbench.store import SCHEMA_VERSION
 
 KEY_COLUMNS = ("bench", "kind", "size_bytes", "dtype")
@@ -70,8 +71,6 @@ def _times(summary) -> dict:
 
 
 def _busbw(kind: str, size: int, seconds: float, world: int):
-    """busbw with the factor of commbench's own collective (a replayed call is one of them)."""
-    from commbench.collectives import COLLECTIVES  # the ranks' side: the registry is not loaded with the CLI
-
-    collective = COLLECTIVES.get(kind)
-    return busbw_gbps(size, seconds, collective.busbw_factor(world)) if collective and seconds > 0 else None
+    """busbw with the collective's factor (names.BUSBW_FACTORS); None where it has none."""
+    factor = busbw_factor(kind, world)
+    return busbw_gbps(size, seconds, factor) if factor is not None and seconds > 0 else None

@@ -44,7 +44,8 @@ def run_selftest(plan: Plan, run_dir: Path, *, argv: list[str], announce: Callab
     """Run the selected steps one after another into run_dir; a step that fails or times out fails its paths, and
     the steps after it still run (report and compare need the sweep's rows)."""
     from commbench import runinfo
-    from commbench.benches import get_kind, kind_for_command
+    from commbench.benches import kind_for_command
+    from commbench.benches.collective import KIND as COLLECTIVE_KIND
 
     start = time.monotonic()
     document = {**runinfo.launch_meta(argv, run_dir.name), "kind": "selftest",
@@ -80,7 +81,7 @@ def run_selftest(plan: Plan, run_dir: Path, *, argv: list[str], announce: Callab
         _write(run_dir, document)
         raise
 
-    samples = store.read_samples(sweep.run_dir, get_kind("collective")) \
+    samples = store.read_samples(sweep.run_dir, COLLECTIVE_KIND) \
         if sweep.results is not None and (sweep.run_dir / store.SAMPLES_FILE).exists() else None
     checks = verdicts.sweep_checks(plan, sweep, samples)
     checks.append(verdicts.profile_check(plan, runs["profile"], analyze))

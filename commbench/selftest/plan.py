@@ -10,7 +10,7 @@ from commbench.benches import KINDS, kind_for_command
 from commbench.benches.collective import DEFAULT_COLLECTIVES
 from commbench.benches.options import options_of, parse_options
 from commbench.errors import CommbenchError
-from commbench.names import CUDA, GLOO, IMPLEMENTATIONS, NCCL, PER_ITERATION, TIMINGS
+from commbench.names import CUDA, IMPLEMENTATIONS, NCCL, PER_ITERATION, TIMINGS
 
 KIND_STEPS = tuple(kind.command for kind in KINDS.values() if kind.selftest_values is not None)
 """A step per bench kind that gives selftest a small run of its own (BenchKind.selftest_values), named by its
@@ -116,10 +116,6 @@ def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only
         if reason:
             not_applicable[f"{name} {impl}"] = reason
     runnable = [(name, impl) for name, impl in paths if f"{name} {impl}" not in not_applicable]
-    if target.backend == GLOO and target.device == CUDA:
-        reason = ("gloo runs only all_reduce and broadcast on CUDA tensors; FSDP and ZeRO-2/3 shard with "
-                  "all_gather and reduce_scatter (use --backend nccl or --device cpu)")
-        not_applicable.update(fsdp=reason, zero=reason)
 
     large_bytes = LARGE_BYTES[target.device]
     common = {"backend": target.backend, "device": target.device, "nproc": target.nproc,
@@ -137,7 +133,16 @@ def plan_selftest(machine, *, backend: str, device: str, nproc: int | None, only
     wanted = {"sweep": ("sweep", sweep), "profile": ("sweep", profile),
               **{step: (step, {**common, **_selftest_values(step)}) for step in KIND_STEPS}}
     commands = {step: _command(command, values, machine) for step, (command, values) in wanted.items()
-                if step in selected and step not in not_applicable}
+                if step in selected and step not in KIND_STEPS}
+    for step in KIND_STEPS:
+        command, values = wanted[step]
+        try:  # the kind refuses what this target cannot run (gloo on CUDA tensors cannot shard), with its reason
+            resolved = _command(command, values, machine)
+        except CommbenchError as refused:
+            not_applicable[step] = str(refused)
+            continue
+        if step in selected:
+            commands[step] = resolved
     plan = Plan(backend=target.backend, device=target.device, nproc=target.nproc, gpus=machine.gpus,
                 large_bytes=large_bytes, selected=selected, only=tuple(only), timeout_s=timeout_s,
                 commands=commands, not_applicable=not_applicable, collective_paths=paths, profile=profiled)

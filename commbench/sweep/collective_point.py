@@ -11,7 +11,7 @@ from commbench.collectives.base import RunSetup
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.measure.timing import measure
-from commbench.names import COMMBENCH_SOURCE, PER_ITERATION
+from commbench.names import COLLECTIVE_BENCH, COMMBENCH_SOURCE, PER_ITERATION
 from commbench.profiling.capture import capture, trace_file_name
 from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, rank_summary, sample_rows
 from commbench.store import SCHEMA_VERSION
@@ -72,7 +72,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     if noop:  # a figure for no work would read as bandwidth; busbw is 0 by definition (no byte crosses)
         algbw, busbw = math.nan, 0.0
     row = {
-        "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "bench": "collective",
+        "schema_version": SCHEMA_VERSION, "run_id": run.run_id, "bench": COLLECTIVE_BENCH,
         "collective": point.collective, "impl": point.impl, "backend": ctx.backend, "device": ctx.device.type,
         "world_size": ctx.world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
         "size_bytes": layout.size_bytes, "timing": measurement.timing, "count": layout.count, "iters": summary.n,

@@ -17,11 +17,10 @@ not a promise. Imports no torch (planning happens in the launching process).
 
 from dataclasses import dataclass
 
-from commbench.backends import DTYPE_BYTES, FLOATING_DTYPES
 from commbench.collectives import check_data, get_collective
 from commbench.errors import CommbenchError
 from commbench.gpu_mapping import ranks_per_gpu
-from commbench.names import CPU
+from commbench.names import CPU, DTYPE_BYTES, FLOATING_DTYPES
 from commbench.sweep.spec import SweepSpec, impls_for, ops_for, placements_for
 from commbench.units import format_bytes, readable, round_down_to_unit, size_text
 

@@ -4,7 +4,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from commbench import names
-from commbench.backends import DTYPE_BYTES, unsupported_reason
+from commbench.backends import unsupported_reason
 from commbench.bench_kind import Spec
 from commbench.collectives import IMPLEMENTATIONS, get_collective
 from commbench.collectives.base import Layout
@@ -16,6 +16,7 @@ from commbench.names import (
     BLOCKING_MODES,
     CPU,
     CUDA,
+    DTYPE_BYTES,
     GLOO,
     MEAN,
     NO_OP,

@@ -1,0 +1,172 @@
+"""The two sides of a comparison: a run or a run set (a folder of run folders, e.g. from --launches N), each bench of
+a suite run, their rows and samples, how each run ended, and which tools their rows come from (commbench import).
+
+What the gate does with them is commbench/gate/compare.py."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from commbench import store
+from commbench.bench_kind import BenchKind
+from commbench.errors import CommbenchError
+from commbench.names import BUILTIN, COMMBENCH_SOURCE
+from commbench.runs import kind_of
+
+
+@dataclass
+class Run:
+    path: Path
+    kind: BenchKind
+    results: pd.DataFrame
+    samples: pd.DataFrame
+    has_samples: bool = True
+    """False for a run imported from a tool that records none (commbench import): its verdicts rest on the
+    threshold alone."""
+
+
+def run_folders(path: Path) -> list[Path]:
+    """The run itself, or the run folders of a run set."""
+    path = Path(path)
+    if path.is_file():
+        raise CommbenchError(f"{path} is a file; pass a run folder (results/<run-id>) or a folder holding several")
+    if (path / store.META_FILE).exists() or not path.is_dir():
+        return [path]
+    folders = sorted(child for child in path.iterdir() if (child / store.META_FILE).exists())
+    if not folders:
+        raise CommbenchError(f"{path} is neither a run folder (no meta.json) nor a folder of runs; pass "
+                             "results/<run-id> or a folder holding several")
+    return folders
+
+
+PLAIN = ""  # the "bench name" of a run that is not a suite
+
+
+def bench_run_sets(path: Path) -> dict[str, list[Path]]:
+    """Run folders by bench: {PLAIN: runs} for a run or a set of runs, {bench: its folder in each suite run} for a
+    suite run or a set of suite runs."""
+    sets: dict[str, list[Path]] = {}
+    for run_dir in run_folders(path):
+        benches = store.suite_bench_dirs(run_dir) if run_dir.is_dir() else None
+        for name, bench_dir in (benches or {PLAIN: run_dir}).items():
+            sets.setdefault(name, []).append(bench_dir)
+    if PLAIN in sets and len(sets) > 1:
+        raise CommbenchError(f"{path} mixes suite runs (commbench run) with single runs; compare like with like")
+    return sets
+
+
+def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool = False) -> Run:
+    """The rows and samples of a run or run set. allow_empty: a run without rows (one that failed or was killed
+    before its first point) reads as no rows, so that the gate can list what it misses."""
+    results, samples, kinds, sampled = [], [], {}, True
+    for launch, run_dir in enumerate(folders or run_folders(path)):
+        kind = kind_of(run_dir)
+        kinds[kind.name] = kind
+        if allow_empty and not (run_dir / store.RESULTS_FILE).exists():
+            continue
+        frame = store.read_results(run_dir, kind)
+        if frame.empty and not allow_empty:
+            raise CommbenchError(f"{run_dir} has no result rows (an empty or failed run); pass a run that "
+                                 "measured something")
+        results.append(frame.assign(**{LAUNCH_COLUMN: launch}))
+        if store.imported_without_samples(run_dir):
+            sampled = False
+            continue
+        samples.append(store.read_samples(run_dir, kind))
+    if len(kinds) > 1:
+        raise CommbenchError(f"{path} mixes {' and '.join(kinds)} runs; a run set holds one sweep run repeatedly")
+    kind = kinds.popitem()[1]
+    return Run(Path(path), kind, _concat(results, kind.result_columns), _concat(samples, kind.sample_columns),
+               sampled)
+
+
+LAUNCH_COLUMN = "_launch"
+"""Which launch of a run set a result row comes from (its index; a leading _: no results column is named so)."""
+
+
+def _concat(frames: list[pd.DataFrame], columns) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*columns, LAUNCH_COLUMN])
+
+
+def status_folders(path: Path) -> list[Path]:
+    """Every folder whose meta.json says how a run ended: each run of a set, and each bench of a suite run."""
+    folders = []
+    for run_dir in run_folders(path):
+        folders.append(run_dir)
+        folders += [bench_dir for bench_dir in (store.suite_bench_dirs(run_dir) or {}).values()
+                    if (bench_dir / store.META_FILE).exists()]
+    return folders
+
+
+def not_complete(path: Path) -> list[tuple[Path, str]]:
+    """(folder, why) for each run under path whose meta.json does not say complete."""
+    found = []
+    for folder in status_folders(path):
+        meta = store.read_meta(folder)
+        status = meta.get("status")
+        if status != store.STATUS_COMPLETE:
+            reason = f": {meta['reason']}" if meta.get("reason") else ""
+            found.append((folder, f"status {status or 'not recorded'}{reason}"))
+    return found
+
+
+def check_baseline_complete(baseline_dir: Path) -> None:
+    incomplete = not_complete(baseline_dir)
+    if incomplete:
+        folder, why = incomplete[0]
+        raise CommbenchError(f"the baseline {folder} is not a complete run ({why}); a gate needs a complete "
+                             "baseline: re-record it")
+
+
+def sources(run: Run) -> str:
+    """The tool(s) a run's rows come from (the source column; commbench for rows written before it)."""
+    if "source" not in run.results.columns:
+        return COMMBENCH_SOURCE
+    return "+".join(sorted(set(run.results["source"].fillna(COMMBENCH_SOURCE).astype(str)))) or COMMBENCH_SOURCE
+
+
+def cross_source_view(run: Run, other: Run) -> Run:
+    """The rows of a run that meet another tool's: the builtin implementation (what nccl-tests and PARAM time: the
+    library's own call), and where the run timed both ways, the other side's timing mode (imports are batch)."""
+    frame = run.results
+    if "impl" in frame.columns:
+        frame = frame[frame["impl"].astype(str) == BUILTIN]
+    if "timing" in frame.columns and frame["timing"].nunique() > 1:
+        matching = frame[frame["timing"].isin(set(other.results.get("timing", pd.Series(dtype=str))))]
+        frame = matching if not matching.empty else frame[frame["timing"] == frame["timing"].iloc[0]]
+    return Run(run.path, run.kind, frame, run.samples, run.has_samples)
+
+
+def source_notes(baseline_dir: Path, new_dir: Path) -> list[str]:
+    """When a side holds another tool's rows (commbench import): that the two sides time differently, naming each
+    tool's timing method, and that a side without samples is judged by the threshold alone."""
+    sides = {"baseline": timing_methods(baseline_dir), "new": timing_methods(new_dir)}
+    notes = []
+    if set(sides["baseline"]) != set(sides["new"]):
+        methods = "; ".join(f"{side} from {source}: {method}" for side, by_source in sides.items()
+                            for source, methods in by_source.items() for method in sorted(methods))
+        notes.append("the two sides come from different tools, which time differently, so a difference may be the "
+                     "timing method as much as the system. Rows are joined on collective, size, dtype, op, placement "
+                     f"and world size (commbench's builtin rows; the matching timing mode where both ran). {methods}")
+    for side, path in (("baseline", baseline_dir), ("new", new_dir)):
+        if any(store.imported_without_samples(folder) for folder in status_folders(path)
+               if (folder / store.RESULTS_FILE).exists()):
+            notes.append(f"the {side} side was imported from a tool that records no per-iteration samples: its "
+                         "verdicts rest on the threshold alone, without the significance test (p -)")
+    return notes
+
+
+def timing_methods(path: Path) -> dict[str, set[str]]:
+    """{source: the timing methods its rows name} over every collective run under path."""
+    found: dict[str, set[str]] = {}
+    for folder in status_folders(path):
+        if not (folder / store.RESULTS_FILE).exists() or not kind_of(folder).cross_source_identity:
+            continue  # a kind whose rows only commbench measures has no other tool's timing to name
+        frame = store.read_results(folder, kind_of(folder))
+        for source, method in zip(frame["source"].fillna(COMMBENCH_SOURCE), frame["timing_method"].fillna("")):
+            # one line per method, not per batch length ("batch: 4 back-to-back calls" and "... 7 ..." alike)
+            method = re.sub(r"\d+(?= back-to-back)", "N", str(method))
+            found.setdefault(str(source), set()).add(method or "not recorded")
+    return found
