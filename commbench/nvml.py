@@ -19,7 +19,10 @@ def gpu_inventory() -> dict:
                 "name": _text(pynvml.nvmlDeviceGetName(handle)),
                 "memory_total_bytes": int(memory.total),
                 "nvlink_active_links": _active_nvlinks(pynvml, handle),
+                "nvswitch": _links_to_switch(pynvml, handle),
                 "compute_capability": _capability(pynvml, handle),
+                "pcie_gen": _optional(pynvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+                "pcie_width": _optional(pynvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
             })
         return {"available": True, "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()), "gpus": gpus}
     finally:
@@ -34,6 +37,23 @@ def _active_nvlinks(pynvml, handle) -> int:
         except Exception:  # links past the last one, or a GPU without NVLink, raise NotSupported
             break
     return active
+
+
+def _links_to_switch(pynvml, handle) -> bool:
+    """Whether the GPU's first NVLink ends at an NVSwitch (NVML_NVLINK_DEVICE_TYPE_SWITCH), not at another GPU."""
+    switch = getattr(pynvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
+    try:
+        return pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, 0) == switch
+    except Exception:  # no NVLink (NotSupported), or an nvidia-ml-py without the call
+        return False
+
+
+def _optional(pynvml, call: str, handle) -> int | None:
+    """An NVML reading a driver or GPU may lack (NotSupported, or the call missing from nvidia-ml-py): None then."""
+    try:
+        return int(getattr(pynvml, call)(handle))
+    except Exception:
+        return None
 
 
 def _capability(pynvml, handle) -> list[int] | None:

@@ -16,6 +16,7 @@ from commbench.benches import KINDS
 from commbench.cli.bench import bench_command
 from commbench.cli.compare import compare_command
 from commbench.cli.env import env
+from commbench.cli.expect import expect
 from commbench.cli.fit import fit
 from commbench.cli.import_results import import_group
 from commbench.cli.model import model
@@ -85,5 +86,6 @@ def main() -> None:
 
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
-for _command in (perf, run, suites, selftest, env, trace, model, fit, compare_command, report, import_group, slurm):
+for _command in (perf, run, suites, selftest, env, expect, trace, model, fit, compare_command, report, import_group,
+                 slurm):
     main.add_command(_command)

@@ -8,10 +8,16 @@ import click
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def env(as_json: bool) -> None:
-    """Show torch, backends, devices, GPUs (NVML) and the default a bare `commbench sweep` would take."""
+    """Show torch, backends, devices, GPUs (NVML), the default a bare `commbench sweep` would take, and the facts
+    `commbench expect` reads (`--json > facts.json` records them for `--facts`; it measures the host's copy and
+    loopback bandwidth, about 2 s)."""
+    from commbench.expect.probe import facts_here
+    from commbench.expect.table import facts_line
     from commbench.runinfo import environment_report
 
     report = environment_report()
+    facts = facts_here()
+    report["facts"] = facts.to_json()
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -35,3 +41,4 @@ def env(as_json: bool) -> None:
     click.echo(f"default sweep: --backend {default['backend']} --device {default['device']} --nproc {default['nproc']}")
     for name, value in report["env"].items():
         click.echo(f"  {name}={value}")
+    click.echo(f"expected-bandwidth facts: {facts_line(facts)} (commbench expect)")

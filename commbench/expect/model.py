@@ -1,0 +1,260 @@
+"""The busbw a collective should reach at large messages on a machine, from its facts (expect/facts.py), with the
+terms it comes from; and the latency floor NCCL's own model gives.
+
+The reference is NCCL's model: per-link bandwidths from src/graph/topo.h (NVLink by compute capability, PCIe as
+lanes × rate / 80, a NIC as Mb/s / 8000), its NVLS efficiency and its latency constants from src/graph/tuning.cc.
+Where commbench's model differs from NCCL's, MODEL_DIFFERENCES says how and why. Bandwidths are GB/s one way; busbw is
+nccl-tests' (doc/PERFORMANCE.md): what a ring moves over its slowest link, so a ring's busbw is that link's rate.
+
+- One node: the GPU's link (NVLink links × per-link rate, else its PCIe link) bounds every ring. NVLink SHARP (NVLS,
+  NVSwitch with Hopper or newer) all-reduces with each GPU moving S(1 + 1/G) each way instead of 2S(G-1)/G:
+  busbw = link × 2(G-1)/(G+1) × NCCL's NVLS efficiency.
+- Across nodes (N nodes of G GPUs, NET = the node's NICs together): every ring crosses each node boundary once each
+  way, so a ring's busbw ≤ NET. A double binary tree all-reduce sends S out of each node at two nodes, and 2S from
+  three on: busbw ≤ NET × 2(n-1)/n at 2 nodes, NET × (n-1)/n beyond, which is why NCCL's tree (and NVLS-tree) exceed
+  the network figure at two nodes. all_to_all sends S(n-G)/n off each GPU: busbw ≤ NET × (n-1) / (G(n-G)). A
+  sendrecv crosses a node on one GPU's NIC. The expectation is the best algorithm NCCL has for the collective.
+- gloo on CPU: ranks on one host exchange over loopback TCP and reduce in host memory: busbw ≤ min(loopback, memory
+  copy), both measured on the machine (facts); with more ranks than cores they share the cores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from commbench.expect.facts import MachineFacts
+from commbench.names import CPU, CUDA
+
+NVLINK_GBPS = ((10, 40.1), (9, 20.6), (8.6, 12.0), (8, 20.0), (7, 20.0), (6, 18.0))
+"""NCCL's NVLink bandwidth per link by compute capability (src/graph/topo.h SM100/SM90/SM86/SM80/SM70/SM60_NVLINK_BW):
+the highest capability at or below the GPU's."""
+PCIE_100MBPS_PER_LANE = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}
+"""NCCL's PCIe rate per lane in 100 Mb/s by generation (src/graph/topo.cc kvDictPciGen); GB/s = lanes × rate / 80."""
+NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}
+"""NCCL's nvlsEfficiency by architecture (src/graph/tuning.cc): Hopper 0.85, Blackwell 0.74."""
+NCCL_LL_LATENCY_US = {"base": {"tree": 6.8, "ring": 6.6},
+                      "nvlink": {"tree": 0.6, "ring": 0.6}, "pci": {"tree": 1.0, "ring": 1.0},
+                      "net": {"tree": 5.0, "ring": 2.7}}
+"""NCCL's LL-protocol latencies in µs (src/graph/tuning.cc baseLatencies and hwLatencies[NVLINK/PCI/NET]), the
+protocol NCCL uses for the smallest messages."""
+NET_OVERHEAD_US = 1.0
+"""NCCL's per-step network overhead on x86 Intel (getNetOverhead; 2.0 on AMD), a floor on an inter-node ring step."""
+
+MODEL_DIFFERENCES = (
+    "NCCL sizes channels and per-channel bandwidths by searching the topology (src/graph/search.cc); commbench takes "
+    "the whole link (NVLink links × per-link rate, or PCIe) and the node's NICs together, the most those channels "
+    "can reach.",
+    "NCCL's NVLS all-reduce bandwidth is the channel bandwidth × efficiency × 2 × (nChannels-1)/nChannels; commbench "
+    "counts what each GPU moves with multicast, S(1 + 1/G) each way, and applies NCCL's efficiency: 2(G-1)/(G+1) × "
+    "link × efficiency.",
+    "NCCL derates LL and LL128 (×0.5, ×0.92) and tree (×0.92, ×0.85); commbench's figure is the Simple protocol's "
+    "ceiling at large messages, without those factors.",
+    "NCCL's tree at two nodes uses the intra-node bandwidth; commbench bounds it by both the intra-node link and the "
+    "network carrying S each way per node.",
+    "The latency floor is NCCL's LL latency for the algorithm with the lowest one, without the graph's measured "
+    "inter-node latency (unknown from facts).",
+)
+
+SIZE_BOUND_BYTES = 1 << 30
+"""The size at which the table's expected figure is meant: bandwidth-bound on every machine the presets hold."""
+
+
+@dataclass(frozen=True)
+class Term:
+    """One input of the figure: its name, value and unit, and where it comes from."""
+
+    name: str
+    value: float
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Expectation:
+    collective: str
+    nodes: int
+    ranks_per_node: int
+    busbw_gbps: float | None
+    algorithm: str | None = None
+    bound: str | None = None
+    """What limits the figure: NVLink, PCIe, network, loopback TCP, memory copy."""
+    latency_us: float | None = None
+    terms: tuple[Term, ...] = field(default=())
+    why_none: str | None = None
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    def to_json(self) -> dict:
+        return {"collective": self.collective, "nodes": self.nodes, "ranks_per_node": self.ranks_per_node,
+                "expected_busbw_gbps": self.busbw_gbps, "algorithm": self.algorithm, "bound": self.bound,
+                "latency_floor_us": self.latency_us, "why_none": self.why_none,
+                "terms": [vars(term) for term in self.terms]}
+
+
+def nvlink_gbps_per_link(capability: tuple[int, int]) -> float:
+    value = capability[0] + capability[1] / 10
+    return next(gbps for at_least, gbps in NVLINK_GBPS if value >= at_least) if value >= 6 else NVLINK_GBPS[-1][1]
+
+
+def pcie_gbps(generation: int, width: int) -> float:
+    return width * PCIE_100MBPS_PER_LANE[generation] / 80
+
+
+def gpu_link(facts: MachineFacts) -> Term | None:
+    """The bandwidth a GPU has to the others in its node: NVLink links × per-link rate, else its PCIe link."""
+    if facts.nvlink_links and facts.compute_capability:
+        per_link = nvlink_gbps_per_link(facts.compute_capability)
+        major, minor = facts.compute_capability
+        return Term("NVLink", facts.nvlink_links * per_link, "GB/s",
+                    f"{facts.nvlink_links} links × {per_link:g} GB/s (NCCL topo.h, SM{major}{minor})")
+    if facts.pcie_gen in PCIE_100MBPS_PER_LANE and facts.pcie_width:
+        rate = PCIE_100MBPS_PER_LANE[facts.pcie_gen]
+        return Term("PCIe", pcie_gbps(facts.pcie_gen, facts.pcie_width), "GB/s",
+                    f"gen{facts.pcie_gen} x{facts.pcie_width}: {facts.pcie_width} × {rate} / 80 (NCCL topo.cc)")
+    return None
+
+
+def network(facts: MachineFacts) -> Term | None:
+    """The node's NICs together (NCCL: Mb/s / 8000 each)."""
+    if not facts.nic_gbits:
+        return None
+    rates = facts.nic_gbits
+    spelled = f"{len(rates)} × {rates[0]:g}" if len(set(rates)) == 1 else " + ".join(f"{rate:g}" for rate in rates)
+    return Term("network", sum(rates) / 8, "GB/s", f"{spelled} Gb/s / 8 (NCCL: Mb/s / 8000)")
+
+
+def expect(facts: MachineFacts, collective: str, *, nodes: int, ranks_per_node: int,
+           device: str = CUDA) -> Expectation:
+    """The expected busbw at large messages and the latency floor of one collective at this scope."""
+    base = Expectation(collective, nodes, ranks_per_node, busbw_gbps=None)
+    ranks = nodes * ranks_per_node
+    if ranks < 2:
+        return replace(base, why_none="one rank moves nothing between ranks")
+    if device == CPU:
+        return _expect_cpu(facts, base, nodes=nodes, ranks_per_node=ranks_per_node)
+    if not facts.gpus_per_node:
+        return replace(base, why_none=f"the facts of {facts.name} hold no GPUs")
+    if ranks_per_node > facts.gpus_per_node:
+        return replace(base, why_none=f"{ranks_per_node} ranks per node share "
+                           f"{facts.gpus_per_node} GPU(s): the model has one rank per GPU")
+    link = gpu_link(facts)
+    if link is None:
+        return replace(base, why_none="the facts give neither NVLink links nor the PCIe link")
+    net = network(facts) if nodes > 1 else None
+    if nodes > 1 and net is None:
+        return replace(base, why_none="the facts list no network adapters to cross nodes with")
+    candidates = _candidates(facts, collective, link, net, nodes=nodes, per_node=ranks_per_node)
+    if not candidates:
+        return replace(base, why_none=f"no bandwidth model for {collective}")
+    best = max(candidates, key=lambda candidate: candidate.busbw_gbps)
+    return replace(base, busbw_gbps=best.busbw_gbps, algorithm=best.algorithm, bound=best.bound,
+                   terms=(link, *((net,) if net else ()), *best.terms),
+                   latency_us=latency_floor_us(collective, link.name, nodes=nodes, per_node=ranks_per_node))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One algorithm NCCL has for the collective here: its busbw, what bounds it, and the terms beyond the links."""
+
+    algorithm: str
+    busbw_gbps: float
+    bound: str
+    terms: tuple[Term, ...] = ()
+
+
+def _candidates(facts: MachineFacts, collective: str, link: Term, net: Term | None, *, nodes: int,
+                per_node: int) -> list[Candidate]:
+    ranks = nodes * per_node
+    nvls = _nvls(facts, link, per_node) if collective == "all_reduce" else None
+    if net is None:  # one node
+        if collective in ("all_to_all", "sendrecv"):
+            return [Candidate("p2p", link.value, link.name)]
+        return [Candidate("ring", link.value, link.name), *([Candidate("nvls", nvls.value, "NVLS", (nvls,))]
+                                                           if nvls else [])]
+    ring = _bounded("ring", [(link.value, link.name), (net.value, "network")], ())
+    if collective == "all_reduce":
+        tree_net = net.value * 2 * (ranks - 1) / ranks / (1 if nodes == 2 else 2)
+        tree_term = Term("tree over the network", tree_net, "GB/s",
+                         "NET × 2(n-1)/n: each node sends S out at 2 nodes" if nodes == 2 else
+                         "NET × (n-1)/n: each node sends 2S out from 3 nodes on")
+        found = [ring, _bounded("tree", [(link.value, link.name), (tree_net, "network")], (tree_term,))]
+        if nvls:
+            found.append(_bounded("nvls_tree", [(nvls.value, "NVLS"), (tree_net, "network")], (nvls, tree_term)))
+        return found
+    if collective == "all_to_all":
+        off_node = net.value * (ranks - 1) / (per_node * (ranks - per_node))
+        term = Term("all-to-all over the network", off_node, "GB/s", "NET × (n-1) / (G(n-G)): S(n-G)/n leaves each GPU")
+        return [_bounded("p2p", [(link.value, link.name), (off_node, "network")], (term,))]
+    if collective == "sendrecv":
+        one_nic = max(facts.nic_gbits) / 8
+        term = Term("one NIC", one_nic, "GB/s", f"{max(facts.nic_gbits):g} Gb/s / 8: one GPU's send leaves the node")
+        return [_bounded("p2p", [(link.value, link.name), (one_nic, "network")], (term,))]
+    if collective in ("all_gather", "reduce_scatter", "broadcast", "reduce"):
+        return [ring]
+    return []
+
+
+def _bounded(algorithm: str, limits: list[tuple[float, str]], terms: tuple[Term, ...]) -> Candidate:
+    value, bound = min(limits)
+    return Candidate(algorithm, value, bound, terms)
+
+
+def _nvls(facts: MachineFacts, link: Term, per_node: int) -> Term | None:
+    if not (facts.nvls and facts.compute_capability and link.name == "NVLink" and per_node >= 2):
+        return None
+    efficiency = NVLS_EFFICIENCY.get(min(facts.compute_capability[0], 10))
+    if efficiency is None:
+        return None
+    value = link.value * 2 * (per_node - 1) / (per_node + 1) * efficiency
+    return Term("NVLS", value, "GB/s", f"link × 2(G-1)/(G+1) × {efficiency:g} (NCCL nvlsEfficiency), G = {per_node}")
+
+
+def latency_floor_us(collective: str, link: str, *, nodes: int, per_node: int) -> float | None:
+    """NCCL's LL latency (tuning.cc) of the ring, and of the tree for all_reduce, whichever is lower."""
+    if collective in ("all_to_all", "sendrecv"):
+        return None  # NCCL's tuning model times collectives, not point-to-point
+    ranks = nodes * per_node
+    nsteps = 2 * (ranks - 1) if collective == "all_reduce" else ranks - 1 \
+        if collective in ("all_gather", "reduce_scatter") else ranks
+    hw = "nvlink" if link == "NVLink" else "pci"
+    lat = NCCL_LL_LATENCY_US
+    intra = max(lat[hw]["ring"], NET_OVERHEAD_US if nodes > 1 else 0.0)
+    inter_steps = 0 if nodes == 1 else 2 * (nodes - 1) if collective == "all_reduce" else nodes - 1
+    ring = lat["base"]["ring"] + (nsteps - inter_steps) * intra + inter_steps * lat["net"]["ring"]
+    if collective != "all_reduce":
+        return ring
+    inter_tree = lat["net"]["tree"] if nodes > 1 else 0.0
+    tree = lat["base"]["tree"] + 2 * ((per_node - 1) * lat[hw]["tree"] + int(math.log2(nodes)) * inter_tree)
+    return min(ring, tree)
+
+
+def _expect_cpu(facts: MachineFacts, base: Expectation, *, nodes: int, ranks_per_node: int) -> Expectation:
+    if collective_without_cpu_model(base.collective):
+        return replace(base, why_none=f"no gloo model for {base.collective}")
+    terms: list[Term] = []
+    if facts.memcpy_gbps:
+        terms.append(Term("memory copy", facts.memcpy_gbps, "GB/s", "measured: a large numpy copy on this host"))
+    if nodes == 1 and facts.loopback_gbps:
+        share = min(1.0, (facts.cpu_cores or ranks_per_node) / ranks_per_node)
+        terms.append(Term("loopback TCP", facts.loopback_gbps * share, "GB/s",
+                          "measured: 2 processes in a TCP ring on 127.0.0.1, per stream" +
+                          (f", × {share:.2f} for {ranks_per_node} ranks on {facts.cpu_cores} cores"
+                           if share < 1 else "")))
+    if nodes > 1:
+        net = network(facts)
+        if net is None:
+            return replace(base, why_none="the facts list no network adapters")
+        terms.append(net)
+    if not terms:
+        return replace(base, why_none="the facts hold no measured copy or loopback rate; "
+                           "record them with `commbench env --json` on the machine")
+    bound = min(terms, key=lambda term: term.value)
+    return replace(base, busbw_gbps=bound.value, algorithm="gloo ring", bound=bound.name, terms=tuple(terms))
+
+
+def collective_without_cpu_model(collective: str) -> bool:
+    return collective not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all",
+                              "sendrecv")

@@ -1,0 +1,156 @@
+"""The expected-bandwidth model (commbench/expect) on facts recorded from real machines (tests/data/topology,
+tests/data/gpu/h200-1: NCCL topology dumps and nvidia-smi output, with their sources): each expected figure equals
+the arithmetic written out here, from NCCL's constants (src/graph/topo.h, tuning.cc)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from commbench.expect.facts import MachineFacts, read_facts
+from commbench.expect.model import expect, nvlink_gbps_per_link, pcie_gbps
+from commbench.expect.presets import PRESETS, PUBLISHED
+from tests.refusals import assert_refused, invoke
+
+DATA = Path(__file__).parent / "data"
+TOPOLOGY = DATA / "topology"
+
+
+def test_nccls_link_constants():
+    """topo.h: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6, SM100 40.1 GB/s per NVLink; PCIe lanes × rate / 80."""
+    assert [nvlink_gbps_per_link(cc) for cc in [(6, 0), (7, 0), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]] \
+        == [18.0, 20.0, 20.0, 12.0, 12.0, 20.6, 40.1, 40.1]
+    assert (pcie_gbps(3, 16), pcie_gbps(4, 16), pcie_gbps(5, 16), pcie_gbps(5, 8)) == (12.0, 24.0, 48.0, 24.0)
+
+
+def test_an_h100_node_from_its_nccl_topology_dump():
+    """IBM Cloud gx3d H100 (NCCL_TOPO_DUMP_FILE): 8 GPUs, sm 90, 5+5+4+4 links to 4 NVSwitches, 8 NICs of 200 Gb/s."""
+    facts = read_facts(TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml")
+    assert (facts.gpus_per_node, facts.compute_capability, facts.nvlink_links, facts.nvswitch, facts.nvls) == \
+        (8, (9, 0), 18, True, True)
+    assert (facts.pcie_gen, facts.pcie_width, facts.nic_gbits) == (5, 16, (200.0,) * 8)  # width 0 counts as 16
+    link = 18 * 20.6
+    one = {c: expect(facts, c, nodes=1, ranks_per_node=8) for c in ("all_reduce", "all_gather", "all_to_all")}
+    assert one["all_reduce"].busbw_gbps == pytest.approx(link * 2 * 7 / 9 * 0.85)  # NVLS: 490.3
+    assert one["all_reduce"].algorithm == "nvls"
+    assert one["all_gather"].busbw_gbps == pytest.approx(link) and one["all_gather"].algorithm == "ring"
+    assert one["all_to_all"].busbw_gbps == pytest.approx(link)
+    assert one["all_reduce"].latency_us == pytest.approx(min(6.6 + 14 * 0.6, 6.8 + 2 * 7 * 0.6))  # LL ring / tree
+    net = 8 * 200 / 8
+    two = {c: expect(facts, c, nodes=2, ranks_per_node=8) for c in ("all_reduce", "all_gather", "all_to_all",
+                                                                      "sendrecv")}
+    assert two["all_reduce"].busbw_gbps == pytest.approx(net * 2 * 15 / 16)  # NVLS-tree, the network binds: 375
+    assert (two["all_reduce"].algorithm, two["all_reduce"].bound) == ("nvls_tree", "network")
+    assert two["all_gather"].busbw_gbps == pytest.approx(net)  # a ring crosses each node once: 200
+    assert two["all_to_all"].busbw_gbps == pytest.approx(net * 15 / (8 * 8))
+    assert two["sendrecv"].busbw_gbps == pytest.approx(200 / 8)
+    assert two["all_reduce"].latency_us == pytest.approx(min(6.6 + 28 * 1.0 + 2 * 2.7 - 2 * 1.0,
+                                                             6.8 + 2 * (7 * 0.6 + 1 * 5.0)))
+
+
+def test_an_a100_node_from_its_nccl_topology_dump():
+    """SimAI's 8 × A100 SXM4 dump: sm 80, 6 NVSwitches × 2 links, PCIe gen4 x16, 5 NICs of 200 Gb/s; no NVLS."""
+    facts = read_facts(TOPOLOGY / "a100-sxm4-80gb-8gpu_nccl-topo.xml")
+    assert (facts.gpus_per_node, facts.compute_capability, facts.nvlink_links, facts.nvls) == (8, (8, 0), 12, False)
+    one = expect(facts, "all_reduce", nodes=1, ranks_per_node=8)
+    assert (one.busbw_gbps, one.algorithm, one.bound) == (12 * 20.0, "ring", "NVLink")
+    two = expect(facts, "all_reduce", nodes=2, ranks_per_node=8)
+    assert two.busbw_gbps == pytest.approx(min(240, 5 * 200 / 8 * 2 * 15 / 16)) and two.algorithm == "tree"
+    assert expect(facts, "reduce_scatter", nodes=2, ranks_per_node=8).busbw_gbps == pytest.approx(5 * 200 / 8)
+
+
+def test_one_h200_in_a_vm_from_its_own_dump():
+    """This project's H200-1: one GPU on PCIe gen5 (the VM reports width 0), no NVLink, one 10 Gb/s eth0."""
+    facts = read_facts(DATA / "gpu" / "h200-1" / "nccl-topo.xml")
+    assert (facts.gpus_per_node, facts.nvlink_links, facts.pcie_gen, facts.nic_gbits) == (1, 0, 5, (10.0,))
+    assert expect(facts, "all_reduce", nodes=1, ranks_per_node=1).why_none == "one rank moves nothing between ranks"
+    across = expect(facts, "all_reduce", nodes=2, ranks_per_node=1)
+    assert across.busbw_gbps == pytest.approx(min(16 * 240 / 80, 10 / 8 * 2 * 1 / 2)) and across.bound == "network"
+    assert expect(facts, "all_reduce", nodes=1, ranks_per_node=2).why_none.startswith("2 ranks per node share 1 GPU")
+
+
+def test_the_dgx_a100_preset_agrees_with_a_real_dgx_a100():
+    """gengwg/cheatsheets' DGX A100 `nvidia-smi topo -m`: every pair of the 8 GPUs is NV12."""
+    text = (TOPOLOGY / "dgx-a100_nvidia-smi-topo.txt").read_text()
+    gpu_rows = [line.split("\t") for line in text.splitlines() if re.match(r"GPU\d\t", line)]
+    links = {cell.strip() for row in gpu_rows for cell in row[1:9] if cell.strip() != "X"}
+    assert len(gpu_rows) == 8 and links == {"NV12"}
+    preset = PRESETS["dgx-a100"]
+    assert (preset.gpus_per_node, preset.nvlink_links) == (8, 12)
+    assert expect(preset, "all_reduce", nodes=1, ranks_per_node=8).busbw_gbps == 12 * 20.0
+
+
+def test_the_h100_presets_agree_with_a_real_h100_dump():
+    dump = read_facts(TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml")
+    for name in ("dgx-h100", "azure-nd-h100-v5", "aws-p5", "gcp-a3-mega"):
+        preset = PRESETS[name]
+        assert (preset.compute_capability, preset.nvlink_links, preset.nvswitch, preset.nvls, preset.gpus_per_node) \
+            == (dump.compute_capability, dump.nvlink_links, dump.nvswitch, dump.nvls, dump.gpus_per_node), name
+
+
+def test_published_floors_lie_below_the_model():
+    """A health check's floor is a pass mark under what a good node reaches: the model's ceiling is above it."""
+    for figure in PUBLISHED:
+        expected = expect(PRESETS[figure.machine] if figure.machine in PRESETS else PRESETS["dgx-h100"],
+                          figure.collective, nodes=figure.nodes, ranks_per_node=8).busbw_gbps
+        assert expected is not None and expected >= figure.busbw_gbps * (0.99 if figure.kind != "floor" else 1), figure
+
+
+def test_the_cpu_model_is_the_slower_of_loopback_and_copy_shared_by_the_ranks():
+    facts = MachineFacts(name="cpu", cpu_cores=2, memcpy_gbps=10.0, loopback_gbps=2.0)
+    two = expect(facts, "all_reduce", nodes=1, ranks_per_node=2, device="cpu")
+    assert (two.busbw_gbps, two.bound, two.algorithm) == (2.0, "loopback TCP", "gloo ring")
+    assert expect(facts, "all_reduce", nodes=1, ranks_per_node=4, device="cpu").busbw_gbps == 2.0 * 2 / 4
+    slow_copy = MachineFacts(name="cpu", cpu_cores=2, memcpy_gbps=1.0, loopback_gbps=2.0)
+    assert expect(slow_copy, "all_gather", nodes=1, ranks_per_node=2, device="cpu").bound == "memory copy"
+    assert expect(MachineFacts(name="cpu"), "all_reduce", nodes=1, ranks_per_node=2, device="cpu").why_none
+
+
+def test_facts_round_trip_through_env_json(tmp_path):
+    """`commbench env --json` holds the facts `expect --facts` reads; the host's rates are measured (above 0)."""
+    result = invoke(["env", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps(report))
+    facts = read_facts(path)
+    assert facts == MachineFacts.from_json(report["facts"])
+    assert facts.memcpy_gbps > 0 and facts.loopback_gbps > 0 and facts.cpu_cores >= 1
+    shown = invoke(["expect", "--facts", str(path), "--collective", "all_reduce", "--json"])
+    assert shown.exit_code == 0, shown.output
+    [row] = json.loads(shown.stdout)["expectations"]
+    assert row["collective"] == "all_reduce" and (row["expected_busbw_gbps"] or row["why_none"])
+
+
+def test_expect_prints_model_terms_published_figures_and_where_it_differs_from_nccl():
+    result = invoke(["expect", "--machine", "dgx-h100", "--nodes", "2"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "expected busbw (GB/s)" in out and "latency floor (us)" in out
+    assert "NVLink: 370.8 GB/s = 18 links × 20.6 GB/s" in out
+    assert "nccl-tests#212" in out and "azurehpc-health-checks" in out
+    assert "where this model differs from NCCL's" in out
+    assert len([line for line in out.splitlines() if line.startswith("all_reduce ")]) == 2  # 1 node and 2 nodes
+    listed = invoke(["expect", "--machine", "list"])
+    assert listed.exit_code == 0 and all(name in listed.stdout for name in PRESETS)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--machine", "dgx-h1000"], "unknown --machine 'dgx-h1000'"),
+    (["--machine", "dgx-h100", "--facts", "x.json"], "--machine and --facts both"),
+    (["--facts", "no-such.json"], "no-such.json does not exist"),
+    (["--facts", str(TOPOLOGY / "azure-ndv5-h100_nccl-topo.xml")], "holds no <gpu>"),
+    (["--facts", str(TOPOLOGY / "README.md")], "README.md is not JSON"),
+    (["--facts", str(TOPOLOGY)], "is a folder"),
+    (["--machine", "dgx-h100", "--collective", "allreduce"], "unknown allreduce"),
+    (["--machine", "dgx-h100", "--nodes", "0"], "--nodes 0 must be 1 or more"),
+])
+def test_bad_input_is_refused_in_one_line(args, fragment):
+    assert_refused(invoke(["expect", *args]), fragment=fragment)
+
+
+def test_a_cut_topology_dump_is_refused_in_one_line(tmp_path):
+    cut = tmp_path / "topo.xml"
+    cut.write_text((TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml").read_text()[:2000])
+    assert_refused(invoke(["expect", "--facts", str(cut)]), fragment="is not well-formed XML")
