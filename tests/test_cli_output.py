@@ -414,8 +414,9 @@ def test_the_bare_sweep_fits_a_screen_with_a_table_per_collective(printed):
             assert head.count(title) == len(placements), head
         data = out[index + 2:index + 2 + len(rows)]
         assert [int(line.split()[0]) for line in data] == list(rows["size_bytes"])
-        assert all("-" not in line.split() and "<--" not in line for line in data)  # no empty group; no wrong
-        assert all(" ".join(line.split()[10:]) in ("", "noisy", "no CI") for line in data)  # flagged in a word
+        # no empty group (only % of expected is "-", at sizes where latency dominates); no wrong result
+        assert all("-" not in line.split()[:9] + line.split()[10:] and "<--" not in line for line in data)
+        assert all(" ".join(line.split()[11:]) in ("", "noisy", "no CI") for line in data)  # flagged in a word
         avg = out[index + 2 + len(rows)]
         assert avg.startswith("# Avg bus bandwidth: ")
         assert float(avg.split()[4]) == pytest.approx(rows["busbw_gbps"].mean(), abs=5e-4)

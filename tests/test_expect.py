@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from commbench.expect.facts import MachineFacts, read_facts
-from commbench.expect.model import expect, nvlink_gbps_per_link, pcie_gbps
+from commbench.expect import read_facts
+from commbench.expect.facts import MachineFacts
+from commbench.expect.model import NCCL_NVLINK_GBPS, expect, nccl_pcie_gbps, nvlink_gbps_per_link, pcie_gbps
 from commbench.expect.presets import PRESETS, PUBLISHED
 from tests.refusals import assert_refused, invoke
 
@@ -17,11 +18,18 @@ DATA = Path(__file__).parent / "data"
 TOPOLOGY = DATA / "topology"
 
 
-def test_nccls_link_constants():
-    """topo.h: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6, SM100 40.1 GB/s per NVLink; PCIe lanes × rate / 80."""
-    assert [nvlink_gbps_per_link(cc) for cc in [(6, 0), (7, 0), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]] \
-        == [18.0, 20.0, 20.0, 12.0, 12.0, 20.6, 40.1, 40.1]
-    assert (pcie_gbps(3, 16), pcie_gbps(4, 16), pcie_gbps(5, 16), pcie_gbps(5, 8)) == (12.0, 24.0, 48.0, 24.0)
+CAPABILITIES = [(6, 0), (7, 0), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]
+
+
+def test_link_rates_are_the_signaling_rates_and_nccls_are_said_beside():
+    """Per link and direction: NVLink 1 20 GB/s, 2-4 25 (SM86's bridge 112.5 GB/s over 4 links both ways), 5 50;
+    PCIe after line encoding. NCCL's topo.h: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6, SM100 40.1."""
+    assert [nvlink_gbps_per_link(cc) for cc in CAPABILITIES] == [20.0, 25.0, 25.0, 14.0625, 14.0625, 25.0, 50.0, 50.0]
+    assert [nvlink_gbps_per_link(cc, NCCL_NVLINK_GBPS) for cc in CAPABILITIES] == \
+        [18.0, 20.0, 20.0, 12.0, 12.0, 20.6, 40.1, 40.1]
+    assert pcie_gbps(3, 16) == pytest.approx(16 * 8 * 128 / 130 / 8)  # 15.75 GB/s
+    assert pcie_gbps(5, 16) == pytest.approx(16 * 32 * 128 / 130 / 8) and pcie_gbps(5, 8) == pcie_gbps(4, 16)
+    assert (nccl_pcie_gbps(3, 16), nccl_pcie_gbps(4, 16), nccl_pcie_gbps(5, 16)) == (12.0, 24.0, 48.0)
 
 
 def test_an_h100_node_from_its_nccl_topology_dump():
@@ -30,9 +38,9 @@ def test_an_h100_node_from_its_nccl_topology_dump():
     assert (facts.gpus_per_node, facts.compute_capability, facts.nvlink_links, facts.nvswitch, facts.nvls) == \
         (8, (9, 0), 18, True, True)
     assert (facts.pcie_gen, facts.pcie_width, facts.nic_gbits) == (5, 16, (200.0,) * 8)  # width 0 counts as 16
-    link = 18 * 20.6
+    link = 18 * 25.0
     one = {c: expect(facts, c, nodes=1, ranks_per_node=8) for c in ("all_reduce", "all_gather", "all_to_all")}
-    assert one["all_reduce"].busbw_gbps == pytest.approx(link * 2 * 7 / 9 * 0.85)  # NVLS: 490.3
+    assert one["all_reduce"].busbw_gbps == pytest.approx(link * 2 * 7 / 9 * 0.85)  # NVLS: 595
     assert one["all_reduce"].algorithm == "nvls"
     assert one["all_gather"].busbw_gbps == pytest.approx(link) and one["all_gather"].algorithm == "ring"
     assert one["all_to_all"].busbw_gbps == pytest.approx(link)
@@ -54,9 +62,9 @@ def test_an_a100_node_from_its_nccl_topology_dump():
     facts = read_facts(TOPOLOGY / "a100-sxm4-80gb-8gpu_nccl-topo.xml")
     assert (facts.gpus_per_node, facts.compute_capability, facts.nvlink_links, facts.nvls) == (8, (8, 0), 12, False)
     one = expect(facts, "all_reduce", nodes=1, ranks_per_node=8)
-    assert (one.busbw_gbps, one.algorithm, one.bound) == (12 * 20.0, "ring", "NVLink")
+    assert (one.busbw_gbps, one.algorithm, one.bound) == (12 * 25.0, "ring", "NVLink")
     two = expect(facts, "all_reduce", nodes=2, ranks_per_node=8)
-    assert two.busbw_gbps == pytest.approx(min(240, 5 * 200 / 8 * 2 * 15 / 16)) and two.algorithm == "tree"
+    assert two.busbw_gbps == pytest.approx(min(300, 5 * 200 / 8 * 2 * 15 / 16)) and two.algorithm == "tree"
     assert expect(facts, "reduce_scatter", nodes=2, ranks_per_node=8).busbw_gbps == pytest.approx(5 * 200 / 8)
 
 
@@ -66,7 +74,8 @@ def test_one_h200_in_a_vm_from_its_own_dump():
     assert (facts.gpus_per_node, facts.nvlink_links, facts.pcie_gen, facts.nic_gbits) == (1, 0, 5, (10.0,))
     assert expect(facts, "all_reduce", nodes=1, ranks_per_node=1).why_none == "one rank moves nothing between ranks"
     across = expect(facts, "all_reduce", nodes=2, ranks_per_node=1)
-    assert across.busbw_gbps == pytest.approx(min(16 * 240 / 80, 10 / 8 * 2 * 1 / 2)) and across.bound == "network"
+    assert across.busbw_gbps == pytest.approx(min(16 * 32 * 128 / 130 / 8, 10 / 8 * 2 * 1 / 2))
+    assert across.bound == "network"
     assert expect(facts, "all_reduce", nodes=1, ranks_per_node=2).why_none.startswith("2 ranks per node share 1 GPU")
 
 
@@ -78,7 +87,7 @@ def test_the_dgx_a100_preset_agrees_with_a_real_dgx_a100():
     assert len(gpu_rows) == 8 and links == {"NV12"}
     preset = PRESETS["dgx-a100"]
     assert (preset.gpus_per_node, preset.nvlink_links) == (8, 12)
-    assert expect(preset, "all_reduce", nodes=1, ranks_per_node=8).busbw_gbps == 12 * 20.0
+    assert expect(preset, "all_reduce", nodes=1, ranks_per_node=8).busbw_gbps == 12 * 25.0
 
 
 def test_the_h100_presets_agree_with_a_real_h100_dump():
@@ -128,7 +137,7 @@ def test_expect_prints_model_terms_published_figures_and_where_it_differs_from_n
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "expected busbw (GB/s)" in out and "latency floor (us)" in out
-    assert "NVLink: 370.8 GB/s = 18 links × 20.6 GB/s" in out
+    assert "NVLink: 450.0 GB/s = 18 links × 25 GB/s (SM90 signaling rate; NCCL's topo.h counts 20.6: 370.8)" in out
     assert "nccl-tests#212" in out and "azurehpc-health-checks" in out
     assert "where this model differs from NCCL's" in out
     assert len([line for line in out.splitlines() if line.startswith("all_reduce ")]) == 2  # 1 node and 2 nodes

@@ -17,7 +17,8 @@ from tests.report_runs import shared_report_suite
 
 FLAG = "<-- "  # the verbose tables' flags, and a wrong result in the short ones
 SHORT_HEAD = ["size (B)", "count (elements)", "type", "redop", "root", "time (us)", "±CI (%)", "algbw (GB/s)",
-              "busbw (GB/s)", "#wrong"]
+              "busbw (GB/s)", "% of expected", "#wrong"]
+EXPECTED = SHORT_HEAD.index("% of expected")
 
 
 def _collective_row(impl="builtin", size=4096, inplace=False, p50=100.0, lo=95.0, hi=105.0, n_wrong=0):
@@ -42,9 +43,9 @@ def _cells(line: str) -> list[str]:
 
 
 def _short_cells(line: str, placements: int = 1) -> tuple[list[str], str]:
-    """A short table's row: its values (5 key columns, 5 per placement measured) and the flags after them."""
+    """A short table's row: its values (5 key columns, 6 per placement measured) and the flags after them."""
     parts = line.split()
-    columns = 5 + 5 * placements
+    columns = 5 + 6 * placements
     return parts[:columns], " ".join(parts[columns:])
 
 
@@ -94,7 +95,9 @@ def test_the_ci_column_holds_each_medians_half_width(hand_table, short_table):
     assert len(lines) == len(CASES)
     for line in lines:
         values, _ = _short_cells(line)
-        assert len(values) == len(SHORT_HEAD) and "-" not in values  # no column group for the unmeasured in-place
+        assert len(values) == len(SHORT_HEAD)
+        assert values[EXPECTED] == "-"  # the hand-made rows carry no expected busbw
+        assert "-" not in values[:EXPECTED] + values[EXPECTED + 1:]  # no column group for the unmeasured in-place
         assert float(values[5]) == CASES[int(values[0])][0]
         _assert_half_width(values[6], int(values[0]))
 
@@ -162,7 +165,7 @@ def test_the_widest_placement_decides_a_rows_flag():
     short = format_tables(rows)
     [line] = _data_lines(short, "# all_gather (builtin, out-of-place and in-place)")
     values, flags = _short_cells(line, placements=2)
-    assert values[6] == "1.0" and values[10:12] == ["100.00", "20.0"] and flags == "noisy"
+    assert values[6] == "1.0" and values[11:13] == ["100.00", "20.0"] and flags == "noisy"
     assert "1 of 2 points" in short.splitlines()[-1]  # a point is a placement's row: only in-place is noisy
 
 

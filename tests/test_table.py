@@ -11,7 +11,8 @@ from commbench.benches.collective import RESULT_COLUMNS
 from commbench.sweep.table import format_tables
 
 MIB = 1024**2
-AVG = re.compile(r"^# Avg bus bandwidth: (\S+) GB/s \((\d+) results?\); mean busbw ≥ 1 MiB: (.*)$")
+AVG = re.compile(r"^# Avg bus bandwidth: (\S+) GB/s \((\d+) results?\); mean busbw ≥ 1 MiB: (.*?)"
+                 r"(?:; expected: none|; expected \S+ GB/s)?$")
 
 
 def _row(collective="all_gather", size=4096, inplace=False, busbw=1.0, impl="builtin", **extra) -> dict:
@@ -34,7 +35,8 @@ def _blocks(table: str) -> dict[str, list[str]]:
     the short form's noise summary under the last one."""
     blocks = {}
     for block in table.split("\n\n"):
-        lines = [line for line in block.splitlines() if "±CI (%) = half-width" not in line]
+        lines = [line for line in block.splitlines()
+                 if "±CI (%) = half-width" not in line and not line.startswith(("# expected busbw", "# % of expected"))]
         match = re.match(r"# (\w+) \((\w+),", lines[0]) or re.match(r"# (ring vs builtin): (\w+)", lines[0])
         blocks[" ".join(match.groups())] = lines
     return blocks
@@ -94,14 +96,15 @@ def test_a_short_table_has_the_columns_of_the_placements_it_measured():
             "calls, mean over ranks" in title
         assert head.count("time (us)") == head.count("±CI (%)") == head.count("busbw (GB/s)") == 1
         assert "size (B)" in head and "algbw (GB/s)" in head
-        assert len(data) == 2 and all("-" not in line.split() for line in data)
+        assert len(data) == 2 and all(line.split().count("-") == 1 for line in data)  # % of expected: no figure
         assert avg.startswith("# Avg bus bandwidth")
     # both placements measured: two column groups under their names, "-" only where a size lacks one
     title, groups, head, *data, avg = short["reduce_scatter builtin"]
     assert "(builtin, out-of-place and in-place)" in title
     assert groups.split() == ["#", "out-of-place", "in-place"]
     assert head.count("time (us)") == head.count("±CI (%)") == 2
-    assert [line.split().count("-") for line in data] == [0, 0, 0, 5]  # 8 MiB: out of place only
+    # a placement's % of expected is "-" (these rows carry no expected busbw); 8 MiB: out of place only
+    assert [line.split().count("-") for line in data] == [2, 2, 2, 7]
     # verbose: nccl-tests' layout, both groups on every table, "-" for the placement not measured
     verbose = _blocks(format_tables(rows, verbose=True))
     for name in short:
@@ -118,7 +121,7 @@ def test_the_noise_is_said_once_under_all_short_tables():
     summary = [line for line in table.splitlines() if "±CI (%) = half-width" in line]
     assert summary == [table.splitlines()[-1]]
     assert "2 of 3 points (1 without a CI)" in summary[0]
-    flags = [" ".join(line.split()[10:]) for line in table.splitlines() if not line.startswith("#") and line]
+    flags = [" ".join(line.split()[11:]) for line in table.splitlines() if not line.startswith("#") and line]
     assert flags == ["noisy", "no CI", ""]
     tight = format_tables(pd.DataFrame([_row(size=1024)]))
     assert tight.splitlines()[-1].endswith("all 1 points within ±10 %")

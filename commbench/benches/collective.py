@@ -1,7 +1,7 @@
 """Bench kind `collective` (`commbench sweep`): every collective at every message size, checked on every point."""
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
@@ -47,10 +47,13 @@ RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "w
                   "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
                   "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS,
-                  "time_us_max", "time_us_p75", "source", "source_file", "busbw_check", "root")
+                  "time_us_max", "time_us_p75", "source", "source_file", "busbw_check", "root",
+                  "expected_busbw_gbps", "expected_basis")
 """source is commbench for a sweep's rows, the tool for imported ones (commbench import); source_file, busbw_check
 and time_us_p75 are an import's: the file a row came from, whether its printed busbw follows from its size and
-time, and PARAM's p75. root is the root rank of broadcast and reduce, -1 for the others (as nccl-tests prints)."""
+time, and PARAM's p75. root is the root rank of broadcast and reduce, -1 for the others (as nccl-tests prints).
+expected_busbw_gbps is the busbw the machine's topology allows at large messages (commbench expect), expected_basis
+what it rests on or why there is none."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 ITERATION_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "batch", "rank", "iteration", "time_us")
 """--iteration-times: each rank's time per call in each iteration of each batch (nccl-tests -I 1)."""
@@ -151,7 +154,8 @@ class CollectiveKind(BenchKind):
     iteration_columns = ITERATION_COLUMNS
     identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing")
     # runs written before these columns
-    column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE}
+    column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE,
+                       "expected_basis": "none: the run was written before commbench expected bandwidths"}
     # root: the rows of runs written before it leave it empty (broadcast's root was rank 0 then)
     comparability = ("schema_version", "backend", "device", "world_size")
     cross_source_identity = ("bench", "collective", "op", "inplace", "size_bytes", "dtype")
@@ -164,6 +168,7 @@ class CollectiveKind(BenchKind):
     wrong_message = "{n} wrong element(s) in the check (see #wrong); results are not valid"
 
     def resolve(self, options: CollectiveOptions, machine) -> Bench:
+        from commbench.expect.rows import for_sweep
         from commbench.sweep.memory_plan import check_fits
         from commbench.sweep.spec import SweepSpec, placement_notes, plan, size_notes, validate
         from commbench.units import parse_size_spec
@@ -184,6 +189,8 @@ class CollectiveKind(BenchKind):
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
+        expected = for_sweep(machine, device=spec.device, collectives=spec.collectives, nproc=spec.nproc)
+        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
         check_fits(spec, machine)  # the largest point's memory against this machine's, before anything launches
         _check_ops_apply(options.ops, spec.collectives)
         few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
@@ -195,6 +202,9 @@ class CollectiveKind(BenchKind):
         from commbench.sweep.spec import SweepSpec
 
         return SweepSpec.from_json(text)
+
+    def run_meta(self, spec) -> dict:
+        return {"expectation": spec.expectation_document}
 
     def points(self, spec, world):
         from commbench.sweep.spec import plan

@@ -10,13 +10,13 @@ import click
 def env(as_json: bool) -> None:
     """Show torch, backends, devices, GPUs (NVML), the default a bare `commbench sweep` would take, and the facts
     `commbench expect` reads (`--json > facts.json` records them for `--facts`; it measures the host's copy and
-    loopback bandwidth, about 2 s)."""
+    loopback bandwidth, about 2 s, and keeps them for sweeps)."""
     from commbench.expect.probe import facts_here
     from commbench.expect.table import facts_line
     from commbench.runinfo import environment_report
 
     report = environment_report()
-    facts = facts_here()
+    facts = facts_here(refresh=True)
     report["facts"] = facts.to_json()
     if as_json:
         click.echo(json.dumps(report, indent=2))

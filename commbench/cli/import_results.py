@@ -43,16 +43,27 @@ def _command(source: Source) -> click.Command:
                   help="Ranks, for files without the tool's rank lines.")
     @click.option("--partial", is_flag=True,
                   help="Keep the rows of a table that ends without its closing lines (a cut log).")
+    @click.option("--machine", metavar="PRESET", help="The machine that wrote the files, as a preset (commbench expect "
+                  "--machine list): each row gets its expected busbw.")
+    @click.option("--facts", "facts_file", metavar="FILE", help="The machine that wrote the files, as a facts file "
+                  "(`commbench env --json` there) or NCCL's topology dump: each row gets its expected busbw.")
     @run_options
-    def command(files, collective, world_size, partial, out, run_id, quiet, as_json) -> None:
+    def command(files, collective, world_size, partial, machine, facts_file, out, run_id, quiet, as_json) -> None:
+        from commbench.expect import chosen_facts
+        from commbench.expect.rows import for_import
         from commbench.imports import read_file
         from commbench.imports.summary import document, exit_code, summary_lines
-        from commbench.imports.write import write_run
+        from commbench.imports.write import hosts_of, one_world, write_run
 
+        named = chosen_facts(machine, facts_file) if machine or facts_file else None
         options = {"collective": source.collective_option(collective) if collective else None,
                    "world_size": world_size, "partial": partial}
         imported = [read_file(source, path, **options) for path in files]
-        run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor)
+        collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests
+                                         for row in test.rows))
+        expectation = for_import(named, collectives, world=one_world(imported), hosts=len(hosts_of(imported)),
+                                 device=imported[0].device)
+        run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation)
         code = exit_code(imported)
         lines = summary_lines(imported, run_dir)
         if not (quiet or as_json):

@@ -4,9 +4,7 @@ one; `commbench expect --facts FILE` reads it), so a log from elsewhere is judge
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 
 from commbench.errors import CommbenchError
 
@@ -61,27 +59,3 @@ class MachineFacts:
             return cls(**values)
         except TypeError as error:
             raise CommbenchError(f"{where}: {error}; write the file with `commbench env --json`") from None
-
-
-def read_facts(path: Path) -> MachineFacts:
-    """The facts in a file: a facts document, `commbench env --json`'s report (which holds one under "facts"), or
-    NCCL's topology dump (NCCL_TOPO_DUMP_FILE)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        if text.lstrip().startswith("<"):
-            from commbench.expect.nccl_topology import facts_from_topology
-
-            return facts_from_topology(text, name=path.stem, source=str(path))
-        document = json.loads(text)
-    except FileNotFoundError:
-        raise CommbenchError(f"{path} does not exist; write it with `commbench env --json > {path.name}`") from None
-    except IsADirectoryError:
-        raise CommbenchError(f"{path} is a folder; pass a facts file (`commbench env --json`) or NCCL's topology "
-                             "dump") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CommbenchError(f"{path} is not JSON ({type(error).__name__}); write it with `commbench env --json`") \
-            from None
-    if isinstance(document, dict) and isinstance(document.get("facts"), dict):
-        document = document["facts"]
-    return MachineFacts.from_json(document, where=str(path))

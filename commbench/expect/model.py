@@ -1,10 +1,13 @@
 """The busbw a collective should reach at large messages on a machine, from its facts (expect/facts.py), with the
 terms it comes from; and the latency floor NCCL's own model gives.
 
-The reference is NCCL's model: per-link bandwidths from src/graph/topo.h (NVLink by compute capability, PCIe as
-lanes × rate / 80, a NIC as Mb/s / 8000), its NVLS efficiency and its latency constants from src/graph/tuning.cc.
-Where commbench's model differs from NCCL's, MODEL_DIFFERENCES says how and why. Bandwidths are GB/s one way; busbw is
-nccl-tests' (doc/PERFORMANCE.md): what a ring moves over its slowest link, so a ring's busbw is that link's rate.
+The reference is NCCL's model (src/graph/topo.h, topo.cc, tuning.cc): per-link NVLink and PCIe bandwidths, a NIC as
+Mb/s / 8000, its NVLS efficiency and its latency constants. Its per-link figures are effective rates below the links'
+signaling rates (V100: 20 of 25 GB/s), and real runs exceed them (the DGX-2 log in tests/data/imports reaches 123.6
+GB/s all_reduce busbw on 6 V100 links, above NCCL's 6 × 20): a ceiling never below a measurement takes the signaling
+rate, and the terms say NCCL's figure beside it. MODEL_DIFFERENCES lists every way this model differs from NCCL's.
+Bandwidths are GB/s one way; busbw is nccl-tests' (doc/PERFORMANCE.md): what a ring moves over its slowest link, so a
+ring's busbw is that link's rate.
 
 - One node: the GPU's link (NVLink links × per-link rate, else its PCIe link) bounds every ring. NVLink SHARP (NVLS,
   NVSwitch with Hopper or newer) all-reduces with each GPU moving S(1 + 1/G) each way instead of 2S(G-1)/G:
@@ -26,11 +29,19 @@ from dataclasses import dataclass, field, replace
 from commbench.expect.facts import MachineFacts
 from commbench.names import CPU, CUDA
 
-NVLINK_GBPS = ((10, 40.1), (9, 20.6), (8.6, 12.0), (8, 20.0), (7, 20.0), (6, 18.0))
-"""NCCL's NVLink bandwidth per link by compute capability (src/graph/topo.h SM100/SM90/SM86/SM80/SM70/SM60_NVLINK_BW):
-the highest capability at or below the GPU's."""
+NVLINK_GBPS = ((10, 50.0), (9, 25.0), (8.6, 14.0625), (8, 25.0), (7, 25.0), (6, 20.0))
+"""NVLink signaling rate per link and direction by compute capability, the highest capability at or below the GPU's:
+NVLink 1 (P100) 20 GB/s, 2 (V100) and 3 (A100) 25, the RTX 30 bridge (SM86) 112.5 GB/s over 4 links both ways,
+4 (H100/H200) 25, 5 (B200) 50 (NVIDIA's architecture whitepapers: 160/300/600/900/1800 GB/s per GPU both ways)."""
+NCCL_NVLINK_GBPS = ((10, 40.1), (9, 20.6), (8.6, 12.0), (8, 20.0), (7, 20.0), (6, 18.0))
+"""NCCL's NVLink bandwidth per link (src/graph/topo.h SM100/SM90/SM86/SM80/SM70/SM60_NVLINK_BW), said beside."""
+PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 8 * 128 / 130 / 8, 4: 16 * 128 / 130 / 8, 5: 32 * 128 / 130 / 8,
+                      6: 64 * 242 / 256 / 8}
+"""PCIe per lane and direction by generation: the transfer rate after line encoding (8b/10b to gen 2, 128b/130b gen
+3-5, gen 6's FLIT 242/256): gen3 x16 15.75 GB/s, gen4 31.5, gen5 63."""
 PCIE_100MBPS_PER_LANE = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}
-"""NCCL's PCIe rate per lane in 100 Mb/s by generation (src/graph/topo.cc kvDictPciGen); GB/s = lanes × rate / 80."""
+"""NCCL's PCIe rate per lane in 100 Mb/s by generation (src/graph/topo.cc kvDictPciGen; GB/s = lanes × rate / 80),
+said beside."""
 NVLS_EFFICIENCY = {9: 0.85, 10: 0.74}
 """NCCL's nvlsEfficiency by architecture (src/graph/tuning.cc): Hopper 0.85, Blackwell 0.74."""
 NCCL_LL_LATENCY_US = {"base": {"tree": 6.8, "ring": 6.6},
@@ -42,6 +53,10 @@ NET_OVERHEAD_US = 1.0
 """NCCL's per-step network overhead on x86 Intel (getNetOverhead; 2.0 on AMD), a floor on an inter-node ring step."""
 
 MODEL_DIFFERENCES = (
+    "NCCL's per-link bandwidths (topo.h: 20.6 GB/s per H100 link, 20 per A100 or V100 link; PCIe gen5 x16 48 GB/s) "
+    "are effective rates, and real runs exceed them (a DGX-2 reaches 123.6 GB/s on 6 V100 links, above 6 × 20): "
+    "commbench's ceiling takes the signaling rates (25 GB/s per link; PCIe gen5 x16 63 GB/s) and prints NCCL's beside "
+    "them. A measurement typically reaches 75-90 % of it.",
     "NCCL sizes channels and per-channel bandwidths by searching the topology (src/graph/search.cc); commbench takes "
     "the whole link (NVLink links × per-link rate, or PCIe) and the node's NICs together, the most those channels "
     "can reach.",
@@ -94,12 +109,16 @@ class Expectation:
                 "terms": [vars(term) for term in self.terms]}
 
 
-def nvlink_gbps_per_link(capability: tuple[int, int]) -> float:
+def nvlink_gbps_per_link(capability: tuple[int, int], table=NVLINK_GBPS) -> float:
     value = capability[0] + capability[1] / 10
-    return next(gbps for at_least, gbps in NVLINK_GBPS if value >= at_least) if value >= 6 else NVLINK_GBPS[-1][1]
+    return next(gbps for at_least, gbps in table if value >= at_least) if value >= 6 else table[-1][1]
 
 
 def pcie_gbps(generation: int, width: int) -> float:
+    return width * PCIE_GBPS_PER_LANE[generation]
+
+
+def nccl_pcie_gbps(generation: int, width: int) -> float:
     return width * PCIE_100MBPS_PER_LANE[generation] / 80
 
 
@@ -107,13 +126,16 @@ def gpu_link(facts: MachineFacts) -> Term | None:
     """The bandwidth a GPU has to the others in its node: NVLink links × per-link rate, else its PCIe link."""
     if facts.nvlink_links and facts.compute_capability:
         per_link = nvlink_gbps_per_link(facts.compute_capability)
+        nccl = nvlink_gbps_per_link(facts.compute_capability, NCCL_NVLINK_GBPS)
         major, minor = facts.compute_capability
         return Term("NVLink", facts.nvlink_links * per_link, "GB/s",
-                    f"{facts.nvlink_links} links × {per_link:g} GB/s (NCCL topo.h, SM{major}{minor})")
-    if facts.pcie_gen in PCIE_100MBPS_PER_LANE and facts.pcie_width:
-        rate = PCIE_100MBPS_PER_LANE[facts.pcie_gen]
+                    f"{facts.nvlink_links} links × {per_link:g} GB/s (SM{major}{minor} signaling rate; NCCL's topo.h "
+                    f"counts {nccl:g}: {facts.nvlink_links * nccl:.1f})")
+    if facts.pcie_gen in PCIE_GBPS_PER_LANE and facts.pcie_width:
+        nccl = nccl_pcie_gbps(facts.pcie_gen, facts.pcie_width)
         return Term("PCIe", pcie_gbps(facts.pcie_gen, facts.pcie_width), "GB/s",
-                    f"gen{facts.pcie_gen} x{facts.pcie_width}: {facts.pcie_width} × {rate} / 80 (NCCL topo.cc)")
+                    f"gen{facts.pcie_gen} x{facts.pcie_width} after line encoding (NCCL's topo.cc counts "
+                    f"{nccl:g})")
     return None
 
 
@@ -149,7 +171,8 @@ def expect(facts: MachineFacts, collective: str, *, nodes: int, ranks_per_node: 
     candidates = _candidates(facts, collective, link, net, nodes=nodes, per_node=ranks_per_node)
     if not candidates:
         return replace(base, why_none=f"no bandwidth model for {collective}")
-    best = max(candidates, key=lambda candidate: candidate.busbw_gbps)
+    # at a tie the later candidate: NCCL's newer algorithm (NVLS-tree over tree) where the same link binds both
+    _, best = max(enumerate(candidates), key=lambda found: (found[1].busbw_gbps, found[0]))
     return replace(base, busbw_gbps=best.busbw_gbps, algorithm=best.algorithm, bound=best.bound,
                    terms=(link, *((net,) if net else ()), *best.terms),
                    latency_us=latency_floor_us(collective, link.name, nodes=nodes, per_node=ranks_per_node))

@@ -5,7 +5,6 @@ them (src/graph/topo.cc, src/graph/xml.cc)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
-from pathlib import Path
 
 from commbench.errors import CommbenchError
 from commbench.expect.facts import MachineFacts
@@ -47,6 +46,3 @@ def facts_from_topology(text: str, *, name: str, source: str) -> MachineFacts:
         sources=(f"{source}: NCCL's topology dump (<gpu sm>, <nvlink count tclass>, <pci link_speed link_width>, "
                  "<net speed> in Mb/s)",))
 
-
-def read_topology(path: Path) -> MachineFacts:
-    return facts_from_topology(Path(path).read_text(encoding="utf-8"), name=Path(path).stem, source=str(path))

@@ -3,6 +3,8 @@ bandwidth, measured here once per call (about a second)."""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import re
 import socket
@@ -21,7 +23,13 @@ ever slows a copy down."""
 _IB_RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec")
 
 
-def facts_here(*, measure: bool = True) -> MachineFacts:
+CACHE_DIR_ENV = "COMMBENCH_CACHE_DIR"
+"""Where the host's measured rates are kept [default: ~/.cache/commbench]."""
+
+
+def facts_here(*, measure: bool = True, refresh: bool = False) -> MachineFacts:
+    """measure: read the host's copy and loopback rates (measured once per machine and kept in the cache; refresh
+    measures them again, as `commbench env` does)."""
     from commbench import nvml
     from commbench.machine import usable_cpus
 
@@ -34,9 +42,9 @@ def facts_here(*, measure: bool = True) -> MachineFacts:
                        "generation and width (GPU 0)")
     copy = loopback = None
     if measure:
-        copy, loopback = memcpy_gbps(), loopback_gbps()
-        sources.append(f"measured: the fastest of {REPEATS} copies of {COPY_BYTES >> 20} MiB, and of {REPEATS} "
-                       f"exchanges of {LOOPBACK_BYTES >> 20} MiB in a 2-process TCP ring on 127.0.0.1")
+        copy, loopback, measured = host_rates(refresh=refresh)
+        sources.append(f"measured {measured}: the fastest of {REPEATS} copies of {COPY_BYTES >> 20} MiB, and of "
+                       f"{REPEATS} exchanges of {LOOPBACK_BYTES >> 20} MiB in a 2-process TCP ring on 127.0.0.1")
     return MachineFacts(
         name=socket.gethostname(), gpu=first.get("name"),
         compute_capability=tuple(first["compute_capability"]) if first.get("compute_capability") else None,
@@ -46,6 +54,33 @@ def facts_here(*, measure: bool = True) -> MachineFacts:
         first["compute_capability"][0] >= 9,
         pcie_gen=first.get("pcie_gen"), pcie_width=first.get("pcie_width"), nic_gbits=tuple(nics),
         cpu_cores=usable_cpus(), memcpy_gbps=copy, loopback_gbps=loopback, sources=tuple(sources))
+
+
+def host_rates(*, refresh: bool = False) -> tuple[float, float, str]:
+    """(copy GB/s, loopback GB/s, when) of this host: from the cache when it holds this host's, else measured now and
+    kept (a lock makes concurrent sweeps measure once)."""
+    from commbench.machine import usable_cpus
+
+    folder = Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "commbench")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"host-rates-{socket.gethostname()}.json"
+    cores = usable_cpus()
+    with open(folder / (path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not refresh:
+            try:
+                kept = json.loads(path.read_text(encoding="utf-8"))
+                if kept.get("cores") == cores:
+                    return float(kept["memcpy_gbps"]), float(kept["loopback_gbps"]), f"on {kept['date']} ({path})"
+            except (OSError, ValueError, KeyError, TypeError):
+                pass  # none kept, or unreadable: measure
+        copy, loopback = memcpy_gbps(), loopback_gbps()
+        date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps({"memcpy_gbps": copy, "loopback_gbps": loopback, "cores": cores,
+                                       "date": date}), encoding="utf-8")
+        partial.replace(path)
+    return copy, loopback, f"on {date}"
 
 
 def network_adapters(root: Path = Path("/sys/class")) -> tuple[list[float], str]:

@@ -14,6 +14,7 @@ import commbench
 from commbench import store
 from commbench.benches.collective import KIND
 from commbench.errors import CommbenchError
+from commbench.expect.rows import RunExpectation
 from commbench.imports.model import ImportedFile, ImportedRow
 from commbench.names import BATCH, BUILTIN
 from commbench.runinfo import utc_now
@@ -21,9 +22,11 @@ from commbench.runinfo import utc_now
 STOP_REASON = "imported"
 
 
-def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, factor) -> Path:
-    """factor(collective, world) → the busbw factor, or None: the bytes each rank sends under the ring model."""
-    world = _one_world(files)
+def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, factor,
+              expectation: RunExpectation) -> Path:
+    """factor(collective, world) → the busbw factor, or None: the bytes each rank sends under the ring model;
+    expectation: the expected busbw of each collective on the machine that wrote the files (commbench expect)."""
+    world = one_world(files)
     tool = files[0].tool
     run_dir = store.create_run_dir(out, run_id, prefix=f"import-{tool}-")
     try:
@@ -31,21 +34,21 @@ def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, facto
         for imported in files:
             for test in imported.tests:
                 for row in test.rows:
-                    rows.append(_row(row, imported, world, run_dir.name, factor))
+                    rows.append(_row(row, imported, world, run_dir.name, factor, expectation))
                     samples += [{**_keys(rows[-1]), "schema_version": store.SCHEMA_VERSION,
                                  "run_id": run_dir.name, "iteration": iteration, "time_us": time_us}
                                 for iteration, time_us in enumerate(row.samples_us)]
         _write_rows(run_dir / store.RESULTS_FILE, KIND.result_columns, rows)
         if samples:
             _write_rows(run_dir / store.SAMPLES_FILE, KIND.sample_columns, samples)
-        store.write_meta(run_dir, _meta(files, world, run_dir.name))
+        store.write_meta(run_dir, {**_meta(files, world, run_dir.name), "expectation": expectation.document})
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # a half-written import is worth nothing; its files are intact
         raise
     return run_dir
 
 
-def _one_world(files: list[ImportedFile]) -> int | None:
+def one_world(files: list[ImportedFile]) -> int | None:
     sizes = {test.world_size for imported in files for test in imported.tests}
     if len(sizes) > 1:
         by_file = "; ".join(f"{imported.name}: {imported.tests[0].world_size}" for imported in files)
@@ -58,7 +61,8 @@ def _one_world(files: list[ImportedFile]) -> int | None:
     return sizes.pop()
 
 
-def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: str, factor) -> dict:
+def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: str, factor,
+         expectation: RunExpectation) -> dict:
     busbw_factor = factor(row.collective, world)
     values = {
         "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": KIND.name, "collective": row.collective,
@@ -71,7 +75,7 @@ def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: st
         "bytes_source": "model" if busbw_factor is not None else None, "n_wrong": row.n_wrong,
         "calls_per_sample": row.calls_per_sample, "timing_method": imported.timing_method, "note": row.note,
         "source": imported.tool, "source_file": imported.name, "busbw_check": row.busbw_check,
-        **row.more_times_us,
+        **row.more_times_us, **expectation.columns(row.collective),
     }
     return {column: _cell(values.get(column)) for column in KIND.result_columns}
 
@@ -93,8 +97,8 @@ def _write_rows(path: Path, columns, rows: list[dict]) -> None:
 
 
 def _meta(files: list[ImportedFile], world: int | None, run_id: str) -> dict:
+    hosts = hosts_of(files)
     ranks = [rank for imported in files for test in imported.tests[:1] for rank in test.ranks]
-    hosts = list(dict.fromkeys(rank["host"] for rank in ranks))
     gpus = Counter(rank.get("gpu") for rank in ranks if rank.get("gpu"))
     first = files[0]
     source = {
@@ -120,6 +124,12 @@ def _meta(files: list[ImportedFile], world: int | None, run_id: str) -> dict:
                                                        for imported in files),
         "source": source,
     }
+
+
+def hosts_of(files: list[ImportedFile]) -> list[str]:
+    """The hosts the files' rank lines name, in order (none for files without rank lines)."""
+    ranks = [rank for imported in files for test in imported.tests[:1] for rank in test.ranks]
+    return list(dict.fromkeys(rank["host"] for rank in ranks))
 
 
 def _closing(closing: dict) -> dict:

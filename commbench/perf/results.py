@@ -66,6 +66,8 @@ class PerfRun:
     meta: dict
     collective: str
     lines: list[Line]
+    expected: tuple[float, str] | None = None
+    """The expected busbw of the collective here and what it rests on (commbench expect), None where it has none."""
 
     @property
     def settings(self) -> dict:
@@ -107,7 +109,14 @@ def read_perf_run(run_dir: Path) -> PerfRun:
                 lines.append(Line(int(size), int(first["count"]), names.nccl_tests_type_name(str(dtype)),
                                   _redop(collective, str(op), meta), int(root), cycle,
                                   bodies.get(False), bodies.get(True)))
-    return PerfRun(run_dir, meta, collective, lines)
+    return PerfRun(run_dir, meta, collective, lines, _expected(results.iloc[0]))
+
+
+def _expected(row) -> tuple[float, str] | None:
+    value = row.get("expected_busbw_gbps")
+    if value is None or math.isnan(float(value)):
+        return None
+    return float(value), str(row.get("expected_basis") or "")
 
 
 def _redop(collective: str, op: str, meta: dict) -> str:

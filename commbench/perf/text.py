@@ -50,8 +50,21 @@ def nccl_tests_text(run: PerfRun, *, notes: Sequence[str] = ()) -> str:
     errors = run.out_of_bounds
     lines += [f"# {'Out of bounds values':<20} : {errors} {'FAILED' if errors else 'OK'}",
               f"# {'Avg bus bandwidth':<20} : {_g(run.average_busbw_gbps)} ",
+              *_expected_lines(run),
               "#", f"# Collective test concluded: {program}", "#", ""]
     return "\n".join(lines)
+
+
+def _expected_lines(run: PerfRun) -> list[str]:
+    """commbench's addition under nccl-tests' closing lines: the busbw this machine's topology allows (commbench
+    expect), and the largest size's share of it."""
+    if run.expected is None:
+        return []
+    expected, basis = run.expected
+    largest = max(run.lines, key=lambda line: line.size_bytes, default=None)
+    bodies = [body.busbw_gbps for body in largest.bodies] if largest else []
+    share = f"; the largest size reaches {100 * max(bodies) / expected:.0f} %" if bodies and expected > 0 else ""
+    return [f"# commbench: expected busbw {_g(expected)} GB/s ({basis}){share}"]
 
 
 def _settings_line(settings: dict) -> str:

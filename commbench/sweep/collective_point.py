@@ -8,6 +8,7 @@ from commbench.backends import DTYPES
 from commbench.bench_kind import Measured, RankRun
 from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
+from commbench.expect.rows import RunExpectation
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.measure.timing import measure
@@ -91,6 +92,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         "time_us_max": summary.max, "time_us_p75": None,
         "source": COMMBENCH_SOURCE, "source_file": "", "busbw_check": "",
         "root": spec.root if collective.has_root else -1,
+        **RunExpectation(spec.expectation).columns(point.collective),
     }
     samples = [{"iteration": index, "time_us": time_us} for index, time_us in enumerate(times_us)]
     return Measured(row, samples, sample_rows(gpu_samples), iterations=_iteration_rows(measurement))

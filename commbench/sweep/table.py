@@ -33,7 +33,8 @@ _NO_CELL = " ".join(f"{'-':>{width}}" for _, _, width in _CELL_COLUMNS)
 
 # the short layout: one header line, the unit in each title; columns two spaces apart
 _KEYS = (("size (B)", 11), ("count (elements)", 16), ("type", 8), ("redop", 5), ("root", 4))
-_CELLS = (("time (us)", 11), ("±CI (%)", 7), ("algbw (GB/s)", 12), ("busbw (GB/s)", 12), ("#wrong", 6))
+_CELLS = (("time (us)", 11), ("±CI (%)", 7), ("algbw (GB/s)", 12), ("busbw (GB/s)", 12), ("% of expected", 13),
+          ("#wrong", 6))
 _RATIO = (("size (B)", 11), ("type", 8), ("redop", 5), ("placement", 12), ("builtin busbw (GB/s)", 20),
           ("ring busbw (GB/s)", 17), ("ring/builtin", 12), ("range", 11))
 _GAP = "  "
@@ -56,7 +57,7 @@ def format_tables(results: pd.DataFrame, verbose: bool = False) -> str:
     noise = _Noise()
     blocks = [_short_table(*key, group, noise) for key, group in tables]
     blocks += [_short_ratio_table(*key, group) for key, group in pairs]
-    return "\n\n".join(blocks) + "\n" + noise.summary()
+    return "\n\n".join(blocks) + "\n" + expected_summary(results) + "\n" + noise.summary()
 
 
 def _with_timing(results: pd.DataFrame) -> pd.DataFrame:
@@ -195,6 +196,7 @@ def _table(collective: str, impl: str, timing: str, group: pd.DataFrame) -> str:
         measured += 1
         lines.append(line + ("   <-- " + "; ".join(flags) if flags else ""))
     lines.append(average_busbw_line(group))
+    lines.append(expected_line(group))
     lines.append(f"# imported from {_source(group)}: one figure per row, no samples, so no 95 % CI (±CI n/a)"
                  if imported else noise_legend(noisy, unknown, measured))
     return "\n".join(lines + _world_one_notes(group))
@@ -243,17 +245,79 @@ def _short_table(collective: str, impl: str, timing: str, group: pd.DataFrame, n
         lines.append("#" + " " * (key_width - 1) + "".join(f"{_GAP}{title:^{cell_width}}" for _, title in placements))
     lines.append("#" + _GAP.join(f"{title:>{width}}" for title, width in _KEYS + _CELLS * len(placements))[1:])
     imported = _source(group) != COMMBENCH_SOURCE
+    from_bytes, _ = bandwidth_bound_from(group)
     for row, by_placement in _rows_by_size(group):
         values = _key_values(row)
         cells = [by_placement[inplace] for inplace, _ in placements]
         for cell in cells:
-            values += ["-"] * len(_CELLS) if cell is None else _cell_values(cell)
+            if cell is None:
+                values += ["-"] * len(_CELLS)
+                continue
+            figures = _cell_values(cell)
+            values += [*figures[:4], _percent_of_expected(cell, from_bytes), figures[4]]
         measured = [cell for cell in cells if cell is not None]
         noise.add(measured, imported=imported)
         line = _GAP.join(f"{value:>{width}}" for value, (_, width) in zip(values, _KEYS + _CELLS * len(placements)))
         lines.append(line + _brief_flags(_judge(measured, imported=imported)))
-    lines.append(average_busbw_line(group))
+    lines.append(average_busbw_line(group) + _expected_suffix(group))
     return "\n".join(lines + _world_one_notes(group))
+
+
+def bandwidth_bound_from(group: pd.DataFrame) -> tuple[float, str]:
+    """The size from which bandwidth dominates a row's time, and how it was found: where the α–β fit's transfer time
+    S·β reaches its α (S = α/β), given two sizes or more and a fit with both terms positive; else 1 MiB."""
+    from commbench.models.alpha_beta import fit_line
+
+    usable = group[pd.to_numeric(group["time_us_p50"], errors="coerce") > 0]
+    if usable["size_bytes"].nunique() >= 2:
+        line = fit_line(usable["size_bytes"].astype(float).to_numpy(), usable["time_us_p50"].astype(float).to_numpy())
+        if line.alpha_us > 0 and line.us_per_byte > 0:
+            return line.alpha_us / line.us_per_byte, "the α–β fit's α/β"
+    return float(AVERAGE_FROM_BYTES), "1 MiB (no α–β fit)"
+
+
+def _percent_of_expected(cell, from_bytes: float) -> str:
+    """busbw as a percentage of the expected busbw, where bandwidth dominates the time; '-' elsewhere."""
+    expected = as_number(cell.get("expected_busbw_gbps"))
+    busbw = as_number(cell.get("busbw_gbps"))
+    if math.isnan(expected) or expected <= 0 or math.isnan(busbw) or float(cell["size_bytes"]) < from_bytes:
+        return "-"
+    return f"{100 * busbw / expected:.0f}"
+
+
+def _expected_suffix(group: pd.DataFrame) -> str:
+    expected = as_number(group.iloc[0].get("expected_busbw_gbps"))
+    return "; expected: none" if math.isnan(expected) else f"; expected {expected:.3f} GB/s"
+
+
+def expected_summary(results: pd.DataFrame) -> str:
+    """Under the short tables, once: what the expected busbw rests on (or why there is none) and where % of expected
+    is given."""
+    bases = list(dict.fromkeys(str(basis) for basis in results.get("expected_basis", pd.Series(dtype=str))
+                               if isinstance(basis, str) and basis))
+    if not bases:
+        return "# expected busbw: none (the rows carry none)"
+    if all(basis.startswith("none: ") for basis in bases):
+        return "# expected busbw: none (" + "; ".join(basis.removeprefix("none: ") for basis in bases) + ")"
+    return ("# % of expected = busbw / the busbw the machine's topology allows (" + "; ".join(bases) + "; see "
+            "commbench expect), where bandwidth dominates: from α/β of each table's α–β fit, else 1 MiB")
+
+
+def expected_line(group: pd.DataFrame) -> str:
+    """What the expected busbw is and rests on (commbench expect), or why the rows have none."""
+    first = group.iloc[0]
+    basis = str(first.get("expected_basis") or "") if "expected_basis" in group.columns else ""
+    expected = as_number(first.get("expected_busbw_gbps"))
+    if math.isnan(expected):
+        why = basis.removeprefix("none: ") if basis and basis != "nan" else "the rows carry none"
+        return f"# expected busbw: none ({why})"
+    from_bytes, how = bandwidth_bound_from(group)
+    return (f"# expected busbw: {expected:.3f} GB/s ({basis}); % of expected from {_mib(from_bytes)}, where bandwidth "
+            f"dominates ({how}); the model: commbench expect")
+
+
+def _mib(size: float) -> str:
+    return format_bytes(int(size)) if size % 1024 == 0 else f"{size / 1024**2:.2g} MiB"
 
 
 def _world_one_notes(group: pd.DataFrame) -> list[str]:
