@@ -122,6 +122,7 @@ BASE_ARGS = {
     "model memory": ("--params", "7B", "--ranks", "8"),
     "model comm": ("--params", "7B", "--ranks", "8", "--alpha-us", "5", "--bw-gbps", "10"),
     "compare": ("baseline-run", "new-run"),
+    "expect": ("--machine", "dgx-h100"),
     "slurm submit": ("cpu-ci", "--nodes", "1", "--gpus-per-node", "0", "--dry-run"),
 }
 """The other commands with good values for what they require; the bad value replaces the option's own."""

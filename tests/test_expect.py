@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from commbench.errors import CommbenchError
 from commbench.expect import read_facts
 from commbench.expect.facts import MachineFacts
 from commbench.expect.model import NCCL_NVLINK_GBPS, expect, nccl_pcie_gbps, nvlink_gbps_per_link, pcie_gbps
@@ -116,6 +117,7 @@ def test_the_cpu_model_is_the_slower_of_loopback_and_copy_shared_by_the_ranks():
     assert expect(MachineFacts(name="cpu"), "all_reduce", nodes=1, ranks_per_node=2, device="cpu").why_none
 
 
+@pytest.mark.exclusive  # `commbench env` measures the host's rates: both cores busy for about two seconds
 def test_facts_round_trip_through_env_json(tmp_path):
     """`commbench env --json` holds the facts `expect --facts` reads; the host's rates are measured (above 0)."""
     result = invoke(["env", "--json"])
@@ -153,7 +155,7 @@ def test_expect_prints_model_terms_published_figures_and_where_it_differs_from_n
     (["--facts", str(TOPOLOGY / "README.md")], "README.md is not JSON"),
     (["--facts", str(TOPOLOGY)], "is a folder"),
     (["--machine", "dgx-h100", "--collective", "allreduce"], "unknown allreduce"),
-    (["--machine", "dgx-h100", "--nodes", "0"], "--nodes 0 must be 1 or more"),
+    (["--machine", "dgx-h100", "--nodes", "0"], "--nodes"),
 ])
 def test_bad_input_is_refused_in_one_line(args, fragment):
     assert_refused(invoke(["expect", *args]), fragment=fragment)
@@ -163,3 +165,16 @@ def test_a_cut_topology_dump_is_refused_in_one_line(tmp_path):
     cut = tmp_path / "topo.xml"
     cut.write_text((TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml").read_text()[:2000])
     assert_refused(invoke(["expect", "--facts", str(cut)]), fragment="is not well-formed XML")
+
+
+def test_hunts_expected_baseline_is_the_models_lane_and_node_figures():
+    """--baseline expected: a lane is a sendrecv across two nodes over one GPU's NIC, a node its all-reduce."""
+    from commbench.cluster.baseline import expected_baseline
+
+    h100 = expected_baseline(PRESETS["dgx-h100"], ranks_per_node=8, device="cuda")
+    assert h100 == {"bandwidth": pytest.approx(min(18 * 25.0, 400 / 8)),
+                    "intra_all_reduce": pytest.approx(18 * 25.0 * 2 * 7 / 9 * 0.85)}
+    cpu = MachineFacts(name="cpu", cpu_cores=2, memcpy_gbps=10.0, loopback_gbps=2.0)
+    assert expected_baseline(cpu, ranks_per_node=2, device="cpu") == {"intra_all_reduce": 2.0}  # no NIC to cross
+    with pytest.raises(CommbenchError, match="--baseline expected: this machine's facts give no expected busbw"):
+        expected_baseline(MachineFacts(name="bare"), ranks_per_node=2, device="cpu")

@@ -12,6 +12,7 @@ from tests.conftest import commbench_env
 
 
 @pytest.mark.distributed
+@pytest.mark.exclusive  # it measures the host's copy and loopback rates: two cores busy, and no other test beside it
 def test_a_cpu_all_reduce_reaches_a_plausible_fraction_of_its_expected_busbw(tmp_path):
     """A property, not a rate: gloo's 16 MiB all_reduce lies between 0.05 and 1.2 of the loopback ceiling. The host
     rates are measured in this test (a cache of its own), beside the sweep, under the same load."""
@@ -31,3 +32,39 @@ def test_a_cpu_all_reduce_reaches_a_plausible_fraction_of_its_expected_busbw(tmp
         completed.stdout
     kept = json.loads(next((tmp_path / "cache").glob("host-rates-*.json")).read_text())
     assert kept["loopback_gbps"] > 0 and kept["memcpy_gbps"] > 0
+
+
+def test_the_busbw_plot_draws_the_expected_busbw_where_the_rows_carry_one():
+    from types import SimpleNamespace
+
+    from commbench.report.collective_plots import busbw_vs_size
+
+    row = {"bench": "collective", "collective": "all_reduce", "impl": "builtin", "backend": "gloo", "device": "cpu",
+           "world_size": 2, "dtype": "float32", "op": "sum", "inplace": True, "timing": "batch",
+           "time_us_ci_lo": 90.0, "time_us_ci_hi": 110.0}
+    rows = pd.DataFrame([{**row, "size_bytes": size, "time_us_p50": 100.0 * size / 2**20, "busbw_gbps": busbw,
+                          "expected_busbw_gbps": expected, "expected_basis": basis}
+                         for size, busbw in ((2**20, 1.0), (2**22, 1.5))
+                         for expected, basis in [(2.5, "gloo ring, bound by loopback TCP; vm")]])
+    figure, _ = busbw_vs_size([SimpleNamespace(name="run", results=rows)])
+    [axis] = figure.axes
+    [expected] = [line for line in axis.get_lines() if line.get_label().startswith("expected")]
+    assert set(expected.get_ydata()) == {2.5} and "bound by loopback TCP" in expected.get_label()
+    figure, _ = busbw_vs_size([SimpleNamespace(name="run", results=rows.drop(columns=["expected_busbw_gbps"]))])
+    assert not [line for line in figure.axes[0].get_lines() if line.get_label().startswith("expected")]
+
+
+@pytest.mark.distributed
+@pytest.mark.exclusive  # it measures the host's rates (a cache of its own), as above
+def test_hunt_judges_a_node_against_the_expected_busbw_with_baseline_expected(tmp_path):
+    """`commbench hunt --baseline expected` on this one node: the reference of its all-reduce is the expected busbw
+    (the loopback ceiling measured here), not the allocation's median."""
+    env = commbench_env(COMMBENCH_CACHE_DIR=str(tmp_path / "cache"))
+    completed = subprocess.run([sys.executable, "-m", "commbench", "hunt", "--baseline", "expected", "--threshold",
+                                "1000", "--out", str(tmp_path / "results"), "--run-id", "h"],
+                               env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    reference = json.loads((tmp_path / "results" / "h" / "hunt.json").read_text())["reference"]
+    kept = json.loads(next((tmp_path / "cache").glob("host-rates-*.json")).read_text())
+    assert reference["source"] == "baseline"
+    assert reference["intra_all_reduce"] == pytest.approx(min(kept["loopback_gbps"], kept["memcpy_gbps"]))

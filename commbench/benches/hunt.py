@@ -55,8 +55,10 @@ class HuntOptions(TargetOptions):
                                       "bandwidth exchange is a stall (the stall test: time lost to stalls).")
     baseline: str | None = option("--baseline",
                                   help="A previous hunt's run folder or hunt.json (or a JSON of expected "
-                                       "bandwidth/latency/intra_all_reduce): its reference replaces the "
-                                       "allocation's median.")
+                                       "bandwidth/latency/intra_all_reduce), or `expected`: the busbw this "
+                                       "machine's topology allows (commbench expect); its reference replaces the "
+                                       "allocation's median. With `expected`, --threshold is the shortfall from "
+                                       "that ceiling that counts as slow, e.g. 40.")
     confirm_partners: int = option("--confirm-partners", type=int, lowest=1, default=2, show_default=True,
                                    help="Known-good nodes each suspect node is re-paired with in the second pass.")
     confirm_repeats: int = option("--confirm-repeats", type=int, lowest=1, default=3, show_default=True,
@@ -135,7 +137,6 @@ class HuntKind(ClusterKind):
         return hunt_rank, hunt_table
 
     def resolve(self, options: HuntOptions, machine) -> Bench:
-        from commbench.cluster.baseline import read_baseline
 
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
                                 oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
@@ -151,7 +152,7 @@ class HuntKind(ClusterKind):
             iters=options.iters, latency_iters=options.latency_iters, statistic=options.statistic,
             threshold_pct=options.threshold,
             min_z=options.min_z,
-            baseline=read_baseline(options.baseline) if options.baseline else None,
+            baseline=_baseline(options.baseline, machine, target),
             confirm_partners=options.confirm_partners, confirm_repeats=options.confirm_repeats,
             alpha=options.alpha, stall_factor=options.stall_factor, random_rounds=_random_rounds(options.pairs),
             pairs_at_once=options.pairs_at_once, seed=options.seed,
@@ -163,6 +164,21 @@ class HuntKind(ClusterKind):
 
     def points(self, spec, world):
         return [HuntPoint(index, phase) for index, phase in enumerate(PHASES)]
+
+
+def _baseline(text: str | None, machine, target) -> dict[str, float] | None:
+    """--baseline: none (the allocation's own reference), `expected` (this machine's facts, commbench expect's
+    model), or a hunt folder or JSON file."""
+    from commbench.cluster.baseline import EXPECTED, expected_baseline, read_baseline
+
+    if not text:
+        return None
+    if text != EXPECTED:
+        return read_baseline(text)
+    from commbench.expect.probe import facts_here
+
+    return expected_baseline(facts_here(measure=target.device == CPU),
+                             ranks_per_node=machine.local_world_size or target.nproc, device=target.device)
 
     def row_label(self, row) -> str:
         other = row.get("node_b")

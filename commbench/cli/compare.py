@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from commbench.cli.json_output import emit_json, json_option
-from commbench.cli.shared import NON_NEGATIVE_NUMBER, split_commas
+from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER, split_commas
 from commbench.errors import CommbenchError, ExitCode
 from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
 
@@ -24,11 +24,14 @@ from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
               help="The launch-to-launch spread (%) to assume where a side is a single launch: a change within the "
                    "floor it sets is ~, never a regression [default: a run set side's run_set.json (or its "
                    f"launches' spread), else {DEFAULT_LAUNCH_NOISE_PCT:g}].")
+@click.option("--fail-below-expected", "below_expected_pct", type=POSITIVE_NUMBER, default=None, metavar="PCT",
+              help="Also fail where a new row's busbw is below PCT % of its expected busbw (the busbw the machine's "
+                   "topology allows: commbench expect), at sizes where bandwidth dominates; e.g. 70.")
 @click.option("--allow-missing", is_flag=True,
               help="Pass the gate although the new side lacks baseline rows or benches, or a run of it did not "
                    "complete (they are still listed); a regression still fails it.")
 @json_option
-def compare_command(baseline, new, fails, markdown, launch_noise, allow_missing, as_json) -> None:
+def compare_command(baseline, new, fails, markdown, launch_noise, below_expected_pct, allow_missing, as_json) -> None:
     """Join two runs on their configuration keys and flag rows that got worse beyond a threshold and significantly.
 
     Where both sides are run sets (--launches N, 2 or more), a row is tested across launches (Welch t on the log
@@ -38,15 +41,18 @@ def compare_command(baseline, new, fails, markdown, launch_noise, allow_missing,
     the verdicts. With --json the same comparison is one
     JSON document on stdout (the notes also on stderr), with the same exit code.
 
-    Exit codes: 0 the gate passed; 1 it failed: a regression, or (without --allow-missing) the new side misses rows
-    or benches the baseline has or a run of it did not complete (failed, or still running); 2 bad input (an
-    unreadable run, or a baseline that is not complete).
+    --fail-below-expected PCT also holds each new row against the busbw its machine's topology allows (commbench
+    expect), at sizes where bandwidth dominates.
+
+    Exit codes: 0 the gate passed; 1 it failed: a regression, a row below --fail-below-expected, or (without
+    --allow-missing) the new side misses rows or benches the baseline has or a run of it did not complete (failed,
+    or still running); 2 bad input (an unreadable run, or a baseline that is not complete).
     """
     from commbench.gate.compare import DEFAULT_THRESHOLDS, compare, gate_fails, launch_floor, parse_threshold
     from commbench.gate.compare_output import format_markdown, format_terminal, json_document, trust_notes
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
-    entries = compare(baseline, new, thresholds, launch_noise_pct=launch_noise)
+    entries = compare(baseline, new, thresholds, launch_noise_pct=launch_noise, below_expected_pct=below_expected_pct)
     floor = launch_floor(baseline, new, launch_noise)  # what compare used: for the notes and the document
     notes = trust_notes(baseline, new, entries, floor)
     if markdown:  # written before stdout: a file that cannot be written is bad input, and --json then prints nothing

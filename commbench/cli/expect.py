@@ -15,9 +15,10 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduc
               "them) instead of this one.")
 @click.option("--facts", "facts_file", metavar="FILE", help="A facts file (`commbench env --json > FILE` on that "
               "machine) instead of this one.")
-@click.option("--nodes", type=int, default=1, show_default=True, help="Nodes: 1 gives the intra-node figures, more "
-              "gives those across that many nodes too.")
-@click.option("--ranks-per-node", type=int, default=None, help="Ranks on each node [default: its GPUs, else 2].")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Nodes: 1 gives the intra-node figures, more gives those across that many nodes too.")
+@click.option("--ranks-per-node", type=click.IntRange(min=1), default=None,
+              help="Ranks on each node [default: its GPUs, else 2].")
 @click.option("--collective", "collectives", metavar="C[,C...]", help=f"[default: {', '.join(COLLECTIVES)}]")
 @json_option
 def expect(machine, facts_file, nodes, ranks_per_node, collectives, as_json) -> None:
@@ -35,14 +36,10 @@ def expect(machine, facts_file, nodes, ranks_per_node, collectives, as_json) -> 
         for name, facts in PRESETS.items():
             click.echo(f"{name}: {facts.gpus_per_node} × {facts.gpu}")
         return
-    if nodes < 1:
-        raise CommbenchError(f"--nodes {nodes} must be 1 or more")
     chosen = _collectives(collectives)
     facts, origin = chosen_facts(machine, facts_file)
     device = CUDA if facts.gpus_per_node else CPU
     per_node = ranks_per_node or facts.gpus_per_node or 2
-    if per_node < 1:
-        raise CommbenchError(f"--ranks-per-node {per_node} must be 1 or more")
     scopes = sorted({1, nodes})
     expectations = [expect_busbw(facts, collective, nodes=count, ranks_per_node=per_node, device=device)
                     for count in scopes for collective in chosen]

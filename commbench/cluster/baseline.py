@@ -1,14 +1,35 @@
 """`commbench hunt --baseline`: the expected figures a hunt compares with instead of the allocation's median, read
-once by the launching process (the spec carries the numbers to every node)."""
+once by the launching process (the spec carries the numbers to every node): an earlier hunt's, a JSON file's, or
+`--baseline expected`, the machine's topology (commbench expect)."""
 
 import json
 import math
 from pathlib import Path
 
-from commbench.cluster.diagnosis import INTRA, PAIR_METRICS
+from commbench.cluster.diagnosis import BANDWIDTH, INTRA, PAIR_METRICS
 from commbench.errors import CommbenchError
 
 KEYS = tuple(metric.name for metric in (*PAIR_METRICS, INTRA))
+
+
+EXPECTED = "expected"
+"""--baseline expected: the figures commbench expect gives this machine, not a file."""
+
+
+def expected_baseline(facts, *, ranks_per_node: int, device: str) -> dict[str, float]:
+    """The busbw a pair's lane (a sendrecv from one node to another, over one GPU's NIC) and a node's all-reduce
+    should reach on this machine (commbench expect's model). The model has no point-to-point latency, so latency is
+    judged against the allocation as always."""
+    from commbench.expect.model import expect
+
+    lane = expect(facts, "sendrecv", nodes=2, ranks_per_node=ranks_per_node, device=device)
+    intra = expect(facts, "all_reduce", nodes=1, ranks_per_node=ranks_per_node, device=device)
+    baseline = {name: item.busbw_gbps for name, item in ((BANDWIDTH.name, lane), (INTRA.name, intra))
+                if item.busbw_gbps is not None}
+    if not baseline:
+        raise CommbenchError(f"--baseline expected: this machine's facts give no expected busbw ({lane.why_none}); "
+                             "pass an earlier hunt's folder, or a JSON file of bandwidth/intra_all_reduce")
+    return baseline
 
 
 def read_baseline(path_text: str) -> dict[str, float]:

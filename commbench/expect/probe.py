@@ -27,9 +27,9 @@ CACHE_DIR_ENV = "COMMBENCH_CACHE_DIR"
 """Where the host's measured rates are kept [default: ~/.cache/commbench]."""
 
 
-def facts_here(*, measure: bool = True, refresh: bool = False) -> MachineFacts:
+def facts_here(*, measure: bool = True, refresh: bool = False, kept_only: bool = False) -> MachineFacts:
     """measure: read the host's copy and loopback rates (measured once per machine and kept in the cache; refresh
-    measures them again, as `commbench env` does)."""
+    measures them again, as `commbench env` does; kept_only takes them from the cache or leaves them out)."""
     from commbench import nvml
     from commbench.machine import usable_cpus
 
@@ -40,11 +40,13 @@ def facts_here(*, measure: bool = True, refresh: bool = False) -> MachineFacts:
     if gpus:
         sources.append("NVML: GPU name, compute capability, NVLink links up and their remote ends, PCIe max "
                        "generation and width (GPU 0)")
-    copy = loopback = None
-    if measure:
-        copy, loopback, measured = host_rates(refresh=refresh)
-        sources.append(f"measured {measured}: the fastest of {REPEATS} copies of {COPY_BYTES >> 20} MiB, and of "
+    rates = host_rates(refresh=refresh, kept_only=kept_only) if measure else None
+    if rates:
+        sources.append(f"measured {rates[2]}: the fastest of {REPEATS} copies of {COPY_BYTES >> 20} MiB, and of "
                        f"{REPEATS} exchanges of {LOOPBACK_BYTES >> 20} MiB in a 2-process TCP ring on 127.0.0.1")
+    elif measure:
+        sources.append("the host's copy and loopback rates: none kept here (`commbench env` measures them)")
+    copy, loopback = (rates[0], rates[1]) if rates else (None, None)
     return MachineFacts(
         name=socket.gethostname(), gpu=first.get("name"),
         compute_capability=tuple(first["compute_capability"]) if first.get("compute_capability") else None,
@@ -56,9 +58,10 @@ def facts_here(*, measure: bool = True, refresh: bool = False) -> MachineFacts:
         cpu_cores=usable_cpus(), memcpy_gbps=copy, loopback_gbps=loopback, sources=tuple(sources))
 
 
-def host_rates(*, refresh: bool = False) -> tuple[float, float, str]:
+def host_rates(*, refresh: bool = False, kept_only: bool = False) -> tuple[float, float, str] | None:
     """(copy GB/s, loopback GB/s, when) of this host: from the cache when it holds this host's, else measured now and
-    kept (a lock makes concurrent sweeps measure once)."""
+    kept (a lock makes concurrent sweeps measure once). refresh measures again and keeps the faster of the two;
+    kept_only never measures (None where nothing is kept)."""
     from commbench.machine import usable_cpus
 
     folder = Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "commbench")
@@ -67,20 +70,32 @@ def host_rates(*, refresh: bool = False) -> tuple[float, float, str]:
     cores = usable_cpus()
     with open(folder / (path.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not refresh:
-            try:
-                kept = json.loads(path.read_text(encoding="utf-8"))
-                if kept.get("cores") == cores:
-                    return float(kept["memcpy_gbps"]), float(kept["loopback_gbps"]), f"on {kept['date']} ({path})"
-            except (OSError, ValueError, KeyError, TypeError):
-                pass  # none kept, or unreadable: measure
+        kept = _kept(path, cores)
+        if kept and not refresh:
+            return kept["memcpy_gbps"], kept["loopback_gbps"], f"on {kept['date']} ({path})"
+        if kept_only:
+            return None
         copy, loopback = memcpy_gbps(), loopback_gbps()
+        if kept:  # a ceiling keeps the fastest seen: a busy neighbour during one measurement only slows it down
+            copy, loopback = max(copy, kept["memcpy_gbps"]), max(loopback, kept["loopback_gbps"])
         date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         partial = path.with_suffix(".partial")
         partial.write_text(json.dumps({"memcpy_gbps": copy, "loopback_gbps": loopback, "cores": cores,
                                        "date": date}), encoding="utf-8")
         partial.replace(path)
     return copy, loopback, f"on {date}"
+
+
+def _kept(path: Path, cores: int) -> dict | None:
+    """The rates kept for this host at this core count, or None (none kept, unreadable, or other cores)."""
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept.get("cores") == cores:
+            return {"memcpy_gbps": float(kept["memcpy_gbps"]), "loopback_gbps": float(kept["loopback_gbps"]),
+                    "date": str(kept["date"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
 
 
 def network_adapters(root: Path = Path("/sys/class")) -> tuple[list[float], str]:

@@ -54,8 +54,8 @@ def for_sweep(machine, *, device: str, collectives, nproc: int) -> RunExpectatio
 
     per_node = machine.local_world_size or nproc
     nodes = max(1, (machine.world_size or nproc) // per_node)
-    try:
-        facts = facts_here(measure=device == CPU)
+    try:  # ranks resolving in place (inside a job) read kept rates only: they never measure beside each other
+        facts = facts_here(measure=device == CPU, kept_only=machine.in_job)
     except Exception as error:  # a sandbox without /sys, a loopback that cannot connect: no figure, and why
         return none_because(f"this machine's facts could not be read ({type(error).__name__}: {error})",
                             collectives)

@@ -41,6 +41,7 @@ from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
 from commbench.gate import run_set, sides
+from commbench.gate.expected import below, below_expected
 from commbench.gate.launch_tests import (
     ALL_ROWS,
     TEST_LAUNCHES,
@@ -150,10 +151,11 @@ def launch_values(path: Path) -> dict[tuple[str, str], list[float]]:
 
 
 def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
-            launch_noise_pct: float | None = None) -> list[dict]:
+            launch_noise_pct: float | None = None, below_expected_pct: float | None = None) -> list[dict]:
     """One entry per (row, metric) with a threshold, plus entries for rows (or benches) new, missing or not
     comparable. Suite runs are compared bench by bench; their rows are labelled `bench: row`. launch_noise_pct: the
-    launch noise of the floor where a side is a single launch (--launch-noise; launch_floor() says what else)."""
+    launch noise of the floor where a side is a single launch (--launch-noise; launch_floor() says what else);
+    below_expected_pct: also judge each new row against its expected busbw (--fail-below-expected, gate/expected.py)."""
     base_sets, new_sets = sides.bench_run_sets(baseline_dir), sides.bench_run_sets(new_dir)
     if (sides.PLAIN in base_sets) != (sides.PLAIN in new_sets):
         raise CommbenchError(f"cannot compare a suite run with a single run ({baseline_dir} vs {new_dir}); compare "
@@ -179,6 +181,8 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
         applied = True
         prefix = f"[{name}] " if name else ""
         entries += [{**entry, "row": prefix + entry["row"]} for entry in _compare_runs(base, new, metrics, floor)]
+        if below_expected_pct is not None:
+            entries += below_expected(new, below_expected_pct, prefix=prefix)
     if not applied and any(name in new_sets for name in base_sets):
         loaded = (sides.load_run(baseline_dir, folders) for folders in base_sets.values())
         kinds = {run.kind.name: run.kind for run in loaded}
@@ -406,7 +410,8 @@ def wrong(entries: list[dict]) -> list[dict]:
 
 
 def gate_fails(entries: list[dict], *, allow_missing: bool) -> bool:
-    return regressions(entries) > 0 or bool(wrong(entries)) or (bool(unproven(entries)) and not allow_missing)
+    return regressions(entries) > 0 or bool(wrong(entries)) or bool(below(entries)) or \
+        (bool(unproven(entries)) and not allow_missing)
 
 
 def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
@@ -425,6 +430,9 @@ def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
         if wrong(entries):
             reasons.append(f"{len(wrong(entries))} new row(s) with wrong results: "
                            + "; ".join(entry["row"] for entry in wrong(entries)))
+        if below(entries):
+            reasons.append(f"{len(below(entries))} new row(s) below {below(entries)[0]['threshold_pct']:g} % of their "
+                           "expected busbw: " + "; ".join(entry["row"] for entry in below(entries)))
         if problems and not allow_missing:
             reasons += problems + ["--allow-missing accepts these"]
         return "gate: FAILED: " + ". ".join(reasons)

@@ -29,6 +29,7 @@ from commbench.gate.compare import (
     gate_fails,
     gate_line,
 )
+from commbench.gate.expected import BELOW_EXPECTED
 from commbench.gate.sides import run_folders, source_notes
 from commbench.measure.stats import CONFIDENCE
 
@@ -174,7 +175,7 @@ def json_document(entries: list[dict], notes: list[str], *, baseline: Path, new:
 
 def _summary(entries: list[dict]) -> str:
     counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
-              for verdict in (REGRESSION, WRONG, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE,
+              for verdict in (REGRESSION, WRONG, BELOW_EXPECTED, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE,
                               NOT_COMPARABLE, NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
     tests = {"Welch t on the log per-launch values": TEST_LAUNCHES, "Mann–Whitney U on the samples": TEST_SAMPLES}

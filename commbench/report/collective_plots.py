@@ -66,9 +66,23 @@ def busbw_vs_size(runs: list):
             axis.errorbar(line["size_bytes"], busbw, yerr=ci_errors(busbw, busbw * p50 / ci_hi, busbw * p50 / ci_lo),
                           marker="o", capsize=3, elinewidth=1,
                           label=f"{label}{impl} {backend} {dtype}{_variant_text(named, varying)}")
+        _draw_expected(axis, mine, several_runs=rows["run"].nunique() > 1)
         _label_axis(axis, mine["size_bytes"], title=f"{collective}: bus bandwidth ({CI_NOTE})", ylabel="busbw (GB/s)")
     figure.tight_layout()
     return figure, None
+
+
+def _draw_expected(axis, rows: pd.DataFrame, *, several_runs: bool) -> None:
+    """A dashed line per distinct expected busbw (commbench expect: the busbw the machine's topology allows at large
+    messages), labelled with what it rests on; nothing where the rows carry none."""
+    if "expected_busbw_gbps" not in rows:
+        return
+    found = rows[pd.to_numeric(rows["expected_busbw_gbps"], errors="coerce") > 0]
+    for (run, expected), group in found.groupby(["run", "expected_busbw_gbps"], sort=False):
+        basis = str(group["expected_basis"].iloc[0]).split(";")[0] if "expected_basis" in group else ""
+        label = f"{run}: " if several_runs else ""
+        axis.axhline(float(expected), linestyle="--", linewidth=1.2, color="0.35",
+                     label=f"{label}expected {float(expected):.3g} GB/s ({basis})")
 
 
 def latency_with_fit(runs: list):
