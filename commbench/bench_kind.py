@@ -28,6 +28,11 @@ class Spec:
     """Seconds a point may take before the launch counts as hung."""
     gpu_sample_interval_s: float = 0.05
     """NVML sampling interval while a point is timed (GPU runs)."""
+    expectation: dict = field(default_factory=dict)
+    """Kinds that measure busbw: key (a collective, or the kind's own) → (the busbw this machine's topology allows,
+    what it rests on or why there is none), commbench/expect/rows.py; written into each row."""
+    expectation_document: dict = field(default_factory=dict)
+    """The facts, scope and terms of that expectation, for meta.json."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -179,8 +184,8 @@ class BenchKind:
         raise NotImplementedError
 
     def run_meta(self, spec) -> dict:
-        """Fields rank 0 adds to meta.json when the ranks start."""
-        return {}
+        """Fields rank 0 adds to meta.json when the ranks start: the expectation of the kinds that measure busbw."""
+        return {"expectation": spec.expectation_document} if spec.expectation_document else {}
 
     def prepare(self, spec, ctx):
         """Per launch, before the first point; the value reaches measure() as run.state."""

@@ -14,6 +14,7 @@ from commbench.expect.facts import MachineFacts
 from commbench.expect.model import NCCL_NVLINK_GBPS, expect, nccl_pcie_gbps, nvlink_gbps_per_link, pcie_gbps
 from commbench.expect.presets import PRESETS, PUBLISHED
 from tests.refusals import assert_refused, invoke
+from tests.test_trace_analysis import GPU_TRACES, needs_gpu_traces
 
 DATA = Path(__file__).parent / "data"
 TOPOLOGY = DATA / "topology"
@@ -178,3 +179,35 @@ def test_hunts_expected_baseline_is_the_models_lane_and_node_figures():
     assert expected_baseline(cpu, ranks_per_node=2, device="cpu") == {"intra_all_reduce": 2.0}  # no NIC to cross
     with pytest.raises(CommbenchError, match="--baseline expected: this machine's facts give no expected busbw"):
         expected_baseline(MachineFacts(name="bare"), ranks_per_node=2, device="cpu")
+
+
+def test_the_h200_1_preset_agrees_with_that_machines_nvidia_smi():
+    """`nvidia-smi -q` on H200-1 (tests/data/gpu/h200-1/nvidia-smi.txt): PCIe Generation Max 5, Link Width Max 16x;
+    `nvidia-smi topo -m` lists one GPU."""
+    text = (DATA / "gpu" / "h200-1" / "nvidia-smi.txt").read_text()
+    generation = re.search(r"PCIe Generation\s+Max\s+:\s+(\d+)", text)
+    width = re.search(r"Link Width\s+Max\s+:\s+(\d+)x", text)
+    assert generation and width
+    preset = PRESETS["h200-1"]
+    assert (preset.pcie_gen, preset.pcie_width) == (int(generation.group(1)), int(width.group(1))) == (5, 16)
+    assert preset.gpus_per_node == 1 and preset.nvlink_links == 0
+    assert expect(preset, "all_reduce", nodes=1, ranks_per_node=1).why_none == "one rank moves nothing between ranks"
+
+
+@needs_gpu_traces
+def test_trace_analyze_gives_each_collective_and_group_its_expected_busbw():
+    """The DDP trace's all_reduce and broadcast over 2 ranks, on a DGX H100: a ring on 18 × 25 GB/s NVLink (2 ranks
+    gain nothing from NVLS: 2(G-1)/(G+1) × 0.85 < 1); the 128-rank sendrecv on a DGX H100 spans 16 nodes of 8."""
+    trace = str(GPU_TRACES / "ddp-allreduce-2rank-rank0.json.gz")
+    result = invoke(["trace", "analyze", trace, "--machine", "dgx-h100", "--json"])
+    assert result.exit_code == 0, result.output
+    expected = {(item["collective"], item["group_size"]): item for item in json.loads(result.stdout)["expected"]}
+    assert set(expected) == {("all_reduce", 2), ("broadcast", 2)}
+    assert expected[("all_reduce", 2)]["expected_busbw_gbps"] == 18 * 25.0
+    wide = invoke(["trace", "analyze", str(GPU_TRACES / "sendrecv-128rank-rank0.json.gz"), "--machine", "dgx-h100",
+                   "--json"])
+    [sendrecv] = json.loads(wide.stdout)["expected"]
+    assert sendrecv["group_size"] == 128 and sendrecv["expected_busbw_gbps"] == 400 / 8  # one NIC across nodes
+    assert "16 node(s) × 8" in sendrecv["expected_basis"]
+    plain = invoke(["trace", "analyze", trace])
+    assert "expected busbw: none (a trace does not hold its machine's topology" in plain.stdout

@@ -68,3 +68,13 @@ def test_hunt_judges_a_node_against_the_expected_busbw_with_baseline_expected(tm
     kept = json.loads(next((tmp_path / "cache").glob("host-rates-*.json")).read_text())
     assert reference["source"] == "baseline"
     assert reference["intra_all_reduce"] == pytest.approx(min(kept["loopback_gbps"], kept["memcpy_gbps"]))
+    rows = pd.read_csv(tmp_path / "results" / "h" / "results.csv")
+    intra = rows[rows["test"] == "all_reduce"]
+    assert not intra.empty and ((intra["expected_busbw_gbps"] - reference["intra_all_reduce"]).abs() < 1e-3).all()
+    assert "# expected busbw: " in completed.stdout
+    p2p = subprocess.run([sys.executable, "-m", "commbench", "p2p", "--sizes", "64K", "--out",
+                          str(tmp_path / "results"), "--run-id", "p"], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert p2p.returncode == 0, p2p.stderr
+    pairs = pd.read_csv(tmp_path / "results" / "p" / "results.csv")
+    assert pairs["same_node"].all() and (pairs["expected_busbw_gbps"] == intra["expected_busbw_gbps"].iloc[0]).all()

@@ -203,9 +203,6 @@ class CollectiveKind(BenchKind):
 
         return SweepSpec.from_json(text)
 
-    def run_meta(self, spec) -> dict:
-        return {"expectation": spec.expectation_document}
-
     def points(self, spec, world):
         from commbench.sweep.spec import plan
 

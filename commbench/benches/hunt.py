@@ -1,11 +1,11 @@
 """Bench kind `hunt` (`commbench hunt`): name the slow node or the bad link of an allocation."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.options import TargetOptions, option
-from commbench.cluster.hunt_rows import HUNT_FILE, KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.cluster.hunt_rows import HUNT_FILE, KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA, GLOO
@@ -121,7 +121,7 @@ class HuntKind(ClusterKind):
     title = "hunt (commbench hunt)"
     spec_class = HuntSpec
     options = HuntOptions
-    result_columns = required_columns = RESULT_COLUMNS
+    result_columns, required_columns = RESULT_COLUMNS, REQUIRED_COLUMNS
     sample_columns = SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     identity = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
@@ -137,6 +137,8 @@ class HuntKind(ClusterKind):
         return hunt_rank, hunt_table
 
     def resolve(self, options: HuntOptions, machine) -> Bench:
+        from commbench.expect.rows import ACROSS_NODES, INTRA_ALL_REDUCE, for_machine
+
 
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
                                 oversubscribe=options.oversubscribe, bind_cores=options.bind_cores)
@@ -157,6 +159,9 @@ class HuntKind(ClusterKind):
             alpha=options.alpha, stall_factor=options.stall_factor, random_rounds=_random_rounds(options.pairs),
             pairs_at_once=options.pairs_at_once, seed=options.seed,
             timeout_s=options.timeout)
+        expected = for_machine(machine, device=target.device, nproc=target.nproc,
+                               wanted={INTRA_ALL_REDUCE: ("all_reduce", 1), ACROSS_NODES: ("sendrecv", 2)})
+        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
         notes = () if machine.in_job else (
             "one node: commbench launched the ranks here, so there are no node pairs to test; run `commbench hunt` "
             "inside a multi-node torchrun/srun job or through `commbench slurm submit` with kind = \"hunt\"",)
@@ -164,6 +169,19 @@ class HuntKind(ClusterKind):
 
     def points(self, spec, world):
         return [HuntPoint(index, phase) for index, phase in enumerate(PHASES)]
+
+
+    def row_label(self, row) -> str:
+        other = row.get("node_b")
+        pair = f"{row['node_a']}–{other}" if isinstance(other, str) and other else row["node_a"]
+        return f"hunt {row['phase']} {row['test']} {pair}"
+
+    def n_wrong(self, results) -> int:
+        """Exit code 1: every suspect named, and every transfer that delivered wrong bytes."""
+        if results is None or results.empty:
+            return 0
+        suspects = int((results["verdict"].astype(str) == "suspect").sum())
+        return suspects + int((results["n_wrong"].fillna(0) > 0).sum())
 
 
 def _baseline(text: str | None, machine, target) -> dict[str, float] | None:
@@ -177,20 +195,8 @@ def _baseline(text: str | None, machine, target) -> dict[str, float] | None:
         return read_baseline(text)
     from commbench.expect.probe import facts_here
 
-    return expected_baseline(facts_here(measure=target.device == CPU),
-                             ranks_per_node=machine.local_world_size or target.nproc, device=target.device)
-
-    def row_label(self, row) -> str:
-        other = row.get("node_b")
-        pair = f"{row['node_a']}–{other}" if isinstance(other, str) and other else row["node_a"]
-        return f"hunt {row['phase']} {row['test']} {pair}"
-
-    def n_wrong(self, results) -> int:
-        """Exit code 1: every suspect named, and every transfer that delivered wrong bytes."""
-        if results is None or results.empty:
-            return 0
-        suspects = int((results["verdict"].astype(str) == "suspect").sum())
-        return suspects + int((results["n_wrong"].fillna(0) > 0).sum())
+    facts = facts_here(measure=target.device == CPU, kept_only=machine.in_job)  # ranks in a job never measure
+    return expected_baseline(facts, ranks_per_node=machine.local_world_size or target.nproc, device=target.device)
 
 
 def _sizes(text: str, flag: str) -> tuple[int, ...]:

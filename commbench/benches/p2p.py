@@ -1,12 +1,12 @@
 """Bench kind `p2p` (`commbench p2p`): point-to-point bandwidth and latency between every ordered pair of ranks."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.hunt import STATISTICS
 from commbench.benches.options import TargetOptions, option
-from commbench.cluster.p2p_rows import KEY_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.cluster.p2p_rows import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA, GLOO
@@ -69,7 +69,7 @@ class P2pKind(ClusterKind):
     title = "point-to-point matrix (commbench p2p)"
     spec_class = P2pSpec
     options = P2pOptions
-    result_columns = required_columns = RESULT_COLUMNS
+    result_columns, required_columns = RESULT_COLUMNS, REQUIRED_COLUMNS
     sample_columns = SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     identity = KEY_COLUMNS
@@ -84,6 +84,7 @@ class P2pKind(ClusterKind):
         return p2p_rank, p2p_table
 
     def resolve(self, options: P2pOptions, machine) -> Bench:
+        from commbench.expect.rows import ACROSS_NODES, SAME_NODE, for_machine
         from commbench.units import parse_size_spec
 
         target = resolve_target(machine, backend=options.backend, device=options.device, nproc=options.nproc,
@@ -98,6 +99,9 @@ class P2pKind(ClusterKind):
                        schedule=options.schedule, statistic=options.statistic, warmup=options.warmup,
                        iters=options.iters,
                        timeout_s=options.timeout)
+        expected = for_machine(machine, device=target.device, nproc=target.nproc,
+                               wanted={SAME_NODE: ("sendrecv", 1), ACROSS_NODES: ("sendrecv", 2)})
+        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
         return Bench(self, spec, self.points(spec, target.nproc), cores=target.cores)
 
     def points(self, spec, world):

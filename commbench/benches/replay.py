@@ -1,6 +1,6 @@
 """Bench kind `replay` (`commbench replay TRACE...`): a traced training step's collectives run again on this job."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
@@ -85,6 +85,7 @@ class ReplayKind(ClusterKind):
         return rank, table
 
     def resolve(self, options: ReplayOptions, machine) -> Bench:
+        from commbench.expect.rows import for_sweep
         from commbench.profiling.trace_file import trace_paths
         from commbench.replay.plan import load_calls, plan
 
@@ -110,6 +111,9 @@ class ReplayKind(ClusterKind):
                           iters=options.iters, warmup=options.warmup, with_gaps=options.with_compute_gaps,
                           scaled_from=planned.trace_world if options.scale_world is not None else None,
                           timeout_s=options.timeout)
+        kinds = dict.fromkeys(call["kind"] for call in planned.calls)
+        expected = for_sweep(machine, device=target.device, collectives=kinds, nproc=target.nproc)
+        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
         notes = (f"not replayed: {'; '.join(planned.skipped)}",) if planned.skipped else ()
         return Bench(self, spec, self.points(spec, target.nproc), notes=notes, cores=target.cores)
 

@@ -18,8 +18,13 @@ def trace() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--calls", "show_calls", is_flag=True,
               help="Also print every collective call: rank, step, kind, size, group, duration, algbw, busbw.")
+@click.option("--machine", metavar="PRESET", help="The machine the traces were recorded on, as a preset (commbench "
+              "expect --machine list): the expected busbw of each collective and group size.")
+@click.option("--facts", "facts_file", metavar="FILE", help="The machine the traces were recorded on, as a facts file "
+              "or NCCL's topology dump: the expected busbw of each collective and group size.")
 @json_option
-def analyze_command(paths: tuple[Path, ...], show_calls: bool, as_json: bool) -> None:
+def analyze_command(paths: tuple[Path, ...], show_calls: bool, machine: str | None, facts_file: str | None,
+                    as_json: bool) -> None:
     """Communication, computation, overlap %, exposed communication and idle time per rank and ProfilerStep,
     per collective kind, every collective call with its size, group and bandwidth (a size histogram per kind with
     p50/p90/p99 busbw), and (several ranks) the skew of the same call across ranks, per point, and which rank
@@ -27,25 +32,45 @@ def analyze_command(paths: tuple[Path, ...], show_calls: bool, as_json: bool) ->
     and new: ncclKernel_*, ncclDevKernel_*); CPU (gloo) traces by gloo:* spans against the main thread's aten::
     ops."""
     from commbench import profiling
+    from commbench.expect import chosen_facts
+    from commbench.expect.rows import for_trace_calls
 
+    named = chosen_facts(machine, facts_file) if machine or facts_file else None
     analysis = profiling.analyze(paths)
+    expected = for_trace_calls(named, [(call.kind, call.group_size) for call in analysis.every_call
+                                       if call.group_size and call.busbw_gbps == call.busbw_gbps])
     if as_json:
         emit_json({"traces": analysis.overlap, **analysis.skew,
                    "calls": [{"trace": path, **call_document(call)} for path, found in analysis.calls.items()
                              for call in found],
-                   "size_histogram": analysis.size_histogram, "stragglers": analysis.stragglers})
+                   "size_histogram": analysis.size_histogram, "stragglers": analysis.stragglers,
+                   "expected": expected})
         return
     for result in analysis.overlap:
         click.echo(_describe(result))
     if show_calls:
         click.echo("\n".join(describe_calls(analysis.every_call)))
     click.echo("\n".join(describe_histogram(analysis.size_histogram)))
+    click.echo("\n".join(_describe_expected(expected)))
     if analysis.stragglers is not None:  # more than one trace
         click.echo("\n".join(_describe_skew(analysis.skew)))
         click.echo("\n".join(describe_stragglers(analysis.stragglers)))
 
 
 analyze_command.name = "analyze"
+
+
+def _describe_expected(expected: list[dict]) -> list[str]:
+    """The busbw the trace's machine allows per collective and group size (commbench expect), or why there is none
+    (once, where no machine was named)."""
+    lines = []
+    for item in expected:
+        figure, basis = item["expected_busbw_gbps"], item["expected_basis"]
+        if figure is None and basis.startswith("none: a trace"):
+            return [f"expected busbw: none ({basis.removeprefix('none: ')})"]
+        lines.append(f"expected busbw of {item['collective']} over {item['group_size']} ranks: "
+                     + (f"{figure:.4g} GB/s ({basis})" if figure is not None else basis))
+    return lines
 
 
 def _pct(value) -> str:

@@ -11,6 +11,8 @@ from commbench.cluster.confirmation import confirm
 from commbench.cluster.hostlist import compress
 from commbench.cluster.matrix_files import matrix_csv, write_file
 from commbench.cluster.pair_statistics import Samples
+from commbench.expect.rows import ACROSS_NODES, INTRA_ALL_REDUCE, RunExpectation
+from commbench.expect.rows import COLUMNS as EXPECTED_COLUMNS
 from commbench.measure.bandwidth import busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.names import BUSBW_FACTORS
@@ -21,7 +23,9 @@ MATRIX_FILES = {"busbw_gbps": "node_matrix_busbw_gbps.csv", "latency_us": "node_
 KEY_COLUMNS = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "ranks_a", "ranks_b", "lanes", "backend", "device",
                   "world_size", "iters", "time_us_p50", "time_us_p95", "time_us_min", "time_us_ci_lo",
-                  "time_us_ci_hi", "time_us_p10", "statistic", "busbw_gbps", "latency_us", "n_wrong", "verdict", "note")
+                  "time_us_ci_hi", "time_us_p10", "statistic", "busbw_gbps", "latency_us", "n_wrong", "verdict", "note",
+                  *EXPECTED_COLUMNS)
+REQUIRED_COLUMNS = RESULT_COLUMNS[:-len(EXPECTED_COLUMNS)]
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 FIRST_PASS = "pairs"
 SECOND_PASS = "second_pass"
@@ -58,6 +62,7 @@ def intra_row(spec, phase: str, node: str, layout, size: int, timed) -> dict:
                size_bytes=size)
     seconds = _timed_columns(row, timed, spec.statistic)
     row["busbw_gbps"] = busbw_gbps(size, seconds, BUSBW_FACTORS["all_reduce"](ranks))
+    row.update(RunExpectation(spec.expectation).columns(INTRA_ALL_REDUCE))
     return row
 
 
@@ -71,6 +76,7 @@ def pair_row(spec, phase: str, test: str, pair: tuple[str, str], layout, lanes: 
     seconds = _timed_columns(row, timed, spec.statistic)
     if test == "bandwidth":
         row["busbw_gbps"] = busbw_gbps(size, seconds, BUSBW_FACTORS["sendrecv"](2))
+        row.update(RunExpectation(spec.expectation).columns(ACROSS_NODES))
     else:
         row["latency_us"] = seconds * 1e6
     return row

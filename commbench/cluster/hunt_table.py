@@ -5,6 +5,7 @@ import re
 import pandas as pd
 
 from commbench.cluster.hunt_rows import CLEARED, FIRST_PASS, HEALTHY, SUSPECT, matrices
+from commbench.expect.rows import expected_lines
 
 
 def format_table(results: pd.DataFrame) -> str:
@@ -33,6 +34,7 @@ def format_table(results: pd.DataFrame) -> str:
             columns={"node_a": "node", "ranks_a": "ranks", "size_bytes": "size (B)", "time_us_p50": "time p50 (µs)",
                      "busbw_gbps": "busbw (GB/s)", "n_wrong": "#wrong"})
         lines += ["", "# intra-node all_reduce", shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
+    lines += expected_lines(results[results["busbw_gbps"].notna()])
     wrong = results[results["n_wrong"].fillna(0) > 0]
     if not wrong.empty:
         lines.append(f"# WRONG: {len(wrong)} measurement(s) delivered wrong bytes (see #wrong in results.csv)")

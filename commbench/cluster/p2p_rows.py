@@ -3,6 +3,8 @@
 from pathlib import Path
 
 from commbench.cluster.matrix_files import matrix_csv, write_file
+from commbench.expect.rows import ACROSS_NODES, SAME_NODE, RunExpectation
+from commbench.expect.rows import COLUMNS as EXPECTED_COLUMNS
 from commbench.measure.bandwidth import busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.store import SCHEMA_VERSION
@@ -10,7 +12,9 @@ from commbench.store import SCHEMA_VERSION
 KEY_COLUMNS = ("bench", "src", "dst", "size_bytes")
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "src_node", "dst_node", "same_node", "schedule",
                   "backend", "device", "world_size", "iters", "time_us_p50", "time_us_p95", "time_us_min",
-                  "time_us_ci_lo", "time_us_ci_hi", "time_us_p10", "statistic", "busbw_gbps", "n_wrong")
+                  "time_us_ci_lo", "time_us_ci_hi", "time_us_p10", "statistic", "busbw_gbps", "n_wrong",
+                  *EXPECTED_COLUMNS)
+REQUIRED_COLUMNS = RESULT_COLUMNS[:-len(EXPECTED_COLUMNS)]
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 def time_column(statistic: str) -> str:
     """The time column the figures come from: time_us_p50 (median) or time_us_p10."""
@@ -33,6 +37,7 @@ def pair_row(spec, layout, source: int, destination: int, size: int, timed) -> d
            "statistic": spec.statistic, "busbw_gbps": busbw_gbps(size, p10 if spec.statistic == "p10" else summary.p50,
                                                                   1.0), "n_wrong": timed.n_wrong}
     row["same_node"] = row["src_node"] == row["dst_node"]
+    row.update(RunExpectation(spec.expectation).columns(SAME_NODE if row["same_node"] else ACROSS_NODES))
     row["_samples"] = [{"schema_version": SCHEMA_VERSION, **{key: row[key] for key in KEY_COLUMNS},
                         "iteration": index, "time_us": value * 1e6} for index, value in enumerate(timed.samples_s)]
     return row

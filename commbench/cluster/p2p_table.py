@@ -3,6 +3,7 @@
 import pandas as pd
 
 from commbench.cluster.p2p_rows import time_column
+from commbench.expect.rows import expected_lines
 from commbench.units import format_bytes
 
 
@@ -37,6 +38,7 @@ def format_table(results: pd.DataFrame) -> str:
     column = time_column(str(results["statistic"].iloc[0]))
     lines += [f"# time {column.rsplit('_', 1)[1]} (µs) at {format_bytes(int(smallest))}, src → dst",
               matrix(results, smallest, column).to_string(na_rep="-", float_format=lambda v: f"{v:.4g}")]
+    lines += expected_lines(results)
     wrong = int(results["n_wrong"].fillna(0).sum())
     if wrong:
         lines.append(f"# WRONG: {wrong} byte(s) received were not the sender's (see n_wrong)")

@@ -10,14 +10,20 @@ from commbench.expect.facts import MachineFacts
 from commbench.expect.model import expect
 
 COLUMNS = ("expected_busbw_gbps", "expected_basis")
+"""The columns every kind that stores busbw adds to its rows (older runs lack them: they read as empty)."""
+SAME_NODE, ACROSS_NODES = "same_node", "across_nodes"
+"""p2p's and hunt's keys: a transfer between two ranks of one node (over the GPU's link), or of two nodes (one GPU's
+NIC)."""
+INTRA_ALL_REDUCE = "intra_all_reduce"
 
 
 @dataclass(frozen=True)
 class RunExpectation:
     by_collective: dict[str, tuple[float | None, str]] = field(default_factory=dict)
-    """collective → (expected busbw in GB/s or None, what it rests on or why there is none)."""
+    """collective (or a kind's own key) → (expected busbw in GB/s or None, what it rests on or why there is
+    none)."""
     document: dict = field(default_factory=dict)
-    """For meta.json: origin, facts, scope and each collective's expectation with its terms."""
+    """For meta.json: origin, facts, scope and each key's expectation with its terms."""
 
     def columns(self, collective: str) -> dict:
         busbw, basis = self.by_collective.get(collective, (None, "no expectation for this collective"))
@@ -31,35 +37,55 @@ def none_because(why: str, collectives) -> RunExpectation:
 
 def for_run(facts: MachineFacts, origin: str, collectives, *, nodes: int, ranks_per_node: int,
             device: str) -> RunExpectation:
-    found = {collective: expect(facts, collective, nodes=nodes, ranks_per_node=ranks_per_node, device=device)
-             for collective in collectives}
-    by_collective: dict[str, tuple[float | None, str]] = {}
-    for collective, item in found.items():
+    """Each collective at the run's scope."""
+    return for_keys(facts, origin, {collective: (collective, nodes) for collective in collectives},
+                    ranks_per_node=ranks_per_node, device=device)
+
+
+def for_keys(facts: MachineFacts, origin: str, wanted: dict[str, tuple[str, int]], *, ranks_per_node: int,
+             device: str) -> RunExpectation:
+    """key → (collective, nodes): one expectation per key (a hunt's lane is a sendrecv across 2 nodes, its node
+    test an all_reduce on 1)."""
+    found = {key: expect(facts, collective, nodes=nodes, ranks_per_node=ranks_per_node, device=device)
+             for key, (collective, nodes) in wanted.items()}
+    by_key: dict[str, tuple[float | None, str]] = {}
+    for key, item in found.items():
         if item.busbw_gbps is None:
-            by_collective[collective] = (None, f"none: {item.why_none}")
+            by_key[key] = (None, f"none: {item.why_none}")
         else:
-            by_collective[collective] = (round(item.busbw_gbps, 3), f"{item.algorithm}, bound by {item.bound}; "
-                                         f"{facts.name} ({origin}), {nodes} node(s) × {ranks_per_node}")
-    document = {"origin": origin, "facts": facts.to_json(), "nodes": nodes, "ranks_per_node": ranks_per_node,
-                "device": device, "collectives": {name: item.to_json() for name, item in found.items()}}
-    return RunExpectation(by_collective, document)
+            by_key[key] = (round(item.busbw_gbps, 3), f"{item.algorithm}, bound by {item.bound}; {facts.name} "
+                           f"({origin}), {item.nodes} node(s) × {ranks_per_node}")
+    document = {"origin": origin, "facts": facts.to_json(), "ranks_per_node": ranks_per_node, "device": device,
+                "expectations": {key: item.to_json() for key, item in found.items()}}
+    return RunExpectation(by_key, document)
 
 
 def for_sweep(machine, *, device: str, collectives, nproc: int) -> RunExpectation:
-    """The expectation of a sweep on this machine (its own facts; the host's rates from the cache on CPU). It never
-    stops a sweep: facts that cannot be read leave every row without a figure, saying why."""
+    """The expectation of a sweep on this machine: each collective at the job's scope."""
+    per_node, nodes = _scope(machine, nproc)
+    return for_machine(machine, device=device, nproc=nproc,
+                       wanted={collective: (collective, nodes) for collective in collectives})
+
+
+def for_machine(machine, *, device: str, nproc: int, wanted: dict[str, tuple[str, int]]) -> RunExpectation:
+    """key → (collective, nodes) on this machine (its own facts; the host's rates from the cache on CPU). It never
+    stops a run: facts that cannot be read leave every row without a figure, saying why."""
     from commbench.expect import HERE
     from commbench.expect.probe import facts_here
     from commbench.names import CPU
 
-    per_node = machine.local_world_size or nproc
-    nodes = max(1, (machine.world_size or nproc) // per_node)
+    per_node, _ = _scope(machine, nproc)
     try:  # ranks resolving in place (inside a job) read kept rates only: they never measure beside each other
         facts = facts_here(measure=device == CPU, kept_only=machine.in_job)
     except Exception as error:  # a sandbox without /sys, a loopback that cannot connect: no figure, and why
-        return none_because(f"this machine's facts could not be read ({type(error).__name__}: {error})",
-                            collectives)
-    return for_run(facts, HERE, collectives, nodes=nodes, ranks_per_node=per_node, device=device)
+        return none_because(f"this machine's facts could not be read ({type(error).__name__}: {error})", wanted)
+    return for_keys(facts, HERE, wanted, ranks_per_node=per_node, device=device)
+
+
+def _scope(machine, nproc: int) -> tuple[int, int]:
+    """(ranks per node, nodes) of the run: the job's, or nproc ranks on this one node."""
+    per_node = machine.local_world_size or nproc
+    return per_node, max(1, (machine.world_size or nproc) // per_node)
 
 
 NO_FACTS = "no facts of the machine that wrote the file: pass --machine PRESET or --facts FILE (commbench expect)"
@@ -77,3 +103,41 @@ def for_import(facts_and_origin, collectives, *, world: int | None, hosts: int, 
     if world % nodes:
         return none_because(f"{world} ranks do not spread evenly over {nodes} hosts", collectives)
     return for_run(facts, origin, collectives, nodes=nodes, ranks_per_node=world // nodes, device=device)
+
+
+def expected_lines(results, *, what: str = "busbw") -> list[str]:
+    """One line per distinct expectation a kind's rows carry (each figure with what it rests on, or why there is
+    none), for its terminal table; none for rows written before the columns."""
+    if "expected_basis" not in results.columns:
+        return []
+    seen = results[["expected_busbw_gbps", "expected_basis"]].dropna(subset=["expected_basis"]).drop_duplicates()
+    lines = []
+    for figure, basis in seen.itertuples(index=False):
+        if isinstance(basis, str) and basis.startswith("none: "):
+            lines.append(f"# expected {what}: none ({basis.removeprefix('none: ')})")
+        elif figure == figure:  # not NaN
+            lines.append(f"# expected {what}: {float(figure):.4g} GB/s ({basis}; commbench expect)")
+    return lines
+
+
+NO_TRACE_FACTS = ("a trace does not hold its machine's topology: pass --machine PRESET or --facts FILE "
+                  "(commbench expect)")
+
+
+def for_trace_calls(facts_and_origin, groups) -> list[dict]:
+    """The expected busbw of each (collective, group size) of a trace's calls, on the machine --machine or --facts
+    names: a group wider than the machine's GPUs spans nodes of that many GPUs each."""
+    found = []
+    for collective, group in sorted(set(groups)):
+        if facts_and_origin is None:
+            found.append({"collective": collective, "group_size": group, "expected_busbw_gbps": None,
+                          "expected_basis": f"none: {NO_TRACE_FACTS}"})
+            continue
+        facts, origin = facts_and_origin
+        per_node = min(group, facts.gpus_per_node) if facts.gpus_per_node else group
+        nodes = -(-group // per_node)
+        figure, basis = for_keys(facts, origin, {collective: (collective, nodes)}, ranks_per_node=per_node,
+                                 device="cuda" if facts.gpus_per_node else "cpu").by_collective[collective]
+        found.append({"collective": collective, "group_size": group, "expected_busbw_gbps": figure,
+                      "expected_basis": basis})
+    return found

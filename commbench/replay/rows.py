@@ -5,6 +5,8 @@ sequence)."""
 
 from statistics import median
 
+from commbench.expect.rows import COLUMNS as EXPECTED_COLUMNS
+from commbench.expect.rows import RunExpectation
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.names import busbw_factor
@@ -14,9 +16,9 @@ KEY_COLUMNS = ("bench", "kind", "size_bytes", "dtype")
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "backend", "device", "world_size", "traced_world_size",
                   "scaled", "step", "calls", "iters", "time_us_traced_p50", "time_us_p50", "time_us_p95",
                   "time_us_min", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "busbw_gbps_traced",
-                  "replayed_vs_traced", "gaps_us", "n_wrong", "timing_method", "note")
-REQUIRED_COLUMNS = tuple(column for column in RESULT_COLUMNS if column != "timing_method")
-"""A results file must have these; timing_method is read as empty where a run has none."""
+                  "replayed_vs_traced", "gaps_us", "n_wrong", "timing_method", "note", *EXPECTED_COLUMNS)
+REQUIRED_COLUMNS = tuple(column for column in RESULT_COLUMNS if column not in ("timing_method", *EXPECTED_COLUMNS))
+"""A results file must have these; timing_method and the expected busbw read as empty where a run has none."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 SEQUENCE = "sequence"
 """The kind of the row for the whole step: every replayed call in order."""
@@ -45,7 +47,8 @@ def build(spec, slowest: list[list[float]], sequence_s: list[float], wrong: dict
                      "algbw_gbps": algbw_gbps(size, summary.p50), "busbw_gbps": _busbw(kind, size, summary.p50, world),
                      "busbw_gbps_traced": _busbw(kind, size, traced_us * 1e-6, world),
                      "replayed_vs_traced": summary.p50 * 1e6 / traced_us if traced_us > 0 else None,
-                     "gaps_us": None, "n_wrong": n_wrong, "timing_method": methods[positions[0]], "note": note})
+                     "gaps_us": None, "n_wrong": n_wrong, "timing_method": methods[positions[0]], "note": note,
+                     **RunExpectation(spec.expectation).columns(kind)})
         samples += [{"schema_version": SCHEMA_VERSION, "run_id": run_id, "bench": "replay", "kind": kind,
                      "size_bytes": size, "dtype": dtype, "iteration": index, "time_us": time * 1e6}
                     for index, time in enumerate(times)]
@@ -58,7 +61,8 @@ def build(spec, slowest: list[list[float]], sequence_s: list[float], wrong: dict
                  "busbw_gbps": None, "busbw_gbps_traced": None,
                  "replayed_vs_traced": summary.p50 * 1e6 / spec.traced_span_us if spec.traced_span_us > 0 else None,
                  "gaps_us": gaps_s * 1e6, "n_wrong": sum(wrong.values()), "timing_method": sequence_method,
-                 "note": sequence_note})
+                 "note": sequence_note, "expected_busbw_gbps": None,
+                 "expected_basis": "none: the sequence has no busbw (each call group's row has its own)"})
     samples += [{"schema_version": SCHEMA_VERSION, "run_id": run_id, "bench": "replay", "kind": SEQUENCE,
                  "size_bytes": total, "dtype": "-", "iteration": index, "time_us": time * 1e6}
                 for index, time in enumerate(sequence_s)]

@@ -2,6 +2,7 @@
 
 import math
 
+from commbench.expect.rows import expected_lines
 from commbench.replay.rows import SEQUENCE
 
 
@@ -34,6 +35,7 @@ def format_table(results) -> str:
                      f"{int(row['n_wrong']):>6}")
     notes = [str(note) for note in results["note"].dropna().unique() if str(note)]
     lines += [f"# note: {note}" for note in notes]
+    lines += expected_lines(results[results["kind"] != SEQUENCE])
     return "\n".join(lines)
 
 

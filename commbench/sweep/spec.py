@@ -77,11 +77,6 @@ class SweepSpec(Spec):
     """Batch timing on CUDA: replays of the batch captured as a CUDA graph (nccl-tests -G); 0 = no graph."""
     iteration_times: bool = False
     """Batch timing: also record every iteration's time inside each batch, per rank (nccl-tests -I 1)."""
-    expectation: dict[str, tuple[float | None, str]] = field(default_factory=dict)
-    """collective → (expected busbw in GB/s or None, what it rests on or why not): expect/rows.py, written into each
-    row."""
-    expectation_document: dict = field(default_factory=dict)
-    """The facts, scope and terms of that expectation, for meta.json."""
 
     @property
     def records_traces(self) -> bool:
