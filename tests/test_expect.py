@@ -211,3 +211,13 @@ def test_trace_analyze_gives_each_collective_and_group_its_expected_busbw():
     assert "16 node(s) × 8" in sendrecv["expected_basis"]
     plain = invoke(["trace", "analyze", trace])
     assert "expected busbw: none (a trace does not hold its machine's topology" in plain.stdout
+
+
+def test_an_8_gpu_pcie_node_rings_over_pcie():
+    """hgx-h100-pcie: NVLink bridges join pairs only, so 8 ranks ring over PCIe gen5 x16 (63 GB/s after 128b/130b);
+    its NICs are not known, so across nodes there is no figure, and it says so."""
+    preset = PRESETS["hgx-h100-pcie"]
+    one = expect(preset, "all_reduce", nodes=1, ranks_per_node=8)
+    assert (one.busbw_gbps, one.bound) == (pytest.approx(16 * 32 * 128 / 130 / 8), "PCIe")
+    assert expect(preset, "all_reduce", nodes=2, ranks_per_node=8).why_none == \
+        "the facts list no network adapters to cross nodes with"

@@ -1,7 +1,7 @@
 """Bench kind `collective` (`commbench sweep`): every collective at every message size, checked on every point."""
 
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
@@ -189,8 +189,7 @@ class CollectiveKind(BenchKind):
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
         validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
-        expected = for_sweep(machine, device=spec.device, collectives=spec.collectives, nproc=spec.nproc)
-        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
+        spec = for_sweep(machine, device=spec.device, collectives=spec.collectives, nproc=spec.nproc).onto(spec)
         check_fits(spec, machine)  # the largest point's memory against this machine's, before anything launches
         _check_ops_apply(options.ops, spec.collectives)
         few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
@@ -244,6 +243,10 @@ class CollectiveKind(BenchKind):
         # an imported row has no CI to judge: not "noisy", not known (shown as -)
         noisy[noisy.index.get_level_values("source") != COMMBENCH_SOURCE] = pd.NA
         table[f"noisy points (95 % CI > ±{NOISY_CI_PCT:g} % or none)"] = noisy
+        if "expected_busbw_gbps" in results.columns:  # the busbw the machine allows (commbench expect), or none
+            expected = pd.to_numeric(results["expected_busbw_gbps"], errors="coerce")
+            table.insert(2, "expected busbw (GB/s)",
+                         expected.groupby([results[key] for key in keys], sort=False).max().reindex(table.index))
         return table.reset_index()
 
     def row_label(self, row) -> str:

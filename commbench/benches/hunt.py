@@ -1,6 +1,6 @@
 """Bench kind `hunt` (`commbench hunt`): name the slow node or the bad link of an allocation."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
@@ -159,9 +159,8 @@ class HuntKind(ClusterKind):
             alpha=options.alpha, stall_factor=options.stall_factor, random_rounds=_random_rounds(options.pairs),
             pairs_at_once=options.pairs_at_once, seed=options.seed,
             timeout_s=options.timeout)
-        expected = for_machine(machine, device=target.device, nproc=target.nproc,
-                               wanted={INTRA_ALL_REDUCE: ("all_reduce", 1), ACROSS_NODES: ("sendrecv", 2)})
-        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
+        spec = for_machine(machine, device=target.device, nproc=target.nproc,
+                               wanted={INTRA_ALL_REDUCE: ("all_reduce", 1), ACROSS_NODES: ("sendrecv", 2)}).onto(spec)
         notes = () if machine.in_job else (
             "one node: commbench launched the ranks here, so there are no node pairs to test; run `commbench hunt` "
             "inside a multi-node torchrun/srun job or through `commbench slurm submit` with kind = \"hunt\"",)

@@ -1,6 +1,6 @@
 """Bench kind `p2p` (`commbench p2p`): point-to-point bandwidth and latency between every ordered pair of ranks."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
@@ -99,9 +99,8 @@ class P2pKind(ClusterKind):
                        schedule=options.schedule, statistic=options.statistic, warmup=options.warmup,
                        iters=options.iters,
                        timeout_s=options.timeout)
-        expected = for_machine(machine, device=target.device, nproc=target.nproc,
-                               wanted={SAME_NODE: ("sendrecv", 1), ACROSS_NODES: ("sendrecv", 2)})
-        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
+        spec = for_machine(machine, device=target.device, nproc=target.nproc,
+                               wanted={SAME_NODE: ("sendrecv", 1), ACROSS_NODES: ("sendrecv", 2)}).onto(spec)
         return Bench(self, spec, self.points(spec, target.nproc), cores=target.cores)
 
     def points(self, spec, world):

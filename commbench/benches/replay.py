@@ -1,6 +1,6 @@
 """Bench kind `replay` (`commbench replay TRACE...`): a traced training step's collectives run again on this job."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
@@ -112,8 +112,7 @@ class ReplayKind(ClusterKind):
                           scaled_from=planned.trace_world if options.scale_world is not None else None,
                           timeout_s=options.timeout)
         kinds = dict.fromkeys(call["kind"] for call in planned.calls)
-        expected = for_sweep(machine, device=target.device, collectives=kinds, nproc=target.nproc)
-        spec = replace(spec, expectation=expected.by_collective, expectation_document=expected.document)
+        spec = for_sweep(machine, device=target.device, collectives=kinds, nproc=target.nproc).onto(spec)
         notes = (f"not replayed: {'; '.join(planned.skipped)}",) if planned.skipped else ()
         return Bench(self, spec, self.points(spec, target.nproc), notes=notes, cores=target.cores)
 

@@ -16,11 +16,13 @@ def fit(run_dir: Path, as_json: bool) -> None:
     """Fit t = α + S/bandwidth per (collective, impl, backend, world size), weighted by relative error; a fit whose
     R² is below 0.9 is flagged `low`: the line does not describe its points."""
     from commbench.benches.collective import KIND as COLLECTIVE_KIND
+    from commbench.expect.rows import expected_lines
     from commbench.models.alpha_beta import fit_results
     from commbench.models.fit_files import LOW_R2, is_low, write_fits
     from commbench.runs import load_results_of
 
-    fits = fit_results(load_results_of(run_dir, COLLECTIVE_KIND))
+    results = load_results_of(run_dir, COLLECTIVE_KIND)
+    fits = fit_results(results)
     try:
         written = write_fits(run_dir, fits)
     except OSError as error:  # e.g. a baseline checked out read-only, or a folder where fit.csv goes
@@ -29,7 +31,8 @@ def fit(run_dir: Path, as_json: bool) -> None:
     if as_json:
         emit_json({"run_dir": run_dir, "model": "t = alpha + S/algbw, weighted by relative error; GB/s = 1e9 B/s",
                    "low_r2_below": LOW_R2,
-                   "fits": [{**asdict(result), "low_r2": is_low(result)} for result in fits], "written": written})
+                   "fits": [{**asdict(result), "low_r2": is_low(result)} for result in fits], "written": written,
+                   "expected": expected_lines(results)})
         return
     click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
     click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'dtype':>9} {'op':>5} {'placement':>9} "
@@ -50,4 +53,6 @@ def fit(run_dir: Path, as_json: bool) -> None:
     if any(is_low(result) for result in fits):
         click.echo(f"# low: R² below {LOW_R2:g}, the α–β line does not describe these points (latency-bound noise "
                    "at small sizes, or a protocol switch: see the residuals); do not read α or bandwidth from it")
+    for line in expected_lines(results):  # what the fitted busbw can be held against (commbench expect)
+        click.echo(line)
     click.echo(f"# written: {written[0]}, {written[1]}")

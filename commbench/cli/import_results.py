@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from commbench.cli.shared import finish_run, run_options
+from commbench.cli.shared import finish_run, machine_options, run_options
 from commbench.errors import ExitCode
 from commbench.imports import SOURCES, Source
 
@@ -43,10 +43,7 @@ def _command(source: Source) -> click.Command:
                   help="Ranks, for files without the tool's rank lines.")
     @click.option("--partial", is_flag=True,
                   help="Keep the rows of a table that ends without its closing lines (a cut log).")
-    @click.option("--machine", metavar="PRESET", help="The machine that wrote the files, as a preset (commbench expect "
-                  "--machine list): each row gets its expected busbw.")
-    @click.option("--facts", "facts_file", metavar="FILE", help="The machine that wrote the files, as a facts file "
-                  "(`commbench env --json` there) or NCCL's topology dump: each row gets its expected busbw.")
+    @machine_options("The machine that wrote the files", "each row gets its expected busbw")
     @run_options
     def command(files, collective, world_size, partial, machine, facts_file, out, run_id, quiet, as_json) -> None:
         from commbench.expect import chosen_facts

@@ -41,6 +41,18 @@ def run_options(function):
     return function
 
 
+def machine_options(which: str, gives: str):
+    """--machine PRESET and --facts FILE: the machine `which` names (what wrote a file, what recorded a trace), and
+    what its expected busbw `gives` there (commbench expect); the command reads them with expect.chosen_facts."""
+    def decorate(function):
+        function = click.option("--facts", "facts_file", metavar="FILE",
+                                help=f"{which}, as a facts file (`commbench env --json` there) or NCCL's topology "
+                                     f"dump: {gives}.")(function)
+        return click.option("--machine", metavar="PRESET",
+                            help=f"{which}, as a preset (commbench expect --machine list): {gives}.")(function)
+    return decorate
+
+
 def table_run_options(function):
     """run_options and --verbose: the options of a run that ends in a bench's tables (the bench commands and
     `commbench run`)."""

@@ -5,6 +5,7 @@ from pathlib import Path
 import click
 
 from commbench.cli.json_output import emit_json, json_option
+from commbench.cli.shared import machine_options
 from commbench.cli.trace_calls import call_document, describe_calls, describe_histogram, describe_stragglers
 from commbench.units import format_bytes
 
@@ -18,10 +19,7 @@ def trace() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--calls", "show_calls", is_flag=True,
               help="Also print every collective call: rank, step, kind, size, group, duration, algbw, busbw.")
-@click.option("--machine", metavar="PRESET", help="The machine the traces were recorded on, as a preset (commbench "
-              "expect --machine list): the expected busbw of each collective and group size.")
-@click.option("--facts", "facts_file", metavar="FILE", help="The machine the traces were recorded on, as a facts file "
-              "or NCCL's topology dump: the expected busbw of each collective and group size.")
+@machine_options("The machine the traces were recorded on", "the expected busbw of each collective and group size")
 @json_option
 def analyze_command(paths: tuple[Path, ...], show_calls: bool, machine: str | None, facts_file: str | None,
                     as_json: bool) -> None:

@@ -66,6 +66,11 @@ PRESETS: dict[str, MachineFacts] = {facts.name: facts for facts in (
            sources=("https://docs.nvidia.com/dgx/dgx2-user-guide/introduction-to-dgx2.html: 16 V100 SXM3, 12 "
                     "NVSwitches, 8 × 100 Gb/s EDR InfiniBand / 100 GbE",
                     "V100: 6 second-generation NVLink links per GPU (NVIDIA Tesla V100 GPU Architecture whitepaper)")),
+    _facts("hgx-h100-pcie", gpu="NVIDIA H100 PCIe", compute_capability=(9, 0), gpus_per_node=8, pcie_gen=5,
+           pcie_width=16,
+           sources=("https://www.nvidia.com/en-us/data-center/h100/: H100 PCIe, PCIe Gen5 x16; its NVLink bridges "
+                    "join two cards (600 GB/s both ways), so a ring over 8 GPUs crosses PCIe: the model takes PCIe",
+                    "the NICs of such servers vary: none listed (pass --facts for a real one)")),
     _facts("pcie-rtx-2080ti", gpu="NVIDIA GeForce RTX 2080 Ti", compute_capability=(7, 5), gpus_per_node=2,
            pcie_gen=3, pcie_width=16,
            sources=("https://www.nvidia.com/en-us/geforce/graphics-cards/compare/?section=compare-20: PCIe 3.0 x16; "

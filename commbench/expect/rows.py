@@ -25,6 +25,12 @@ class RunExpectation:
     document: dict = field(default_factory=dict)
     """For meta.json: origin, facts, scope and each key's expectation with its terms."""
 
+    def onto(self, spec):
+        """The spec with this expectation: its rows carry the figures, meta.json the document."""
+        from dataclasses import replace
+
+        return replace(spec, expectation=self.by_collective, expectation_document=self.document)
+
     def columns(self, collective: str) -> dict:
         busbw, basis = self.by_collective.get(collective, (None, "no expectation for this collective"))
         return {"expected_busbw_gbps": busbw, "expected_basis": basis}
