@@ -30,7 +30,7 @@ from commbench.gate.compare import (
     gate_line,
 )
 from commbench.gate.expected import BELOW_EXPECTED
-from commbench.gate.sides import run_folders, source_notes
+from commbench.gate.sides import expected_note, run_folders, source_notes
 from commbench.measure.stats import CONFIDENCE
 
 RUN_SET_LAUNCHES = 3
@@ -67,6 +67,7 @@ def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict], floor: F
                      f"same sweep or suite with --launches {RUN_SET_LAUNCHES} (or more) on both sides, and compare "
                      "the two run set folders")
     found += source_notes(baseline_dir, new_dir)
+    found += expected_note(new_dir, entries)
     assessed = [entry for entry in entries if entry.get("wide_ci") is not None]
     wide = [entry for entry in assessed if entry["wide_ci"]]
     if wide:

@@ -170,3 +170,17 @@ def timing_methods(path: Path) -> dict[str, set[str]]:
             method = re.sub(r"\d+(?= back-to-back)", "N", str(method))
             found.setdefault(str(source), set()).add(method or "not recorded")
     return found
+
+
+def expected_note(new_dir: Path, entries: list[dict]) -> list[str]:
+    """What the new side's busbw can be held against (commbench expect), unless --fail-below-expected already did."""
+    from commbench.expect.rows import expected_lines
+
+    if any(entry.get("metric") == "busbw of expected" for entry in entries):
+        return []
+    found: list[str] = []
+    for folder in status_folders(new_dir):
+        if (folder / store.RESULTS_FILE).exists():
+            found += [line.removeprefix("# ") for line in expected_lines(store.read_results(folder, kind_of(folder)))]
+    found = list(dict.fromkeys(found))
+    return [f"the new side's {'; '.join(found)}; --fail-below-expected PCT gates on it"] if found else []
