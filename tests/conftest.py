@@ -1,5 +1,6 @@
 """Shared helpers: run the real `commbench` CLI in a subprocess (real torchrun, real gloo ranks)."""
 
+import contextlib
 import fcntl
 import functools
 import json
@@ -34,12 +35,13 @@ def _host_rates_kept():
     host_rates()
 
 
-@pytest.fixture(autouse=True)
-def _machine_share(request):
-    """An `exclusive` test (commbench hunt and p2p naming a slowed node by its timings) has the machine's cores to
-    itself: with the other worker's ranks, or even its pandas work, on the same 2 cores, a healthy pair read 4x slower
-    than another healthy pair, slower than the injected fault. Every other test shares the machine with the rest."""
-    exclusive = request.node.get_closest_marker("exclusive") is not None
+@contextlib.contextmanager
+def machine_share(*, exclusive: bool):
+    """An exclusive holder (commbench hunt and p2p naming a slowed node by its timings, run sets whose launches are
+    compared) has the machine's cores to itself: with the other worker's ranks, or even its pandas work, on the same
+    2 cores, a healthy pair read 4x slower than another healthy pair, slower than the injected fault. Every other test
+    shares the machine with the rest. A module fixture that times launches holds it itself: pytest sets such fixtures
+    up before a test's own autouse fixtures, and releases it before the test's."""
     if exclusive:
         EXCLUSIVE_WANTED.touch()
     else:
@@ -53,6 +55,13 @@ def _machine_share(request):
             if exclusive:
                 EXCLUSIVE_WANTED.unlink(missing_ok=True)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request):
+    """Each test holds the machine shared, an `exclusive` one alone (machine_share)."""
+    with machine_share(exclusive=request.node.get_closest_marker("exclusive") is not None):
+        yield
 
 
 def _fresh(flag: Path, within_s: float = 600) -> bool:
