@@ -14,8 +14,8 @@ index; `*`: every point). KIND is
          holds it whole, a batch spreads it over its calls),
   abort  SIGABRT itself on the way out, after the run (or, with a process per configuration, configuration POINT)
          stored everything: a rank dying in teardown must not fail a complete run.
-COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval),
-so the regression gate can be shown to catch a slowdown.
+COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval
+of P percent of the rank's fastest call so far), so the regression gate can be shown to catch a slowdown.
 COMMBENCH_SLOW_NODE="NODE:P" makes every send of the ranks on node NODE (their node name, commbench/cluster/nodes.py)
 P percent slower, and COMMBENCH_SLOW_LINK="NODE_A,NODE_B:P" every send between those two nodes (either way): a sleep
 of that share of the transfer's own time inside the timed interval, in `commbench hunt` and `commbench p2p`. A sleep,
@@ -31,6 +31,7 @@ events around an earlier call (the latest whose events have completed, so the ho
 has none and is not delayed, which the warm-up absorbs).
 """
 
+import math
 import os
 import random
 import signal
@@ -118,17 +119,25 @@ def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:
 
 def slowed(run, device):
     """run itself, or (with COMMBENCH_SLOWDOWN_PCT set) run followed by a wait of that share of its duration: a busy
-    wait on CPU, a spin of the stream on CUDA (`device`: where the call's tensors are)."""
+    wait on CPU, a spin of the stream on CUDA (`device`: where the call's tensors are).
+
+    The share is of the fastest call this rank has made so far, not of this call: a call's time includes waiting for
+    a peer still in its own wait, so a share of each call's time would hand the skew back multiplied (×5 at 400 %)
+    and make the slowdown depend on the ranks' first skew instead of on P."""
     percent = float(os.environ.get(SLOWDOWN_ENV_VAR) or 0)
     if percent <= 0:
         return run
     if _on_cuda(device):
         return _DeviceShare(run, percent / 100, SLOWDOWN_ENV_VAR)
 
+    fastest_s = math.inf
+
     def slow_run():
+        nonlocal fastest_s
         start = time.perf_counter()
         result = run()
-        until = time.perf_counter() + (time.perf_counter() - start) * percent / 100
+        fastest_s = min(fastest_s, time.perf_counter() - start)
+        until = time.perf_counter() + fastest_s * percent / 100
         while time.perf_counter() < until:
             pass
         return result
@@ -245,9 +254,9 @@ def _ready_to_spin(variable: str) -> None:
 
 class _DeviceShare:
     """run, then a spin of the current stream for `share` of run's own device time. That time comes from CUDA events
-    around an earlier call: the latest whose end event has completed, read without waiting (in per-iteration timing
-    the previous call, each iteration starting on an idle stream). While a CUDA graph is captured no event is
-    recorded or read, and the spin is captured at the time known then."""
+    around earlier calls: the fastest of those whose end event has completed, read without waiting (in
+    per-iteration timing each iteration starts on an idle stream, so the previous call is read). While a CUDA graph
+    is captured no event is recorded or read, and the spin is captured at the time known then."""
 
     def __init__(self, run, share: float, variable: str):
         _ready_to_spin(variable)
@@ -260,7 +269,9 @@ class _DeviceShare:
         capturing = torch.cuda.is_current_stream_capturing()
         if self._pending is not None and not capturing and self._pending[1].query():
             start, end = self._pending
-            self._call_s, self._pending = start.elapsed_time(end) / 1e3, None
+            # the fastest call so far: a call's device time includes waiting for peers (see `slowed`)
+            self._call_s = min(self._call_s or math.inf, start.elapsed_time(end) / 1e3)
+            self._pending = None
         record = self._pending is None and not capturing
         if record:
             start = torch.cuda.Event(enable_timing=True)

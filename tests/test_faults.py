@@ -40,6 +40,17 @@ def test_on_cpu_a_slow_share_waits_that_share_of_the_call(monkeypatch):
     assert _host_seconds(slowed(_host_call, "cpu")) >= 1.5 * CALL_S
 
 
+def test_the_slowdown_is_a_share_of_the_fastest_call_so_far(monkeypatch):
+    """A call's time includes waiting for peers, so a share of each call's own time would hand two ranks' skew back
+    to each other multiplied; the share is of the fastest call this rank has made."""
+    durations = iter([CALL_S, 4 * CALL_S])
+    monkeypatch.setenv(faults.SLOWDOWN_ENV_VAR, "100")
+    slow = slowed(lambda: time.sleep(next(durations)), "cpu")
+    assert _host_seconds(slow) >= 2 * CALL_S
+    # the long call waits CALL_S more (its fastest predecessor's share), not another 4 * CALL_S
+    assert 5 * CALL_S <= _host_seconds(slow) < 7 * CALL_S
+
+
 def test_on_cpu_a_stall_of_every_call_waits_its_milliseconds():
     assert _host_seconds(stalled(_host_call, Stall(100.0, 0.03), "cpu")) >= CALL_S + 0.03
 

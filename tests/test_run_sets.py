@@ -25,9 +25,9 @@ from tests.refusals import assert_refused, invoke
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "64K,256K,1M", "--iters", "10", "--warmup", "2",
          "--backend", "gloo", "--device", "cpu")
 LAUNCHES = 3
-SLOWDOWN_PCT = "400"
-"""Every timed call five times as long: beyond the launch noise of a shared 2-core machine, where the launches of one
-sweep have differed by a factor of 3."""
+SLOWDOWN_PCT = "1900"
+"""Every timed call twenty times as long as this rank's fastest: beyond the launch noise of a shared 2-core machine,
+where the launches of one sweep have differed by a factor of 3 and a launch's median call by a factor of 5."""
 ROWS = 3
 THRESHOLD_PCT = 5.0  # busbw's default
 
@@ -127,7 +127,7 @@ def test_single_launches_are_never_a_regression_within_the_floor(run_sets, commb
     assert outcome.returncode == 0, outcome.stdout + outcome.stderr
     assert document["launch_noise"] == {"pct": 1000.0, "source": "--launch-noise"}
     floor = _floor_pct(1000.0, (1, 1), rows=ROWS)
-    for entry in _busbw(document):  # five times slower, and still within a floor this wide
+    for entry in _busbw(document):  # many times slower, and still within a floor this wide
         assert entry["worse_pct"] > 50 and entry["verdict"] == "~", entry
         assert entry["detectable_pct"] == entry["floor_pct"] == pytest.approx(floor)
         assert "within the launch-noise floor" in entry["why"] and entry["test"] == "Mann-Whitney U on samples"
