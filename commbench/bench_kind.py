@@ -84,6 +84,13 @@ class Bench:
     """Launch the ranks once per point (--only INDEX) instead of once for the whole bench."""
     cores: tuple[int, ...] | None = None
     """--bind-cores: the core each local rank is pinned to (rank.py), by local rank; None leaves them unpinned."""
+    environments: tuple[tuple[dict, tuple[int, ...]], ...] = ()
+    """Launches by environment (--env-axis): each (the variables it sets, the indexes of its points) is a launch of
+    its own (--only INDEXES), since NCCL reads its environment when it creates a communicator. A launch that fails
+    before storing a row (NCCL refused the combination) leaves its points as rows noted "not available", and the
+    next launch runs. Empty: one launch for the whole bench."""
+    launch_env: dict = field(default_factory=dict)
+    """Variables every launch of the bench gets (--tuner-plugin, --tuner-config)."""
 
 
 @dataclass
@@ -206,11 +213,21 @@ class BenchKind:
     def row_label(self, row) -> str:
         raise NotImplementedError
 
+    def unavailable_row(self, spec, point, *, run_id: str, world: int, reason: str) -> dict:
+        """The row of a point whose launch (an environment combination, Bench.environments) failed before measuring
+        it: its keys, no numbers, and a note "not available: <reason>". Kinds with environment axes define it."""
+        raise NotImplementedError
+
     def samples_of(self, samples, row):
         """The boolean mask of samples.csv rows that belong to results row `row`."""
         mask = None
         for column in self.sample_keys:
-            match = samples[column].astype(str) == str(row[column])
+            values, wanted = samples[column], row[column]
+            default = self.column_defaults.get(column)
+            if isinstance(default, str):  # a key written empty reads back as NaN on either side (env "")
+                values = values.astype(object).where(values.notna(), default)
+                wanted = default if wanted != wanted or wanted is None else wanted
+            match = values.astype(str) == str(wanted)
             mask = match if mask is None else mask & match
         return mask
 

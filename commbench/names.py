@@ -191,3 +191,7 @@ def nccl_tests_program(collective: str) -> str:
 def nccl_tests_op(collective: str, redop: str) -> str:
     """The op column of an nccl-tests row in commbench's terms (none for collectives that do not reduce)."""
     return redop if collective in NCCL_TESTS_REDUCING else NO_OP
+
+NOT_AVAILABLE = "not available: "
+"""How the note of a row begins when its environment combination was refused before it could be measured (NCCL's
+or the backend's error follows)."""

@@ -28,7 +28,8 @@ bench's --timeout."""
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="commbench rank (started by commbench through torchrun)")
     parser.add_argument("--run-dir", type=Path, action="append", required=True, help="a prepared run folder")
-    parser.add_argument("--only", type=int, default=None, help="measure only this point (a launch per point)")
+    parser.add_argument("--only", type=_indexes, default=None,
+                        help="measure only these points, comma-separated (a launch per point or per environment)")
     args = parser.parse_args(argv)
     _threads_as_torchrun_set()
     machine = Machine.here()
@@ -46,7 +47,11 @@ def main(argv: list[str] | None = None) -> None:
         time.sleep(FAILED_RANK_LINGER_S)
         raise
     assert machine.rank is not None  # driver.joined (init_group) refuses a machine without RANK
-    faults.on_exit(faults.from_env(), rank=machine.rank, point=args.only)
+    faults.on_exit(faults.from_env(), rank=machine.rank, point=min(args.only) if args.only else None)
+
+
+def _indexes(text: str) -> frozenset[int]:
+    return frozenset(int(index) for index in text.split(","))
 
 
 def _bind_to_core(local_rank: int) -> None:

@@ -298,6 +298,10 @@ def _fill_absent(frame, columns, kind):
     for column in columns:
         if column not in frame.columns:
             frame[column] = kind.column_defaults.get(column)
+        elif column in kind.identity and isinstance(kind.column_defaults.get(column), str):
+            # a key written empty (the default environment's env "") reads back as NaN: a NaN key would drop the
+            # row from groupings and joins
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), kind.column_defaults[column])
     return frame
 
 

@@ -85,11 +85,20 @@ class SweepRun:
 
     @property
     def results(self) -> pd.DataFrame:
-        return pd.read_csv(self.run_dir / "results.csv")
+        return _read_keyed(self.run_dir / "results.csv")
 
     @property
     def samples(self) -> pd.DataFrame:
-        return pd.read_csv(self.run_dir / "samples.csv")
+        return _read_keyed(self.run_dir / "samples.csv")
+
+
+def _read_keyed(path: Path) -> pd.DataFrame:
+    """A CSV the run wrote, read as pandas does, but with the default environment's empty `env` key as "" (as
+    commbench's readers give it), not NaN, which never equals itself."""
+    frame = pd.read_csv(path)
+    if "env" in frame.columns:
+        frame["env"] = frame["env"].astype(object).where(frame["env"].notna(), "")
+    return frame
 
 
 def commbench_env(**extra: str) -> dict:

@@ -171,11 +171,11 @@ def test_fit_of_a_real_sweep_writes_files(bare_sweep):
     result = CliRunner().invoke(main, ["fit", str(run_dir)])
     assert result.exit_code == 0, result.output
     fits = (run_dir / "fit.csv").read_text().splitlines()
-    assert fits[0].startswith("schema_version,collective,impl,backend,world_size,dtype,op,inplace,timing,n_points,"
+    assert fits[0].startswith("schema_version,collective,impl,backend,world_size,dtype,op,inplace,timing,env,n_points,"
                               "alpha_us")
     first = fits[1].split(",")
     backend = json.loads((run_dir / "meta.json").read_text())["backend"]
-    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8:10] == ["batch", "15"]
+    assert first[1:4] == ["all_reduce", "builtin", backend] and first[8:11] == ["batch", "", "15"]
     # one fit per collective and impl (the default suite: the three builtin collectives), one residual per point
     assert len(fits) == 1 + 3
     assert len((run_dir / "fit_residuals.csv").read_text().splitlines()) == 1 + 45

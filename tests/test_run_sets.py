@@ -22,12 +22,13 @@ from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT, RUN_SET_FILE
 from tests.conftest import commbench_env, machine_share
 from tests.refusals import assert_refused, invoke
 
-SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "64K,256K,1M", "--iters", "10", "--warmup", "2",
+SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "1M,2M,4M", "--iters", "10", "--warmup", "2",
          "--backend", "gloo", "--device", "cpu")
 LAUNCHES = 3
-SLOWDOWN_PCT = "1900"
-"""Every timed call twenty times as long as this rank's fastest: beyond the launch noise of a shared 2-core machine,
-where the launches of one sweep have differed by a factor of 3 and a launch's median call by a factor of 5."""
+SLOWDOWN_PCT = "900"
+"""Every timed call ten times as long as this rank's fastest: beyond the launch noise of a shared 2-core machine. The
+sizes are where that noise is smallest: there, launches of one sweep differed by 30 % at 1-4 MiB, and by a factor of 4
+at 64 KiB (gloo's small messages are bimodal)."""
 ROWS = 3
 THRESHOLD_PCT = 5.0  # busbw's default
 

@@ -1,7 +1,7 @@
 """Bench kind `collective` (`commbench sweep`): every collective at every message size, checked on every point."""
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
@@ -18,6 +18,7 @@ from commbench.names import (
     DTYPES,
     IMPLEMENTATIONS,
     MEAN,
+    NOT_AVAILABLE,
     PER_ITERATION,
     PLACEMENTS,
     RANK_AVERAGES,
@@ -37,10 +38,12 @@ DEFAULT_MAX_TIME_S = 5.0
 """--target-ci without --max-time: each point's budget. A point whose samples are bimodal (scheduler stalls on a
 shared CPU) may never reach a tight CI; the budget bounds it and its row says so (stop_reason max_time)."""
 KEY_COLUMNS = ("bench", "collective", "impl", "backend", "device", "world_size", "dtype", "op", "inplace",
-               "size_bytes", "timing")
-"""One row per collective × impl × dtype × op × placement × size × timing mode (and where it ran)."""
-# A results file must have these; columns added later (ring bytes, GPU sampling, timing) are filled in when absent.
-REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS[:-1], "count", "iters", "warmup", "time_us_p50", "time_us_p95",
+               "size_bytes", "timing", "env")
+"""One row per collective × impl × dtype × op × placement × size × timing mode × environment combination (and where
+it ran); env is the combination's label (commbench/sweep/env_axes.py), "" without --env-axis."""
+# A results file must have these; columns added later (ring bytes, GPU sampling, timing, env) are filled in when
+# absent.
+REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS[:-2], "count", "iters", "warmup", "time_us_p50", "time_us_p95",
                     "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps",
                     "n_wrong")
 RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
@@ -130,6 +133,22 @@ class CollectiveOptions(TargetOptions):
                            help="Record torch.profiler traces (per rank and point) under results/<run>/traces/.")
     profile_iters: int = option("--profile-iters", type=int, lowest=1, default=3, show_default=True,
                                 help="Iterations per point in each trace (recorded after timing, untimed).")
+    env_axes: tuple[str, ...] = option(
+        "--env-axis", many=True,
+        help="NAME=V1,V2: an environment variable to vary; repeat for more (their cross product). Each "
+             "combination is its own launch (NCCL reads its environment when it creates a communicator) and its "
+             "rows are keyed by env.")
+    nccl_algo: tuple[str, ...] = option("--nccl-algo", many=True,
+                                        help="Shortcut for --env-axis NCCL_ALGO=...: ring, tree, nvls, nvlstree, "
+                                             "collnetdirect, collnetchain, pat.")
+    nccl_proto: tuple[str, ...] = option("--nccl-proto", many=True,
+                                         help="Shortcut for --env-axis NCCL_PROTO=...: ll, ll128, simple.")
+    tuner_plugin: str | None = option("--tuner-plugin",
+                                      help="NCCL_TUNER_PLUGIN for every launch: a tuner plugin library, e.g. "
+                                           "NVIDIA's example (see docs/tune.md); recorded in meta.json.")
+    tuner_config: str | None = option("--tuner-config",
+                                      help="NCCL_TUNER_CONFIG_FILE for every launch (commbench tune writes one); "
+                                           "recorded in meta.json with its SHA-256.")
     gpu_sample_interval: float = option("--gpu-sample-interval", type=float, above_zero=True, unit="seconds",
                                         default=0.05, show_default=True,
                                         help="Seconds between NVML samples of each GPU while a point is timed.")
@@ -152,15 +171,15 @@ class CollectiveKind(BenchKind):
     sample_keys = KEY_COLUMNS
     gpu_sample_columns = GPU_SAMPLE_COLUMNS
     iteration_columns = ITERATION_COLUMNS
-    identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing")
+    identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing", "env")
     # runs written before these columns
-    column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE,
+    column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE, "env": "",
                        "expected_basis": "none: the run was written before commbench expected bandwidths"}
     # root: the rows of runs written before it leave it empty (broadcast's root was rank 0 then)
     comparability = ("schema_version", "backend", "device", "world_size")
-    cross_source_identity = ("bench", "collective", "op", "inplace", "size_bytes", "dtype")
-    """The same collective, op, placement, size and dtype (the world size must agree too, as comparability says);
-    not impl or timing, which name commbench's own variants."""
+    cross_source_identity = ("bench", "collective", "op", "inplace", "size_bytes", "dtype", "env")
+    """The same collective, op, placement, size, dtype and environment (the world size must agree too, as
+    comparability says); not impl or timing, which name commbench's own variants."""
     metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
     plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size"),
              Plot("latency_fit", "Latency vs message size with the α–β fit"),
@@ -169,6 +188,8 @@ class CollectiveKind(BenchKind):
 
     def resolve(self, options: CollectiveOptions, machine) -> Bench:
         from commbench.expect.rows import for_sweep
+        from commbench.sweep import environments
+        from commbench.sweep.env_axes import label_of
         from commbench.sweep.memory_plan import check_fits
         from commbench.sweep.spec import SweepSpec, placement_notes, plan, size_notes, validate
         from commbench.units import parse_size_spec
@@ -188,14 +209,21 @@ class CollectiveKind(BenchKind):
             blocking=options.blocking, cuda_graph=options.cuda_graph, iteration_times=options.iteration_times,
             profile_iters=options.profile_iters if options.profile else 0,
             gpu_sample_interval_s=options.gpu_sample_interval)
+        launch_environments = environments.resolve(options, backend=target.backend, in_job=machine.in_job)
+        spec = replace(spec, environments=launch_environments.combinations, tuner=launch_environments.tuner)
         validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
         spec = for_sweep(machine, device=spec.device, collectives=spec.collectives, nproc=spec.nproc).onto(spec)
         check_fits(spec, machine)  # the largest point's memory against this machine's, before anything launches
         _check_ops_apply(options.ops, spec.collectives)
         few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []
-        return Bench(self, spec, plan(spec, spec.nproc),
+        points = plan(spec, spec.nproc)
+        by_environment = tuple(
+            (combination, tuple(point.index for point in points if point.env == label_of(combination)))
+            for combination in spec.environments) if launch_environments.varied else ()
+        return Bench(self, spec, points,
                      notes=tuple((placement_notes(spec) if options.placement else []) + size_notes(spec, spec.nproc)
-                                 + few), cores=target.cores)
+                                 + few), cores=target.cores, environments=by_environment,
+                     launch_env=launch_environments.launch_env)
 
     def spec_from_json(self, text):
         from commbench.sweep.spec import SweepSpec
@@ -224,9 +252,12 @@ class CollectiveKind(BenchKind):
         from commbench.sweep.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
         from commbench.units import format_bytes
 
-        keys = ["source", "collective", "impl", "backend", "dtype"]
+        keys = ["source", "collective", "impl", "backend", "dtype", "env"]
         sources = results["source"] if "source" in results.columns else pd.Series(None, index=results.index)
-        results = results.assign(source=sources.fillna(COMMBENCH_SOURCE))  # imported rows say their tool
+        envs = results["env"] if "env" in results.columns else pd.Series(None, index=results.index)
+        # imported rows say their tool; an empty env is the default environment (a NaN key would drop the rows)
+        results = results.assign(source=sources.fillna(COMMBENCH_SOURCE),
+                                 env=envs.astype(object).where(envs.notna(), ""))
         # nccl-tests' Avg bus bandwidth is the mean over every row and placement; the mean over the sizes that
         # measure bandwidth rather than latency gets a name of its own
         table = results.groupby(keys, sort=False).agg(**{
@@ -254,8 +285,35 @@ class CollectiveKind(BenchKind):
 
         placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
         timing = "" if row.get("timing", PER_ITERATION) == DEFAULT_TIMING else f" {row['timing']}"
+        env = row.get("env")
+        env = f" [{env}]" if isinstance(env, str) and env else ""
         return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
-                f"{format_bytes(int(row['size_bytes']))}{timing}")
+                f"{format_bytes(int(row['size_bytes']))}{timing}{env}")
+
+    def unavailable_row(self, spec, point, *, run_id: str, world: int, reason: str) -> dict:
+        from commbench.collectives import get_collective
+        from commbench.store import SCHEMA_VERSION
+
+        row: dict = dict.fromkeys(RESULT_COLUMNS, "")  # no number: not measured
+        row.update({
+            "schema_version": SCHEMA_VERSION, "run_id": run_id, "bench": COLLECTIVE_BENCH,
+            "collective": point.collective, "impl": point.impl, "backend": spec.backend, "device": spec.device,
+            "world_size": world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
+            "size_bytes": point.layout.size_bytes, "timing": point.timing, "env": point.env,
+            "count": point.layout.count, "warmup": spec.warmup, "note": NOT_AVAILABLE + reason,
+            "source": COMMBENCH_SOURCE, "root": spec.root if get_collective(point.collective).has_root else -1,
+            "expected_basis": "none: not measured"})
+        return row
+
+    def run_meta(self, spec) -> dict:
+        meta = super().run_meta(spec)
+        if spec.environments != ({},):
+            from commbench.sweep.env_axes import label_of
+
+            meta["env_combinations"] = [label_of(combination) for combination in spec.environments]
+        if spec.tuner:
+            meta["tuner"] = spec.tuner
+        return meta
 
 
 def few_samples_note(iters: int) -> str:

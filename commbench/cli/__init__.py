@@ -28,6 +28,7 @@ from commbench.cli.shared import show_warnings, warnings_held
 from commbench.cli.slurm import slurm
 from commbench.cli.suites import suites
 from commbench.cli.trace import trace
+from commbench.cli.tune import tune
 from commbench.errors import CommbenchError, ExitCode
 from commbench.execution import torch_host
 from commbench.execution.stopping import Stopped, describe, terminations_raised
@@ -87,5 +88,5 @@ def main() -> None:
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
 for _command in (perf, run, suites, selftest, env, expect, trace, model, fit, compare_command, report, import_group,
-                 slurm):
+                 slurm, tune):
     main.add_command(_command)

@@ -13,8 +13,10 @@ from commbench.errors import CommbenchError
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @json_option
 def fit(run_dir: Path, as_json: bool) -> None:
-    """Fit t = α + S/bandwidth per (collective, impl, backend, world size), weighted by relative error; a fit whose
-    R² is below 0.9 is flagged `low`: the line does not describe its points."""
+    """Fit t = α + S/bandwidth per (collective, impl, backend, world size, env), weighted by relative error; a fit
+    whose R² is below 0.9 is flagged `low`: the line does not describe its points. Rows measured under different
+    environment combinations (--env-axis, or imports labelled with --env) are fitted apart; `commbench tune` puts
+    their crossovers side by side."""
     from commbench.benches.collective import KIND as COLLECTIVE_KIND
     from commbench.expect.rows import expected_lines
     from commbench.models.alpha_beta import fit_results
@@ -35,19 +37,22 @@ def fit(run_dir: Path, as_json: bool) -> None:
                    "expected": expected_lines(results)})
         return
     click.echo(f"# α–β fits of {run_dir} (t = α + S/algbw; weighted by relative error; GB/s = 1e9 B/s)")
+    with_env = any(result.env for result in fits)  # the column only where the run varied its environment
     click.echo(f"{'collective':<15} {'impl':<8} {'backend':<7} {'ranks':>5} {'dtype':>9} {'op':>5} {'placement':>9} "
                f"{'timing':>13} {'points':>6} {'α (us)':>10} "
-               f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13} {'R²':>7} {'':3}  worst residual")
+               f"{'algbw (GB/s)':>13} {'busbw (GB/s)':>13} {'R²':>7} {'':3}  "
+               + (f"{'worst residual':<28} env" if with_env else "worst residual"))
     for result in fits:
         worst = max(result.residuals, key=lambda r: abs(r["residual_pct"]))
         placement = "in" if result.inplace else "out"
         flag = "low" if is_low(result) else ""
+        residual = f"{worst['residual_pct']:+.1f} % at {worst['size_bytes']} B"
         click.echo(f"{result.collective:<15} {result.impl:<8} {result.backend:<7} {result.world_size:>5} "
                    f"{result.dtype:>9} {result.op:>5} {placement:>9} {result.timing:>13} {result.n_points:>6} "
                    f"{result.alpha_us:>10.1f} "
                    f"{result.algbw_gbps:>13.3f} "
-                   f"{result.busbw_gbps:>13.3f} {result.r2:>7.4f} {flag:3}  {worst['residual_pct']:+.1f} % at "
-                   f"{worst['size_bytes']} B")
+                   f"{result.busbw_gbps:>13.3f} {result.r2:>7.4f} {flag:3}  "
+                   + (f"{residual:<28} {result.env or '(default)'}" if with_env else residual))
         if result.note:
             click.echo(f"  note: {result.note}")
     if any(is_low(result) for result in fits):

@@ -43,15 +43,22 @@ def _command(source: Source) -> click.Command:
                   help="Ranks, for files without the tool's rank lines.")
     @click.option("--partial", is_flag=True,
                   help="Keep the rows of a table that ends without its closing lines (a cut log).")
+    @click.option("--env", "environment", multiple=True, metavar="NAME=VALUE",
+                  help="A variable the files were measured under, repeatable (--env NCCL_ALGO=Tree --env "
+                       "NCCL_PROTO=Simple): every row's env column gets their label, as a sweep's --env-axis rows "
+                       "do, and `commbench tune` compares the labels [default: none, the tool's own choice].")
     @machine_options("The machine that wrote the files", "each row gets its expected busbw")
     @run_options
-    def command(files, collective, world_size, partial, machine, facts_file, out, run_id, quiet, as_json) -> None:
+    def command(files, collective, world_size, partial, environment, machine, facts_file, out, run_id, quiet,
+                as_json) -> None:
         from commbench.expect import chosen_facts
         from commbench.expect.rows import for_import
         from commbench.imports import read_file
+        from commbench.imports.environment import environment_label
         from commbench.imports.summary import document, exit_code, summary_lines
         from commbench.imports.write import hosts_of, one_world, write_run
 
+        env = environment_label(environment)  # refused before any file is read
         named = chosen_facts(machine, facts_file) if machine or facts_file else None
         options = {"collective": source.collective_option(collective) if collective else None,
                    "world_size": world_size, "partial": partial}
@@ -60,7 +67,8 @@ def _command(source: Source) -> click.Command:
                                          for row in test.rows))
         expectation = for_import(named, collectives, world=one_world(imported), hosts=len(hosts_of(imported)),
                                  device=imported[0].device)
-        run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation)
+        run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation,
+                            env=env)
         code = exit_code(imported)
         lines = summary_lines(imported, run_dir)
         if not (quiet or as_json):

@@ -156,7 +156,8 @@ def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str, int]:
         raise CommbenchError(f"{run_dir} has no builtin all_reduce measured at 2+ ranks and 2+ sizes to fit α–β "
                              "from; run commbench sweep -c all_reduce first")
     # the most ranks and sizes; per-iteration before batch: it times one call at a time, as a step issues them
-    fit = max(fits, key=lambda f: (f.world_size, f.n_points, f.timing == PER_ITERATION))
+    # the environment the run started in over a forced one (--env-axis NCCL_ALGO=...): the model is of NCCL's choice
+    fit = max(fits, key=lambda f: (not f.env, f.world_size, f.n_points, f.timing == PER_ITERATION))
     alpha, bandwidth = hockney_from_all_reduce(fit)
     if not (alpha >= 0 and bandwidth > 0 and math.isfinite(bandwidth)):
         raise CommbenchError(f"the all_reduce fit of {run_dir} gives α {alpha:.3g} µs and {bandwidth:.3g} GB/s, "

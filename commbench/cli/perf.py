@@ -65,9 +65,17 @@ def _flag_options(function):
               help="commbench: process-group backend; auto = nccl on GPUs, else gloo.")
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=AUTO, show_default=True,
               help="commbench: tensor device; auto = cuda when a GPU is visible.")
+@click.option("--env-axis", "env_axes", multiple=True, metavar="NAME=V1,V2",
+              help="commbench: an environment variable to vary, each combination its own launch (see sweep).")
+@click.option("--nccl-algo", "nccl_algo", multiple=True, metavar="A,B", help="commbench: --env-axis NCCL_ALGO=A,B.")
+@click.option("--nccl-proto", "nccl_proto", multiple=True, metavar="P,Q",
+              help="commbench: --env-axis NCCL_PROTO=P,Q.")
+@click.option("--tuner-plugin", metavar="PATH", help="commbench: NCCL_TUNER_PLUGIN for every launch.")
+@click.option("--tuner-config", metavar="FILE", help="commbench: NCCL_TUNER_CONFIG_FILE for every launch.")
 @launches_option
 @run_options
-def perf(collective, backend, device, out, run_id, quiet, as_json, launches, **values) -> None:
+def perf(collective, backend, device, out, run_id, quiet, as_json, launches, env_axes, nccl_algo, nccl_proto,
+         tuner_plugin, tuner_config, **values) -> None:
     """Run nccl-tests' benchmark of COLLECTIVE with nccl-tests' flags, method and output.
 
     COLLECTIVE: all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all or sendrecv, or nccl-tests'
@@ -95,10 +103,15 @@ def perf(collective, backend, device, out, run_id, quiet, as_json, launches, **v
                                 nproc=None if request.options["nproc"] is None else int(request.options["nproc"]))
         request = perf_flags.fit_to(request, backend=target.backend, device=target.device,
                                     nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
-        bench = KIND.resolve(parse_options(KIND.options, {**request.options, "backend": backend, "device": device}),
-                             machine)
+        environment = {"env_axes": env_axes, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto,
+                       "tuner_plugin": tuner_plugin, "tuner_config": tuner_config}
+        bench = KIND.resolve(parse_options(KIND.options, {**request.options, "backend": backend, "device": device,
+                                                          **environment}), machine)
     except CommbenchError as error:  # the sweep's checks name sweep options: say them as the flags given
         raise CommbenchError(perf_flags.in_flags_terms(str(error))) from None
+    if bench.environments and request.json_path:
+        raise CommbenchError("-J with --env-axis/--nccl-algo/--nccl-proto: nccl-tests' JSON holds one environment; "
+                             "run each combination with its own -J, or leave -J out (the run folder has them all)")
     json_path = _reserve_json(request) if request.json_path and _writes(machine) else None
     _run(bench, machine, request, json_path, out=out, run_id=run_id, quiet=quiet, as_json=as_json, launches=launches)
 
@@ -123,7 +136,6 @@ def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, 
     from commbench.measure.stats import MIN_SAMPLES_FOR_CI
     from commbench.perf import json_file
     from commbench.perf.results import read_perf_run
-    from commbench.perf.text import nccl_tests_text
 
     show_warnings()
     argv = ["commbench", *sys.argv[1:]]
@@ -145,7 +157,7 @@ def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, 
                     notes.append(f"{bench.spec.iters} batch(es) per size (-N {bench.spec.iters}): the run folder's "
                                  f"rows have no 95 % CI; -N {MIN_SAMPLES_FOR_CI} or more gives one")
                 header = [f"# Writing JSON output to {json_path}"] if json_path is not None else []
-                click.echo("\n".join([*header, nccl_tests_text(run, notes=notes)]))
+                click.echo("\n".join([*header, *_texts(bench, outcome.run_dir, run, notes)]))
             code = verdict(bench.kind, outcome, name="perf")
             return code, {"command": argv, **bench_document(bench, outcome, code),
                           "avg_bus_bandwidth_gbps": run.average_busbw_gbps, "json_file": json_path}
@@ -153,3 +165,24 @@ def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, 
         return Launched(outcome.run_dir, bool(ok) and not outcome.n_wrong, report)
 
     run_launches(launches, launch, out=out, run_id=run_id, quiet=quiet, as_json=as_json, machine=machine, argv=argv)
+
+
+def _texts(bench, run_dir: Path, run, notes: list[str]) -> list[str]:
+    """nccl-tests' text of the run; with environment axes one per combination, as nccl-tests run under each would
+    print it, and a line for each combination that was refused."""
+    from commbench import store
+    from commbench.perf.results import read_perf_run
+    from commbench.perf.text import nccl_tests_text
+    from commbench.sweep.env_axes import label_of
+
+    if not bench.environments:
+        return [nccl_tests_text(run, notes=notes)]
+    refused = {entry["reason"]: entry for entry in store.read_meta(run_dir).get("unavailable") or []}
+    texts = []
+    for variables, _ in bench.environments:
+        label = label_of(variables)
+        reason = next((why for why, entry in refused.items() if entry["env"] == variables), None)
+        body = f"# not available: {reason}" if reason else nccl_tests_text(read_perf_run(run_dir, env=label),
+                                                                           notes=notes)
+        texts.append(f"# env: {label}\n{body}")
+    return texts

@@ -16,19 +16,23 @@ from commbench.bench_kind import BenchKind, RankRun
 from commbench.profiling.capture import TRACES_DIR
 
 
-def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | None = None,
+def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: frozenset[int] | None = None,
               on_point: Callable[[object], None] | None = None) -> None:
     """Rank 0 is handed the run folder (others get None and learn it from rank 0, for their traces). only: measure
-    just that point (a launch per point); meta.json says complete after the last one."""
+    just those points (a launch per point, or per environment combination); meta.json says complete after the
+    launch that measures the last one."""
     writes = ctx.rank == 0
     points = kind.points(spec, ctx.world)  # resolved and checked before launch: the same on every rank
-    with _recorded_end(run_dir, writes=writes, last=only in (None, len(points) - 1)):
+    with _recorded_end(run_dir, writes=writes, last=only is None or len(points) - 1 in only):
         run_dir = Path(ctx.broadcast_object(str(run_dir) if writes else None))
         fault = faults.from_env()
         sampler, sampling = ctx.platform.gpu_sampler(spec.gpu_sample_interval_s)
         try:
             trace_dir = run_dir / TRACES_DIR if spec.records_traces else None
-            first = only in (None, 0)
+            # the job's facts once per run: by the launch that finds none recorded (an earlier launch of the run
+            # may have been refused before it recorded them); rank 0 decides for all, since gathering is collective
+            first = only is None or bool(ctx.broadcast_object(
+                "world_size" not in store.read_meta(run_dir) if writes else None))
             facts = ctx.gather_objects(runinfo.rank_facts(ctx.platform)) if first else []
             run = RankRun(ctx, run_id=store.run_id_of(run_dir) if writes else "", sampler=sampler,
                           trace_dir=trace_dir, fault=fault, state=kind.prepare(spec, ctx), run_dir=run_dir)
@@ -40,7 +44,7 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: int | N
                                                          facts=facts))
                 writers = _Writers(run_dir, kind, gpu_samples=sampler is not None)
             for point in points:
-                if only is not None and point.index != only:
+                if only is not None and point.index not in only:
                     continue
                 faults.before_point(fault, rank=ctx.rank, point=point.index)
                 measured = kind.measure(spec, point, run)

@@ -43,11 +43,16 @@ def launch_groups(benches: list[Bench]) -> list[list[int]]:
     """Indexes of consecutive benches that can share one launch; a bench with a launch per point stands alone."""
     groups: list[list[int]] = []
     for index, bench in enumerate(benches):
-        if bench.process_per_point or not groups or benches[groups[-1][0]].process_per_point:
+        if _alone(bench) or not groups or _alone(benches[groups[-1][0]]):
             groups.append([index])
         else:
             groups[-1].append(index)
     return groups
+
+
+def _alone(bench: Bench) -> bool:
+    """A bench with launches of its own (one per point, or one per environment combination)."""
+    return bench.process_per_point or bool(bench.environments)
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,13 @@ def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, q
         # forked ranks only where the parent saw no GPU: a process that queried CUDA must not be forked into ranks
         fork_ranks = machine.gpus == 0 and all(benches[i].spec.device == CPU for i in group)
         folders = cast(list[Path], [run_dirs[i] for i in group])  # the launcher prepared every one
-        if not _launch_group([benches[i] for i in group], folders, quiet=quiet, fork_ranks=fork_ranks,
-                             torch_host=machine.torch_host):
+        if benches[group[0]].environments:
+            done = _launch_environments(benches[group[0]], folders[0], quiet=quiet, fork_ranks=fork_ranks,
+                                        torch_host=machine.torch_host)
+        else:
+            done = _launch_group([benches[i] for i in group], folders, quiet=quiet, fork_ranks=fork_ranks,
+                                 torch_host=machine.torch_host)
+        if not done:
             return Ran(False)
     return Ran(True)
 
@@ -98,9 +108,7 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
         commands = [launch.torchrun_command(nproc=nproc, program=program)]
     timeout_s = max(bench.spec.timeout_s for bench in benches)
     log_path = run_dirs[0] / store.LAUNCH_LOG
-    env = None
-    if benches[0].cores is not None:  # a launch's benches share their target (a suite sets it once)
-        env = {**os.environ, BIND_CORES_ENV: ",".join(map(str, benches[0].cores))}
+    env = launch_env(benches[0])
     outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
                                count_rows=lambda: sum(count() for count in counters), log_path=log_path,
                                timeout_s=timeout_s, quiet=quiet, stored=stored, env=env, torch_host=torch_host)
@@ -113,6 +121,57 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
     return True
 
 
+def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks: bool,
+                         torch_host: TorchrunStarter | None) -> bool:
+    """One torchrun per environment combination (Bench.environments), each measuring its points (--only). A launch
+    that fails before storing any of its rows, not hung and not stopped, is a combination NCCL (or the backend)
+    refused: its points become rows noted "not available: <the error>", and the next combination runs. Any other
+    failure ends the run as a failed sweep, keeping every row stored."""
+    from commbench.execution import environments
+
+    program = launch.rank_program(RANK_MODULE, ["--run-dir", str(run_dir)], fork=fork_ranks)
+    count = RowCounter(run_dir / store.RESULTS_FILE)
+    log_path, timeout_s = run_dir / store.LAUNCH_LOG, bench.spec.timeout_s
+    base_env = launch_env(bench) or dict(os.environ)
+    torn_down: list[launch.LaunchOutcome] = []
+    refused: list[dict] = []
+    with SweepProgress(bench.points, enabled=not quiet) as bar:
+        progress = _progress(bar, count, log_path)
+        for variables, indexes in bench.environments:
+            rows_before, log_start = count(), environments.log_size(log_path)
+            command = launch.torchrun_command(nproc=bench.spec.nproc,
+                                              program=[*program, "--only", ",".join(map(str, indexes))])
+            outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress,
+                                         env={**base_env, **variables}, torch_host=torch_host)
+            stored = count() - rows_before
+            if outcome.ok or (stored >= len(indexes) and not outcome.stopped_by):
+                torn_down += [] if outcome.ok else [outcome]  # every row stored: ranks broke on the way out
+                continue
+            if outcome.stalled_s is not None or outcome.stopped_by or stored:
+                record_outcome(run_dir, [outcome], timeout_s, log_path=log_path)
+                return False
+            store.remove_stray_temporaries(run_dir)
+            reason = environments.refusal(run_dir, log_path, log_start) or \
+                _failure_cause(outcome, timeout_s, log_path)
+            environments.write_unavailable(bench, run_dir, indexes, reason)
+            refused.append({"env": variables, "reason": reason})
+            store.update_meta(run_dir, status=store.STATUS_RUNNING, reason=None, unavailable=refused)
+            progress()
+    if store.read_meta(run_dir).get("status") != store.STATUS_COMPLETE:  # the last combination was refused
+        store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
+    record_outcome(run_dir, torn_down, timeout_s, log_path=log_path)
+    return True
+
+
+def launch_env(bench: Bench) -> dict[str, str] | None:
+    """The environment of the bench's launches: this process's, with --bind-cores' cores and the bench's own
+    variables (a launch's benches share their target: a suite sets it once); None when nothing is added."""
+    added = dict(bench.launch_env)
+    if bench.cores is not None:
+        added[BIND_CORES_ENV] = ",".join(map(str, bench.cores))
+    return {**os.environ, **added} if added else None
+
+
 def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
                     timeout_s: float, quiet: bool, stored: Callable[[int], bool] | None = None,
                     env: dict[str, str] | None = None,
@@ -122,13 +181,7 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
     its row is on disk) does not stop the next: its ranks broke on the way out, after every check."""
     outcomes = []
     with SweepProgress(points, enabled=not quiet) as bar:
-        def progress() -> int:
-            if not log_path.parent.exists():  # nothing more can be recorded: stop the ranks now (run_watched)
-                raise _removed_while_running(log_path.parent)
-            done = count_rows()
-            bar.show(done)
-            return done
-
+        progress = _progress(bar, count_rows, log_path)
         for index, command in enumerate(commands):
             outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress, env=env,
                                          torch_host=torch_host)
@@ -136,6 +189,19 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
             if not outcome.ok and (outcome.stopped_by or stored is None or not stored(index)):
                 break
     return outcomes
+
+
+def _progress(bar, count_rows: Callable[[], int], log_path: Path) -> Callable[[], int]:
+    """The watchdog's progress callback: the rows stored so far, shown on the bar; a run folder removed while the
+    ranks run stops them (run_watched), since nothing more can be recorded."""
+    def progress() -> int:
+        if not log_path.parent.exists():
+            raise _removed_while_running(log_path.parent)
+        done = count_rows()
+        bar.show(done)
+        return done
+
+    return progress
 
 
 def record_outcome(run_dir: Path, outcomes: list[launch.LaunchOutcome], timeout_s: float,

@@ -63,6 +63,9 @@ def summary_lines(files: list[ImportedFile], run_dir: Path) -> dict[str, list[st
     out.append(f"# busbw vs size / time x the collective's factor: {checks['agrees']} agree, {checks['differs']} "
                f"differ, {checks['not recomputed']} not recomputed (column busbw_check)")
     out.append(f"# timing: {files[0].timing_method}")
+    env = store.read_meta(run_dir)["source"].get("env")
+    if env:
+        out.append(f"# env: every row is labelled {env} (--env)")
     out.append(KIND.table(store.read_results(run_dir, KIND)))
     err = [f"commbench: warning: {imported.name}: {note}" for imported in files for note in imported.notes]
     if checks["differs"]:

@@ -20,12 +20,17 @@ from commbench.names import BATCH, BUILTIN
 from commbench.runinfo import utc_now
 
 STOP_REASON = "imported"
+ENV = "env"
+COLUMNS = KIND.result_columns if ENV in KIND.result_columns else (*KIND.result_columns, ENV)
+"""The kind's columns, with `env` (the label of --env) added where the kind does not list it yet: every imported
+row says the environment it was measured under, "" for the default one."""
 
 
 def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, factor,
-              expectation: RunExpectation) -> Path:
+              expectation: RunExpectation, env: str = "") -> Path:
     """factor(collective, world) → the busbw factor, or None: the bytes each rank sends under the ring model;
-    expectation: the expected busbw of each collective on the machine that wrote the files (commbench expect)."""
+    expectation: the expected busbw of each collective on the machine that wrote the files (commbench expect);
+    env: the label of the environment the files were measured under (--env), every row's `env`."""
     world = one_world(files)
     tool = files[0].tool
     run_dir = store.create_run_dir(out, run_id, prefix=f"import-{tool}-")
@@ -34,14 +39,14 @@ def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, facto
         for imported in files:
             for test in imported.tests:
                 for row in test.rows:
-                    rows.append(_row(row, imported, world, run_dir.name, factor, expectation))
+                    rows.append(_row(row, imported, world, run_dir.name, factor, expectation, env))
                     samples += [{**_keys(rows[-1]), "schema_version": store.SCHEMA_VERSION,
                                  "run_id": run_dir.name, "iteration": iteration, "time_us": time_us}
                                 for iteration, time_us in enumerate(row.samples_us)]
-        _write_rows(run_dir / store.RESULTS_FILE, KIND.result_columns, rows)
+        _write_rows(run_dir / store.RESULTS_FILE, COLUMNS, rows)
         if samples:
             _write_rows(run_dir / store.SAMPLES_FILE, KIND.sample_columns, samples)
-        store.write_meta(run_dir, {**_meta(files, world, run_dir.name), "expectation": expectation.document})
+        store.write_meta(run_dir, {**_meta(files, world, run_dir.name, env), "expectation": expectation.document})
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # a half-written import is worth nothing; its files are intact
         raise
@@ -62,7 +67,7 @@ def one_world(files: list[ImportedFile]) -> int | None:
 
 
 def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: str, factor,
-         expectation: RunExpectation) -> dict:
+         expectation: RunExpectation, env: str) -> dict:
     busbw_factor = factor(row.collective, world)
     values = {
         "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": KIND.name, "collective": row.collective,
@@ -75,9 +80,9 @@ def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: st
         "bytes_source": "model" if busbw_factor is not None else None, "n_wrong": row.n_wrong,
         "calls_per_sample": row.calls_per_sample, "timing_method": imported.timing_method, "note": row.note,
         "source": imported.tool, "source_file": imported.name, "busbw_check": row.busbw_check,
-        **row.more_times_us, **expectation.columns(row.collective),
+        **row.more_times_us, **expectation.columns(row.collective), ENV: env,
     }
-    return {column: _cell(values.get(column)) for column in KIND.result_columns}
+    return {column: _cell(values.get(column)) for column in COLUMNS}
 
 
 def _cell(value):
@@ -96,7 +101,7 @@ def _write_rows(path: Path, columns, rows: list[dict]) -> None:
         writer.close()
 
 
-def _meta(files: list[ImportedFile], world: int | None, run_id: str) -> dict:
+def _meta(files: list[ImportedFile], world: int | None, run_id: str, env: str) -> dict:
     hosts = hosts_of(files)
     ranks = [rank for imported in files for test in imported.tests[:1] for rank in test.ranks]
     gpus = Counter(rank.get("gpu") for rank in ranks if rank.get("gpu"))
@@ -109,6 +114,7 @@ def _meta(files: list[ImportedFile], world: int | None, run_id: str) -> dict:
                              for test in imported.tests],
                    "notes": imported.notes} for imported in files],
         "timing_method": first.timing_method,
+        "env": env,  # the --env label the rows carry ("" = the environment the tool was started in, unstated)
     }
     versions = sorted({imported.version for imported in files if imported.version})
     return {

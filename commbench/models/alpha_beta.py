@@ -1,4 +1,5 @@
-"""α–β (Hockney) fits of measured collective times: t(S) = α + S/bandwidth, per collective, impl, backend and world.
+"""α–β (Hockney) fits of measured collective times: t(S) = α + S/bandwidth, per collective, impl, backend, world and
+environment combination (the rows' `env`: NCCL_ALGO=tree and NCCL_ALGO=ring are two curves, each fitted on its own).
 
 Least squares weighted by relative error (each point counts by its error in percent, so the microsecond latencies
 of small messages weigh as much as the milliseconds of large ones). α is the latency of one collective in µs;
@@ -13,8 +14,11 @@ import pandas as pd
 from commbench.errors import CommbenchError
 from commbench.names import COLLECTIVE_BENCH, PER_ITERATION, busbw_factor
 
-GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing"]
-"""One fit per key: a fit across timing modes would mix two measurements of each size (per-iteration and batch)."""
+GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing", "env"]
+"""One fit per key: a fit across timing modes would mix two measurements of each size (per-iteration and batch), one
+across environments two algorithms or protocols."""
+DEFAULT_ENV = ""
+"""The env of rows written before the column, and of rows measured in the environment the run was started in."""
 _MIN_SIZES = 2
 _MIN_SIZES_PER_SEGMENT = 3
 _PIECEWISE_GAIN = 4.0  # two segments fit this many times better: the curve has a knee (protocol switch)
@@ -39,6 +43,8 @@ class AlphaBetaFit:
     op: str
     inplace: bool
     timing: str
+    env: str
+    """The environment combination's label (commbench/sweep/env_axes.py); "" for the default environment."""
     n_points: int
     alpha_us: float
     algbw_gbps: float
@@ -100,10 +106,11 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
     predicted = line.alpha_us + line.us_per_byte * sizes
     residuals = [{"size_bytes": int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
                   "residual_pct": float((fit - time) / time * 100)} for size, time, fit in zip(sizes, times, predicted)]
-    return AlphaBetaFit(first["collective"], first["impl"], first["backend"], int(first["world_size"]),
-                        str(first["dtype"]), str(first["op"]), bool(first["inplace"]), str(first["timing"]), len(rows),
-                        line.alpha_us,
-                        algbw_gbps, algbw_gbps * factor, line.r2, note, residuals)
+    return AlphaBetaFit(collective=first["collective"], impl=first["impl"], backend=first["backend"],
+                        world_size=int(first["world_size"]), dtype=str(first["dtype"]), op=str(first["op"]),
+                        inplace=bool(first["inplace"]), timing=str(first["timing"]), env=str(first["env"]),
+                        n_points=len(rows), alpha_us=line.alpha_us, algbw_gbps=algbw_gbps,
+                        busbw_gbps=algbw_gbps * factor, r2=line.r2, note=note, residuals=residuals)
 
 
 def _busbw_factor(name: str, world: int) -> float:
@@ -113,12 +120,11 @@ def _busbw_factor(name: str, world: int) -> float:
 
 
 def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
-    """One fit per GROUP_KEYS (collective, impl, backend, world size, dtype, op, placement, timing mode) that has at
-    least two message sizes. Files written before the timing column read as per-iteration, all they could be."""
+    """One fit per GROUP_KEYS (collective, impl, backend, world size, dtype, op, placement, timing mode, env) that has
+    at least two message sizes. Files written before the timing column read as per-iteration, all they could be;
+    before the env column as the default environment ("")."""
     fits = []
-    if "timing" not in results.columns or results["timing"].isna().any():
-        filled = results["timing"] if "timing" in results.columns else pd.Series(None, index=results.index)
-        results = results.assign(timing=filled.fillna(PER_ITERATION))
+    results = _filled(_filled(results, "timing", PER_ITERATION), "env", DEFAULT_ENV)
     usable = results[(results["bench"] == COLLECTIVE_BENCH) & np.isfinite(results["time_us_p50"].astype(float))
                      & (results["time_us_p50"].astype(float) > 0)]
     for _, rows in usable.groupby(GROUP_KEYS, sort=False):
@@ -128,6 +134,15 @@ def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
         raise CommbenchError("no collective was measured at two or more sizes; an α–β fit needs a size sweep "
                              "(e.g. --sizes 1K:64M:x4)")
     return fits
+
+
+def _filled(results: pd.DataFrame, column: str, value: str) -> pd.DataFrame:
+    """results with column's missing cells (or the whole column, in files written before it) set to value; an empty
+    CSV cell reads as NaN."""
+    if column in results.columns and not results[column].isna().any():
+        return results
+    present = results[column] if column in results.columns else pd.Series(None, index=results.index, dtype=object)
+    return results.assign(**{column: present.astype(object).where(present.notna(), value)})
 
 
 def hockney_from_all_reduce(fit: AlphaBetaFit) -> tuple[float, float]:

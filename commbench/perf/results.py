@@ -86,11 +86,16 @@ class PerfRun:
         return sum(1 for line in self.lines for body in line.bodies if body.n_wrong)
 
 
-def read_perf_run(run_dir: Path) -> PerfRun:
+def read_perf_run(run_dir: Path, env: str | None = None) -> PerfRun:
+    """The run as nccl-tests' lines; env: only the rows of that environment combination (--env-axis), as the run of
+    nccl-tests under it would print them. Rows of a refused combination have nothing to print."""
     from commbench.benches.collective import KIND
 
     meta = store.read_meta(run_dir)
     results = store.read_results(run_dir, KIND) if (run_dir / store.RESULTS_FILE).exists() else None
+    if results is not None:
+        measured = ~results["note"].astype(str).str.startswith(names.NOT_AVAILABLE)
+        results = results[measured & ((results["env"] == env) if env is not None else True)]
     if results is None or results.empty:
         return PerfRun(run_dir, meta, "", [])
     samples = store.read_samples(run_dir, KIND) if (run_dir / store.SAMPLES_FILE).exists() else None

@@ -18,13 +18,17 @@ TIMES = ["time_us_p50", "time_us_ci_lo", "time_us_ci_hi"]
 
 def _rows(runs) -> pd.DataFrame:
     rows = pd.concat([run.results.assign(run=run.name) for run in runs], ignore_index=True)
-    return rows[rows["size_bytes"] > 0]  # a log size axis has no 0 (nccl-tests prints 0-byte rows; imports keep them)
+    # a log size axis has no 0 (nccl-tests prints 0-byte rows; imports keep them); a refused environment
+    # combination's rows have nothing to draw
+    return rows[(rows["size_bytes"] > 0) & rows["time_us_p50"].notna()]
 
 
 def _series(frame: pd.DataFrame, base: list[str]) -> tuple[list[str], list[str]]:
-    """The keys of one plotted line: base, plus the op, placement and timing mode where the rows hold more than one
+    """The keys of one plotted line: base, plus the op, placement, timing mode and environment combination
+    (--env-axis) where the rows hold more than one
     (a line through both timings of a size would zigzag between two measurements); and which of those vary."""
-    varying = [key for key in ("op", "inplace", "timing") if key in frame and frame[key].astype(str).nunique() > 1]
+    varying = [key for key in ("op", "inplace", "timing", "env")
+               if key in frame and frame[key].astype(str).nunique() > 1]
     return [*base, *(key for key in varying if key not in base)], varying
 
 

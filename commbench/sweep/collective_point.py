@@ -91,7 +91,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         **gpu_summary,
         "time_us_max": summary.max, "time_us_p75": None,
         "source": COMMBENCH_SOURCE, "source_file": "", "busbw_check": "",
-        "root": spec.root if collective.has_root else -1,
+        "root": spec.root if collective.has_root else -1, "env": point.env,
         **RunExpectation(spec.expectation).columns(point.collective),
     }
     samples = [{"iteration": index, "time_us": time_us} for index, time_us in enumerate(times_us)]

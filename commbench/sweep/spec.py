@@ -77,6 +77,12 @@ class SweepSpec(Spec):
     """Batch timing on CUDA: replays of the batch captured as a CUDA graph (nccl-tests -G); 0 = no graph."""
     iteration_times: bool = False
     """Batch timing: also record every iteration's time inside each batch, per rank (nccl-tests -I 1)."""
+    environments: tuple[dict, ...] = ({},)
+    """The environment combinations of --env-axis (commbench/sweep/env_axes.py), each its own launch with its
+    points; ({},) = one launch in the environment the sweep was started in."""
+    tuner: dict = field(default_factory=dict)
+    """--tuner-plugin and --tuner-config: the NCCL_TUNER_PLUGIN and NCCL_TUNER_CONFIG_FILE every launch gets, with the
+    config's SHA-256, recorded in meta.json."""
 
     @property
     def records_traces(self) -> bool:
@@ -103,11 +109,15 @@ class Point:
     inplace: bool
     layout: Layout = field(compare=False)
     timing: str = PER_ITERATION
+    env: str = ""
+    """The label of the environment combination it runs under (env_axes.label_of); "" without --env-axis."""
 
     def label(self) -> str:
         placement = "in-place" if self.inplace else "out-of-place"
         timing = "" if self.timing == PER_ITERATION else f" ({self.timing} timing)"
-        return f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}{timing}"
+        env = f" [{self.env}]" if self.env else ""
+        return (f"{self.collective} {self.dtype} {self.op} {placement} {format_bytes(self.layout.size_bytes)}"
+                f"{timing}{env}")
 
 
 def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None,
@@ -243,20 +253,25 @@ def placement_notes(spec: SweepSpec) -> list[str]:
 
 
 def plan(spec: SweepSpec, world: int) -> list[Point]:
-    """Every point in run order: collective, impl, dtype, op, size, placement (nccl-tests' line holds both), then
-    timing mode (both modes of one buffer back to back)."""
+    """Every point in run order: environment combination (each one launch), collective, impl, dtype, op, size,
+    placement (nccl-tests' line holds both), then timing mode (both modes of one buffer back to back)."""
+    from commbench.sweep.env_axes import label_of
+
     points: list[Point] = []
-    for name in spec.collectives:
-        collective = get_collective(name)
-        for impl in impls_for(spec, name):
-            for dtype in spec.dtypes:
-                elt_bytes = DTYPE_BYTES[dtype]
-                layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)
-                for op in ops_for(spec, name):
-                    for layout in layouts:
-                        for inplace in placements_for(spec, name):
-                            for timing in spec.timings:
-                                points.append(Point(len(points), name, impl, dtype, op, inplace, layout, timing))
+    for environment in spec.environments:
+        env = label_of(environment)
+        for name in spec.collectives:
+            collective = get_collective(name)
+            for impl in impls_for(spec, name):
+                for dtype in spec.dtypes:
+                    elt_bytes = DTYPE_BYTES[dtype]
+                    layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)
+                    for op in ops_for(spec, name):
+                        for layout in layouts:
+                            for inplace in placements_for(spec, name):
+                                for timing in spec.timings:
+                                    points.append(Point(len(points), name, impl, dtype, op, inplace, layout, timing,
+                                                        env))
     return points
 
 

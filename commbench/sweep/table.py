@@ -10,7 +10,7 @@ import pandas as pd
 
 from commbench.collectives import COLLECTIVES
 from commbench.measure.stats import as_number, stored_half_width_pct
-from commbench.names import BATCH, COMMBENCH_SOURCE, PER_ITERATION, STOP_MAX_TIME
+from commbench.names import BATCH, COMMBENCH_SOURCE, NOT_AVAILABLE, PER_ITERATION, STOP_MAX_TIME
 from commbench.units import format_bytes
 
 AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: the "mean busbw ≥ 1 MiB" leaves them out
@@ -46,18 +46,52 @@ def format_tables(results: pd.DataFrame, verbose: bool = False) -> str:
     collective both implementations ran. Short by default, with the noise said once at the end; verbose: the full
     layout with a legend under each table."""
     results = _with_timing(results)
-    # groupby over a list of columns gives tuple keys: (collective, impl, timing) and (collective, timing)
-    tables = [(cast(tuple[str, str, str], key), group)
-              for key, group in results.groupby(["collective", "impl", "timing"], sort=False)]
-    pairs = [(cast(tuple[str, str], key), group) for key, group in results.groupby(["collective", "timing"], sort=False)
-             if {"builtin", "ring"} <= set(group["impl"])]
-    if verbose:
-        return "\n\n".join([_table(*key, group) for key, group in tables]
-                           + [_ring_vs_builtin(*key, group) for key, group in pairs])
+    measured, unavailable = _split_unavailable(results)
     noise = _Noise()
-    blocks = [_short_table(*key, group, noise) for key, group in tables]
-    blocks += [_short_ratio_table(*key, group) for key, group in pairs]
-    return "\n\n".join(blocks) + "\n" + expected_summary(results) + "\n" + noise.summary()
+    blocks = []
+    for env, rows in _by_env(measured):
+        # groupby over a list of columns gives tuple keys: (collective, impl, timing) and (collective, timing)
+        tables = [(cast(tuple[str, str, str], key), group)
+                  for key, group in rows.groupby(["collective", "impl", "timing"], sort=False)]
+        pairs = [(cast(tuple[str, str], key), group)
+                 for key, group in rows.groupby(["collective", "timing"], sort=False)
+                 if {"builtin", "ring"} <= set(group["impl"])]
+        if verbose:
+            env_blocks = [_table(*key, group) for key, group in tables] + \
+                [_ring_vs_builtin(*key, group) for key, group in pairs]
+        else:
+            env_blocks = [_short_table(*key, group, noise) for key, group in tables] + \
+                [_short_ratio_table(*key, group) for key, group in pairs]
+        blocks += [f"# env: {env}\n{block}" if env else block for block in env_blocks]
+    blocks += _unavailable_lines(unavailable)
+    if verbose:
+        return "\n\n".join(blocks)
+    return "\n\n".join(blocks) + "\n" + expected_summary(measured) + "\n" + noise.summary()
+
+
+def _split_unavailable(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(measured rows, rows of environment combinations that were refused: noted "not available: ...")."""
+    notes = results["note"].astype(object).where(results["note"].notna(), "").astype(str) \
+        if "note" in results.columns else pd.Series("", results.index)
+    refused = notes.str.startswith(NOT_AVAILABLE)
+    return results[~refused], results[refused]
+
+
+def _by_env(results: pd.DataFrame):
+    """(env label, its rows) in run order; one ("", rows) for runs without --env-axis."""
+    if "env" not in results.columns:
+        return [("", results)]
+    labels = results["env"].astype(object).where(results["env"].notna(), "").astype(str)
+    return [(str(env), group) for env, group in results.groupby(labels, sort=False)]
+
+
+def _unavailable_lines(rows: pd.DataFrame) -> list[str]:
+    """One line per refused environment combination: what it would have measured, and NCCL's (or gloo's) words."""
+    lines = []
+    labels = rows["env"].astype(object).where(rows["env"].notna(), "").astype(str)
+    for (env, note), group in rows.groupby([labels, rows["note"]], sort=False):
+        lines.append(f"# env: {env}: {len(group)} point(s) {note}")
+    return ["\n".join(lines)] if lines else []
 
 
 def _with_timing(results: pd.DataFrame) -> pd.DataFrame:
