@@ -238,6 +238,26 @@ def test_model_comm_from_a_run_at_other_ranks_says_it_extrapolates(fitted_copy):
         assert (document["fit_world_size"], document["extrapolated"]) == (2, extrapolated)
 
 
+def _scattered(size: int) -> float:
+    return {1024: 100.0, 4096: 400.0, 16384: 150.0}[size]  # times a line misses: R² 0.11, α and slope above 0
+
+
+@pytest.mark.distributed
+def test_model_comm_from_a_low_fit_is_refused_in_fits_words(fitted_copy):
+    from commbench.models.fit_files import LOW_FIT_ADVICE
+
+    run_dir = fitted_copy({"all_reduce": _scattered, "all_gather": _linear})
+    fitted = invoke(["fit", str(run_dir)])
+    assert fitted.exit_code == 0 and f"# low: R² below 0.9, {LOW_FIT_ADVICE}" in fitted.stdout, fitted.output
+    # sizes as the rest of the tool writes them
+    assert re.search(r" at \d+ KiB", fitted.stdout) and not re.search(r" at \d+ B\b", fitted.stdout), fitted.stdout
+    refused = invoke(["model", "comm", "--params", "1B", "--ranks", "8", "--from", str(run_dir)])
+    assert refused.exit_code == 2 and refused.stderr.count("\n") == 1, refused.output
+    assert LOW_FIT_ADVICE in refused.stderr and "--allow-poor-fit" in refused.stderr
+    allowed = invoke(["model", "comm", "--params", "1B", "--ranks", "8", "--from", str(run_dir), "--allow-poor-fit"])
+    assert allowed.exit_code == 0 and "R² " in allowed.stdout, allowed.output
+
+
 def test_model_json_is_strict_and_headers_print_counts_as_params_takes_them():
     memory = invoke(["model", "memory", "--params", "70B", "--ranks", "8", "--json"])
     assert _strict_json(memory.stdout)["params"] == 70e9 and memory.stderr == ""

@@ -85,6 +85,36 @@ def test_a_slow_node_is_named_as_a_node_and_a_slow_link_as_a_link_and_nothing_el
     table = rank0[rank0.index("# SUSPECT"):]
     assert table.startswith("# SUSPECT node n2:") and "\n# SUSPECT link n4–n5:" in table  # suspects first
     assert "hunt: 2 suspect(s)" in rank0
+    _exports_its_suspects(run.run_dir)
+
+
+def _exports_its_suspects(run_dir) -> None:
+    """`commbench export prometheus` of the hunt: a suspect gauge per node and per link (1 for the named ones), and
+    each first-pass pair's bandwidth and latency as the results hold them (measured once: a hunt takes half a
+    minute of the machine to itself)."""
+    from commbench import store
+    from commbench.benches import get_kind
+    from tests.test_export_prometheus import by_labels, exported
+
+    families = exported(str(run_dir))
+    run_id = store.run_id_of(run_dir)
+    nodes = by_labels(families["commbench_hunt_suspect_node"], run_id=run_id)
+    assert nodes == {frozenset({"run_id": run_id, "node": f"n{index}"}.items()): float(index == 2)
+                     for index in range(1, 6)}
+    pairs = [(f"n{a}", f"n{b}") for a in range(1, 6) for b in range(a + 1, 6)]
+    links = by_labels(families["commbench_hunt_suspect_link"], run_id=run_id)
+    assert links == {frozenset({"run_id": run_id, "node_a": a, "node_b": b}.items()): float((a, b) == ("n4", "n5"))
+                     for a, b in pairs}
+    rows = store.read_results(run_dir, get_kind("hunt"))
+    first = rows[rows["phase"] == "pairs"]
+    for name, test, column in (("commbench_hunt_pair_bus_bandwidth_gbs", "bandwidth", "busbw_gbps"),
+                               ("commbench_hunt_pair_latency_microseconds", "latency", "latency_us")):
+        expected = {frozenset({"run_id": run_id, "node_a": row["node_a"], "node_b": row["node_b"],
+                               "size_bytes": str(int(row["size_bytes"]))}.items()): row[column]
+                    for _, row in first[first["test"] == test].iterrows()}
+        got = by_labels(families[name])
+        assert got.keys() == expected.keys() and len(got) == 10, name
+        assert all(got[key] == pytest.approx(value, rel=1e-12) for key, value in expected.items()), name
 
 
 @pytest.mark.exclusive

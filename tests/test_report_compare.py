@@ -43,8 +43,11 @@ def test_report_draws_every_plot_with_data_and_writes_html_and_markdown(runs, tm
 def test_report_names_the_plots_it_skips(runs, tmp_path, commbench_cli):
     completed = commbench_cli("report", str(runs / "collective"), "--out", str(tmp_path / "report"))
     assert completed.returncode == 0, completed.stderr
-    assert "skipped DDP: step time by bucket size" in completed.stdout
-    assert "no DDP sweep (commbench ddp) among the runs" in completed.stdout
+    # one line for the plots of kinds the run never had; -v names each and why
+    assert "skipped" not in completed.stdout and "plot(s) not drawn" in completed.stdout, completed.stdout
+    verbose = commbench_cli("report", str(runs / "collective"), "--out", str(tmp_path / "report"), "-v")
+    assert "skipped DDP: step time by bucket size" in verbose.stdout
+    assert "no DDP sweep (commbench ddp) among the runs" in verbose.stdout
     assert "skipped" in (tmp_path / "report" / "summary.md").read_text()
 
 
@@ -110,12 +113,20 @@ def test_compare_calls_out_rows_that_cannot_be_compared(runs, run_sweep, commben
     same_points = ("-c", "all_reduce", "--sizes", SIZES, "--iters", "6", "--impl", "builtin,ring")
     three_ranks = run_sweep(*same_points, "--nproc", "3", "--oversubscribe")
     other_dtype = run_sweep(*same_points, "--dtype", "bfloat16")
+    # no row of one was measured as any row of the other: nothing to compare, refused in one line
     gate = commbench_cli("compare", str(baseline), str(three_ranks.run_dir))
-    assert gate.returncode == 0 and gate.stdout.count("not comparable: world_size 2 vs 3") == 6, gate.stdout
+    assert gate.returncode == 2 and gate.stderr.count("\n") == 1, gate.stdout + gate.stderr
+    assert "nothing to compare" in gate.stderr and "world size 2 vs 3" in gate.stderr, gate.stderr
     gate = commbench_cli("compare", str(baseline), str(other_dtype.run_dir))
     assert gate.returncode == 1  # the baseline's rows are missing from the new run: the gate cannot pass them
-    assert gate.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 6
-    assert gate.stdout.count("new: not in the baseline") == 6
+    # summed up, a line per reason; -v lists every row
+    assert "# missing: 6 row(s) of the baseline have no counterpart in the new run: dtype float32 vs bfloat16" \
+        in gate.stdout, gate.stdout
+    assert "# new: 6 row(s) of the new run are not in the baseline" in gate.stdout
+    assert all(len(line) <= 200 for line in gate.stdout.splitlines())
+    listed = commbench_cli("compare", str(baseline), str(other_dtype.run_dir), "--verbose")
+    assert listed.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 6
+    assert listed.stdout.count("new: not comparable: dtype bfloat16 vs float32") == 6
 
 
 @pytest.mark.distributed
@@ -257,9 +268,11 @@ def test_gate_fails_on_a_failed_new_run_unless_allowed(tmp_path):
     result, markdown = _gate(tmp_path, new)
     assert result.exit_code == 1, result.output + result.stderr
     for text in (result.output, markdown):
+        flat = " ".join(text.replace("|", " ").split())  # a long table row may continue on the next line
         assert "gate: FAILED: the new side misses 1 baseline row(s): " + LARGE_ROW in text
-        assert f"did not complete: {new} (status failed: bench gate: rank 1" in text
-        assert f"{new / 'gate'} (status failed: rank 1: the ranks exited" in text
+        assert "2 new run(s) did not complete (the table says which and why)" in text
+        assert f"run {new} incomplete run: status failed: bench gate: rank 1" in flat, flat
+        assert f"run {new / 'gate'} incomplete run: status failed: rank 1: the ranks exited" in flat
     allowed, markdown = _gate(tmp_path, new, "--allow-missing")
     assert allowed.exit_code == 0, allowed.output + allowed.stderr
     for text in (allowed.output, markdown):  # accepted, and still listed
@@ -287,7 +300,7 @@ def test_gate_fails_on_a_run_killed_before_its_first_row(tmp_path):
 
     result, _ = _gate(tmp_path, _new_launch(tmp_path, killed))
     assert result.exit_code == 1, result.output + result.stderr
-    assert "2 new run(s) did not complete" in result.output and "(status running)" in result.output
+    assert "2 new run(s) did not complete" in result.output and "incomplete run: status running" in result.output
     assert "the new side misses 2 baseline row(s)" in result.output
 
 

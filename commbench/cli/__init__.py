@@ -17,8 +17,10 @@ from commbench.cli.bench import bench_command
 from commbench.cli.compare import compare_command
 from commbench.cli.env import env
 from commbench.cli.expect import expect
+from commbench.cli.export import export_group
 from commbench.cli.fit import fit
 from commbench.cli.import_results import import_group
+from commbench.cli.k8s import k8s
 from commbench.cli.model import model
 from commbench.cli.perf import perf
 from commbench.cli.report import report
@@ -88,5 +90,5 @@ def main() -> None:
 for _kind in KINDS.values():  # one command per registered bench kind
     main.add_command(bench_command(_kind))
 for _command in (perf, run, suites, selftest, env, expect, trace, model, fit, compare_command, report, import_group,
-                 slurm, tune):
+                 slurm, k8s, tune, export_group):
     main.add_command(_command)

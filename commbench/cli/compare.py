@@ -30,8 +30,11 @@ from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
 @click.option("--allow-missing", is_flag=True,
               help="Pass the gate although the new side lacks baseline rows or benches, or a run of it did not "
                    "complete (they are still listed); a regression still fails it.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List every row that did not join (missing, new, not comparable) instead of a line per reason.")
 @json_option
-def compare_command(baseline, new, fails, markdown, launch_noise, below_expected_pct, allow_missing, as_json) -> None:
+def compare_command(baseline, new, fails, markdown, launch_noise, below_expected_pct, allow_missing, verbose,
+                    as_json) -> None:
     """Join two runs on their configuration keys and flag rows that got worse beyond a threshold and significantly.
 
     Where both sides are run sets (--launches N, 2 or more), a row is tested across launches (Welch t on the log
@@ -44,12 +47,21 @@ def compare_command(baseline, new, fails, markdown, launch_noise, below_expected
     --fail-below-expected PCT also holds each new row against the busbw its machine's topology allows (commbench
     expect), at sizes where bandwidth dominates.
 
+    Rows that did not join are summed up, a line per reason (-v lists them). Two runs that share no configuration
+    (every row at another world size, backend or device) are refused: there is nothing to compare.
+
     Exit codes: 0 the gate passed; 1 it failed: a regression, a row below --fail-below-expected, or (without
     --allow-missing) the new side misses rows or benches the baseline has or a run of it did not complete (failed,
     or still running); 2 bad input (an unreadable run, or a baseline that is not complete).
     """
     from commbench.gate.compare import DEFAULT_THRESHOLDS, compare, gate_fails, launch_floor, parse_threshold
-    from commbench.gate.compare_output import format_markdown, format_terminal, json_document, trust_notes
+    from commbench.gate.compare_output import (
+        format_markdown,
+        format_terminal,
+        json_document,
+        output_width,
+        trust_notes,
+    )
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds, launch_noise_pct=launch_noise, below_expected_pct=below_expected_pct)
@@ -68,6 +80,7 @@ def compare_command(baseline, new, fails, markdown, launch_noise, below_expected
         for note in notes:  # for a human reading the log; the document holds them too
             click.echo(f"commbench: note: {note}", err=True)
     else:
-        click.echo(format_terminal(entries, allow_missing=allow_missing, notes=notes))
+        click.echo(format_terminal(entries, allow_missing=allow_missing, notes=notes, verbose=verbose,
+                                   width=output_width()))
     if gate_fails(entries, allow_missing=allow_missing):
         sys.exit(ExitCode.REGRESSION)

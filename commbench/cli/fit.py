@@ -20,8 +20,9 @@ def fit(run_dir: Path, as_json: bool) -> None:
     from commbench.benches.collective import KIND as COLLECTIVE_KIND
     from commbench.expect.rows import expected_lines
     from commbench.models.alpha_beta import fit_results
-    from commbench.models.fit_files import LOW_R2, is_low, write_fits
+    from commbench.models.fit_files import LOW_FIT_ADVICE, LOW_R2, is_low, write_fits
     from commbench.runs import load_results_of
+    from commbench.units import format_bytes
 
     results = load_results_of(run_dir, COLLECTIVE_KIND)
     fits = fit_results(results)
@@ -46,7 +47,7 @@ def fit(run_dir: Path, as_json: bool) -> None:
         worst = max(result.residuals, key=lambda r: abs(r["residual_pct"]))
         placement = "in" if result.inplace else "out"
         flag = "low" if is_low(result) else ""
-        residual = f"{worst['residual_pct']:+.1f} % at {worst['size_bytes']} B"
+        residual = f"{worst['residual_pct']:+.1f} % at {format_bytes(int(worst['size_bytes']))}"
         click.echo(f"{result.collective:<15} {result.impl:<8} {result.backend:<7} {result.world_size:>5} "
                    f"{result.dtype:>9} {result.op:>5} {placement:>9} {result.timing:>13} {result.n_points:>6} "
                    f"{result.alpha_us:>10.1f} "
@@ -56,8 +57,7 @@ def fit(run_dir: Path, as_json: bool) -> None:
         if result.note:
             click.echo(f"  note: {result.note}")
     if any(is_low(result) for result in fits):
-        click.echo(f"# low: R² below {LOW_R2:g}, the α–β line does not describe these points (latency-bound noise "
-                   "at small sizes, or a protocol switch: see the residuals); do not read α or bandwidth from it")
+        click.echo(f"# low: R² below {LOW_R2:g}, {LOW_FIT_ADVICE}")
     for line in expected_lines(results):  # what the fitted busbw can be held against (commbench expect)
         click.echo(line)
     click.echo(f"# written: {written[0]}, {written[1]}")

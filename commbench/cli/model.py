@@ -101,8 +101,10 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
 @click.option("--bw-gbps", type=POSITIVE_NUMBER, default=None, help="Link (bus) bandwidth, GB/s (1e9 B/s).")
 @click.option("--from", "from_run", type=click.Path(path_type=Path), default=None,
               help="Fit α and bandwidth from a run's all_reduce results instead.")
+@click.option("--allow-poor-fit", is_flag=True,
+              help="With --from: use the run's fit even where its R² is below commbench fit's threshold.")
 @json_option
-def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_json) -> None:
+def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, allow_poor_fit, as_json) -> None:
     """Bytes sent per rank per step with ring collectives for DDP and ZeRO-1/2/3, and (with α–β) the time."""
     psi = parse_count(params, option="--params")
     _check_ranks(ranks)
@@ -112,7 +114,7 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
     if from_run is not None:
         if alpha_us is not None or bw_gbps is not None:
             raise CommbenchError("--from fits α and bandwidth from a run: drop --alpha-us/--bw-gbps, or drop --from")
-        alpha_us, bw_gbps, source, fit_ranks = _alpha_beta_from_run(from_run)
+        alpha_us, bw_gbps, source, fit_ranks = _alpha_beta_from_run(from_run, allow_poor_fit=allow_poor_fit)
     elif (alpha_us is None) != (bw_gbps is None):
         raise CommbenchError("--alpha-us and --bw-gbps go together (or use --from RUN_DIR)")
     if from_run is None and (bw_gbps is not None and not (math.isfinite(bw_gbps) and bw_gbps > 0)
@@ -143,10 +145,11 @@ def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, as_jso
         click.echo(line)
 
 
-def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str, int]:
+def _alpha_beta_from_run(run_dir: Path, *, allow_poor_fit: bool = False) -> tuple[float, float, str, int]:
     """α per ring step and link bandwidth fitted from the run, what they were fitted from, and at how many ranks."""
     from commbench.benches.collective import KIND as COLLECTIVE_KIND
     from commbench.models.alpha_beta import fit_results, hockney_from_all_reduce  # numpy, scipy
+    from commbench.models.fit_files import is_low, low_fit_refusal
     from commbench.runs import load_results_of  # pandas
 
     results = load_results_of(run_dir, COLLECTIVE_KIND)
@@ -158,6 +161,8 @@ def _alpha_beta_from_run(run_dir: Path) -> tuple[float, float, str, int]:
     # the most ranks and sizes; per-iteration before batch: it times one call at a time, as a step issues them
     # the environment the run started in over a forced one (--env-axis NCCL_ALGO=...): the model is of NCCL's choice
     fit = max(fits, key=lambda f: (not f.env, f.world_size, f.n_points, f.timing == PER_ITERATION))
+    if is_low(fit) and not allow_poor_fit:  # in the words of `commbench fit`, which flags the same fit low
+        raise CommbenchError(low_fit_refusal(fit, str(run_dir)))
     alpha, bandwidth = hockney_from_all_reduce(fit)
     if not (alpha >= 0 and bandwidth > 0 and math.isfinite(bandwidth)):
         raise CommbenchError(f"the all_reduce fit of {run_dir} gives α {alpha:.3g} µs and {bandwidth:.3g} GB/s, "

@@ -11,7 +11,8 @@ from commbench.errors import CommbenchError
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Folder for the report [default: plots/<last run's name>].")
-def report(run_dirs, out) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Also say why each plot that was not drawn was not.")
+def report(run_dirs, out, verbose) -> None:
     """Draw the plots whose data exist in the runs, and write a self-contained report.html and summary.md."""
     from commbench.report.render import render
 
@@ -25,6 +26,9 @@ def report(run_dirs, out) -> None:
                              f"{f' ({error.filename})' if error.filename else ''}; choose a writable --out") from None
     for _, caption, png in result.drawn:
         click.echo(f"drew {caption}: {png} (+ .svg)")
-    for caption, why in result.skipped:
-        click.echo(f"skipped {caption}: {why}")
+    if verbose:
+        for caption, why in result.skipped:
+            click.echo(f"skipped {caption}: {why}")
+    elif result.skipped:  # most are plots of kinds the runs never had: one line, not one per plot
+        click.echo(f"# {len(result.skipped)} plot(s) not drawn: the runs have no data for them (-v says why)")
     click.echo(f"# Report: {out / 'report.html'}  Markdown: {out / 'summary.md'}")

@@ -199,6 +199,7 @@ def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], fl
     if across:  # another tool's rows: join on what both measured, each side's builtin rows in one timing mode
         identity = kind.cross_source_identity
         base, new = sides.cross_source_view(base, new), sides.cross_source_view(new, base)
+    _check_anything_joins(base, new, comparability)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     shared = [key for key in base_rows if key in new_rows]
     launches = {metric.name: Launches.pooled(([base_rows[key][1].get(metric.column, []) for key in shared],
@@ -208,7 +209,8 @@ def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], fl
     for row_key, (old, old_values) in base_rows.items():
         label = kind.row_label(old) + (f" [source {' vs '.join(sources)}]" if across else "")
         if row_key not in new_rows:
-            entries.append({"row": label, "verdict": MISSING, "why": _why_unmatched(old, new.results, identity)})
+            entries.append({"row": label, "verdict": MISSING,
+                            "why": _why_unmatched(old, new.results, identity, comparability, "not in the new run")})
             continue
         current, current_values = new_rows[row_key]
         differences = [f"{column} {old[column]} vs {current[column]}" for column in comparability
@@ -233,10 +235,34 @@ def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], fl
             entries.append(overall)
     for row_key, (current, _) in new_rows.items():
         if row_key not in base_rows:
-            entries.append({"row": kind.row_label(current), "verdict": NEW, "why": "not in the baseline"})
+            entries.append({"row": kind.row_label(current), "verdict": NEW,
+                            "why": _why_unmatched(current, base.results, identity, comparability,
+                                                  "not in the baseline")})
     if across:  # the source as a key of every row (the label says it too)
         entries = [{**entry, "source": " vs ".join(sources)} for entry in entries]
     return _wrong_results(new) + entries
+
+
+def _check_anything_joins(base: sides.Run, new: sides.Run, comparability) -> None:
+    """Refuse two sides that share no configuration (every row of one at another world size, backend or device
+    than every row of the other): a table of `not comparable` rows and a failed gate would say nothing true."""
+    conditions = [column for column in comparability if column != "schema_version"]
+    if not conditions or base.results.empty or new.results.empty:
+        return
+    sides_configs = [{tuple(str(value) for value in row) for row in run.results[conditions].itertuples(index=False)}
+                     for run in (base, new)]
+    if sides_configs[0] & sides_configs[1]:
+        return
+    differences = [f"{column.replace('_', ' ')} {_values(base.results[column])} vs {_values(new.results[column])}"
+                   for column in conditions
+                   if set(base.results[column].astype(str)) != set(new.results[column].astype(str))]
+    same = ", ".join(column.replace("_", " ") for column in conditions)
+    raise CommbenchError(f"nothing to compare: the runs share no configuration ({'; '.join(differences)}); "
+                         f"compare runs of the same {same}")
+
+
+def _values(column: pd.Series) -> str:
+    return ",".join(sorted(set(column.astype(str))))
 
 
 def _wrong_results(run: sides.Run) -> list[dict]:
@@ -293,8 +319,14 @@ def _note(row: pd.Series) -> str:
     return note if isinstance(note, str) else ""  # absent, or an empty CSV cell read as NaN
 
 
-def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
-    """Say when the other run has this row in another dtype (not comparable) rather than not at all."""
+def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity, comparability, otherwise: str) -> str:
+    """Say when the other run has this row in another dtype (not comparable), or ran at no such world size, backend
+    or device at all, rather than only that it lacks the row."""
+    elsewhere = [f"{column.replace('_', ' ')} {row[column]} vs {_values(other[column])}" for column in comparability
+                 if column != "schema_version" and column in other.columns
+                 and str(row[column]) not in set(other[column].astype(str))]
+    if elsewhere:
+        return f"{otherwise}: {'; '.join(elsewhere)}"
     if "dtype" in identity:
         loose = [column for column in identity if column != "dtype"]
         mask = pd.Series(True, index=other.index)
@@ -302,7 +334,7 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity) -> str:
             mask &= other[column].astype(str) == str(row[column])
         if mask.any():
             return f"not comparable: dtype {row['dtype']} vs {', '.join(sorted(set(other.loc[mask, 'dtype'])))}"
-    return "not in the new run"
+    return otherwise
 
 
 def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Series], runs: tuple[sides.Run, sides.Run],
@@ -414,25 +446,30 @@ def gate_fails(entries: list[dict], *, allow_missing: bool) -> bool:
         (bool(unproven(entries)) and not allow_missing)
 
 
+def listed(names: list[str], most: int = 2) -> str:
+    """The first names and how many more: the gate's verdict is one line a log can show whole."""
+    shown = "; ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more (compare --verbose lists them)"
+
+
 def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
     """The gate's verdict and why, naming the missing rows and the runs that did not complete."""
     problems = []
     missing = [entry["row"] for entry in entries if entry["verdict"] == MISSING]
     if missing:
-        problems.append(f"the new side misses {len(missing)} baseline row(s): {'; '.join(missing)}")
-    incomplete = [f"{entry['row'].removeprefix('run ')} ({entry['why']})" for entry in entries
-                  if entry["verdict"] == INCOMPLETE]
-    if incomplete:
-        problems.append(f"{len(incomplete)} new run(s) did not complete: {'; '.join(incomplete)}")
+        problems.append(f"the new side misses {len(missing)} baseline row(s): {listed(missing)}")
+    incomplete = [entry for entry in entries if entry["verdict"] == INCOMPLETE]
+    if incomplete:  # their paths and reasons are rows of the table: this line stays one a log shows whole
+        problems.append(f"{len(incomplete)} new run(s) did not complete (the table says which and why)")
     count = regressions(entries)
     if gate_fails(entries, allow_missing=allow_missing):
         reasons = [f"{count} regression(s)"] if count else []
         if wrong(entries):
             reasons.append(f"{len(wrong(entries))} new row(s) with wrong results: "
-                           + "; ".join(entry["row"] for entry in wrong(entries)))
+                           + listed([entry["row"] for entry in wrong(entries)]))
         if below(entries):
             reasons.append(f"{len(below(entries))} new row(s) below {below(entries)[0]['threshold_pct']:g} % of their "
-                           "expected busbw: " + "; ".join(entry["row"] for entry in below(entries)))
+                           "expected busbw: " + listed([entry["row"] for entry in below(entries)]))
         if problems and not allow_missing:
             reasons += problems + ["--allow-missing accepts these"]
         return "gate: FAILED: " + ". ".join(reasons)

@@ -107,25 +107,62 @@ def _wide_text(entry: dict, *, short: bool) -> str:
     return "base" if short and sides == ["baseline"] else sides[0]
 
 
-def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: Sequence[str] = ()) -> str:
+UNMATCHED = {MISSING: "row(s) of the baseline have no counterpart in the new run",
+             NEW: "row(s) of the new run are not in the baseline",
+             NOT_COMPARABLE: "row(s) are in both but not comparable"}
+"""How the rows that did not join are summed up, one line per verdict and reason (--verbose lists them)."""
+LONGEST_LINE = 200
+"""The widest line compare prints where stdout is not a terminal (a CI log); on a terminal, its width."""
+
+
+def output_width() -> int:
+    import shutil
+    import sys
+
+    return shutil.get_terminal_size((LONGEST_LINE, 24)).columns if sys.stdout.isatty() else LONGEST_LINE
+
+
+def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: Sequence[str] = (),
+                    verbose: bool = False, width: int = LONGEST_LINE) -> str:
+    """The table (rows that did not join summed up unless verbose), the notes, the summary and the gate's line,
+    every line at most `width` characters (a longer table row continues on the next line, indented)."""
     lines = [f"{'row':<52} {'metric (unit)':>17} {'baseline':>11} {'new':>11} {'ratio':>7} {'change':>15} {'p':>8} "
              f"{'detectable':>10} {'wide CI':>8} verdict",
              f"{'':<52} {'':>17} {'':>11} {'':>11} {'(new/b)':>7} {'(% of b)':>15} {'(1-sided)':>8} "
              f"{'(% of b)':>10} {f'(>±{WIDE_CI_PCT:g} %)':>8}"]
+    unmatched: dict[tuple[str, str], int] = {}
     for entry in entries:
         if "ratio" not in entry:
+            if entry["verdict"] in UNMATCHED and not verbose and not entry["row"].startswith("bench "):
+                key = (entry["verdict"], entry["why"])
+                unmatched[key] = unmatched.get(key, 0) + 1
+                continue
             lines.append(f"{entry['row']:<52} {entry.get('metric', ''):>17} {entry['verdict']}: {entry['why']}")
             continue
         p = "-" if entry["p_value"] is None else f"{entry['p_value']:.2g}"
         lines.append(f"{entry['row']:<52} {_metric_text(entry):>17} {entry['baseline']:>11.4g} {entry['new']:>11.4g} "
                      f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_detectable_text(entry):>10} "
                      f"{_wide_text(entry, short=True):>8} {entry['verdict']}")
+    for (verdict, why), count in unmatched.items():
+        reason = "" if why in ("not in the new run", "not in the baseline") else f": {why.split(': ', 1)[-1]}"
+        lines.append(f"# {verdict}: {count} {UNMATCHED[verdict]}{reason} (--verbose lists them)")
     for note in notes:  # wrapped: a note is a paragraph, the table's lines are what a reader scans
-        lines += textwrap.wrap(note, width=118, initial_indent="# note: ", subsequent_indent="#       ",
+        lines += textwrap.wrap(note, width=min(118, width), initial_indent="# note: ", subsequent_indent="#       ",
                                break_on_hyphens=False)
-    lines.append(f"# {_summary(entries)}")
-    lines.append(f"# {gate_line(entries, allow_missing=allow_missing)}")  # last: selftest reads the last "# " line
+    lines += textwrap.wrap(f"# {_summary(entries)}", width=width, subsequent_indent="#   ", break_on_hyphens=False)
+    lines = [part for line in lines for part in _folded(line, width)]
+    # last, and whole: selftest and CI logs read the last "# " line; its long lists are cut to a count already
+    lines.append(textwrap.shorten(f"# {gate_line(entries, allow_missing=allow_missing)}", width=width,
+                                  placeholder=" …"))
     return "\n".join(lines)
+
+
+def _folded(line: str, width: int) -> list[str]:
+    """A line longer than width as pieces of it, the later ones indented (a long row label, a long reason)."""
+    if len(line) <= width:
+        return [line]
+    return textwrap.wrap(line, width=width, subsequent_indent="    ", break_on_hyphens=False, drop_whitespace=False) \
+        or [line[:width]]
 
 
 def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_missing: bool = False,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from commbench import names
 from commbench.errors import CommbenchError
-from commbench.imports import nccl_tests_json, nccl_tests_text, param_text
+from commbench.imports import nccl_inspector, nccl_tests_json, nccl_tests_text, param_text
 from commbench.imports.model import ImportedFile
 
 
@@ -50,9 +50,16 @@ def _read_param(name: str, sha256: str, text: str, **options) -> ImportedFile:
                         param_text.TIMING_METHOD, tests, notes)
 
 
+def _read_inspector(name: str, sha256: str, text: str, **options) -> ImportedFile:
+    return nccl_inspector.read_file(name, sha256, text, selection=options["selection"])
+
+
 SOURCES = {
     NCCL_TESTS: Source(NCCL_TESTS, _read_nccl_tests, names.busbw_factor, names.nccl_tests_collective_option),
     "param": Source("param", _read_param, param_text.factor, lambda text: text.strip()),
+    # the Inspector's busbw formulas are nccl-tests' (inspector.cc inspectorComputeOpBw); its logs name the
+    # collective, so it has no --collective
+    nccl_inspector.TOOL: Source(nccl_inspector.TOOL, _read_inspector, names.busbw_factor, lambda text: text.strip()),
 }
 
 

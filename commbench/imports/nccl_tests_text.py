@@ -19,6 +19,7 @@ from typing import cast
 
 from commbench import names
 from commbench.errors import CommbenchError
+from commbench.imports import infer
 from commbench.imports.figures import check_busbw, mean_agrees, number
 from commbench.imports.model import ImportedRow, ImportedTest
 
@@ -101,6 +102,8 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
                              "followed by result rows); pass nccl-tests' text output, or its -J JSON")
     _set_world_sizes(tests, file_name, world_size)
     for test in tests:
+        infer.settle_collective(test, given=collective, where=f"{file_name}, the table from line {test.line}")
+    for test in tests:
         check_busbw(test, lambda name, world=test.world_size: names.busbw_factor(name, world),
                     names.why_no_busbw_factor)
     return version, tests
@@ -152,11 +155,11 @@ def _open_test(line: str, number_: int, match, named: str | None, collective: st
         program = f"{named}_perf"
     elif collective is not None:
         name, program = collective, f"{collective} (--collective)"
-    else:
-        raise CommbenchError(f"{where}: cannot tell which nccl-tests test this table is (no *_perf command line or "
-                             "'# Collective test starting' line before it); pass --collective NAME")
+    else:  # inferred once the table is read (infer.py): from busbw ÷ algbw and the redop and root columns
+        name, program = infer.UNKNOWN, "unnamed nccl-tests"
     test = ImportedTest(program=program, line=number_, header=line.strip() if match is not None else None)
     test.closing["collective"] = name
+    test.closing["named"] = named is not None
     return _Open(test, settings)
 
 
@@ -217,10 +220,12 @@ def _read_row(current: _Open, fields: list[str], where: str) -> None:
         more = {"time_us_mean": number(time_text)}  # nccl-tests' time is a mean per call over one batch
         if "i_min" in values:
             more.update(time_us_min=number(values["i_min"]), time_us_max=number(values["i_max"]))
+        redop = key.get("redop", key.get("op", ""))
+        infer.remember_columns(test, redop=redop, root=key.get("root"))
         test.rows.append(ImportedRow(
             collective=collective, size_bytes=size, count=int(cast(str, key.get("count", key.get("N")))),
             dtype=names.nccl_tests_dtype(key["type"]),
-            op=names.nccl_tests_op(collective, key.get("redop", key.get("op", ""))),
+            op=names.nccl_tests_op(collective, redop),
             inplace=inplace, time_us=number(time_text), algbw_gbps=number(values["algbw"]),
             busbw_gbps=number(values["busbw"]), n_wrong=n_wrong,
             printed={"time_us": time_text, "busbw_gbps": values["busbw"]},

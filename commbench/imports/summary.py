@@ -53,7 +53,8 @@ def summary_lines(files: list[ImportedFile], run_dir: Path) -> dict[str, list[st
     tests = [test for imported in files for test in imported.tests]
     ranks = tests[0].ranks
     hosts = list(dict.fromkeys(rank["host"] for rank in ranks))
-    gpus = Counter(rank.get("gpu") or rank.get("device") for rank in ranks)
+    # a source that names no GPU (the NCCL Inspector) lists none
+    gpus = Counter(name for rank in ranks if (name := rank.get("gpu") or rank.get("device")))
     where = f" on {len(hosts)} host(s) ({', '.join(hosts[:4])}{', …' if len(hosts) > 4 else ''})" if hosts else ""
     devices = f": {', '.join(f'{count} x {name}' for name, count in gpus.items())}" if gpus else ""
     out = [f"# {files[0].tool}: {len(tests)} table(s) from {len(files)} file(s), world size {tests[0].world_size}"

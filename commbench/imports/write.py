@@ -43,7 +43,7 @@ def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, facto
                     samples += [{**_keys(rows[-1]), "schema_version": store.SCHEMA_VERSION,
                                  "run_id": run_dir.name, "iteration": iteration, "time_us": time_us}
                                 for iteration, time_us in enumerate(row.samples_us)]
-        _write_rows(run_dir / store.RESULTS_FILE, COLUMNS, rows)
+        _write_rows(run_dir / store.RESULTS_FILE, (*COLUMNS, *_own_names(rows)), rows)
         if samples:
             _write_rows(run_dir / store.SAMPLES_FILE, KIND.sample_columns, samples)
         store.write_meta(run_dir, {**_meta(files, world, run_dir.name, env), "expectation": expectation.document})
@@ -80,9 +80,20 @@ def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: st
         "bytes_source": "model" if busbw_factor is not None else None, "n_wrong": row.n_wrong,
         "calls_per_sample": row.calls_per_sample, "timing_method": imported.timing_method, "note": row.note,
         "source": imported.tool, "source_file": imported.name, "busbw_check": row.busbw_check,
-        **row.more_times_us, **expectation.columns(row.collective), ENV: env,
+        **row.more_times_us, **expectation.columns(row.collective), ENV: env, **_own(row),
     }
-    return {column: _cell(values.get(column)) for column in COLUMNS}
+    return {column: _cell(values.get(column)) for column in (*COLUMNS, *_own(row))}
+
+
+def _own(row: ImportedRow) -> dict:
+    """The columns a source's rows set beyond the common ones: an ImportedRow subclass's own_columns() (the NCCL
+    Inspector's algo_proto, communicator and rank, and its per-call timing mode)."""
+    own = getattr(row, "own_columns", None)
+    return own() if callable(own) else {}
+
+
+def _own_names(rows: list[dict]) -> list[str]:
+    return [column for column in dict.fromkeys(column for row in rows for column in row) if column not in COLUMNS]
 
 
 def _cell(value):

@@ -13,6 +13,7 @@ import pandas as pd
 
 from commbench.errors import CommbenchError
 from commbench.names import COLLECTIVE_BENCH, PER_ITERATION, busbw_factor
+from commbench.units import readable
 
 GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing", "env"]
 """One fit per key: a fit across timing modes would mix two measurements of each size (per-iteration and batch), one
@@ -81,7 +82,7 @@ def _piecewise_note(sizes: np.ndarray, times: np.ndarray, whole: LineFit) -> str
     if best and best[0] * _PIECEWISE_GAIN < whole.sse:
         gain = whole.sse / best[0] if best[0] > 0 else float("inf")
         gain_text = f"{gain:.0f}x" if gain < 1000 else "over 1000x"
-        return (f"piecewise: two lines split at {int(best[1])} B fit {gain_text} better (protocol or algorithm "
+        return (f"piecewise: two lines split at {readable(int(best[1]))} fit {gain_text} better (protocol or algorithm "
                 "switch); fit the ranges separately")
     return ""
 

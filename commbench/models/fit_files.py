@@ -20,6 +20,17 @@ averages out but times that barely grow with size (latency-bound sizes, where no
 curve that bends (a protocol switch). A threshold of 0.99 would flag fits that still predict within 10 %."""
 
 
+LOW_FIT_ADVICE = ("the α–β line does not describe these points (latency-bound noise at small sizes, or a protocol "
+                  "switch: see the residuals); do not read α or bandwidth from it")
+"""What `commbench fit` says of a low fit, and what every command that would use one says in refusing it."""
+
+
+def low_fit_refusal(result: AlphaBetaFit, where: str) -> str:
+    """The one line a command that needs α and bandwidth gives when the fit it would use is low."""
+    return (f"the {result.collective} fit of {where} has R² {result.r2:.3f}, below {LOW_R2:g}: {LOW_FIT_ADVICE}; "
+            "measure more sizes or iterations (e.g. --sizes 1K:64M:x4 --iters 50), or pass --allow-poor-fit")
+
+
 def is_low(result: AlphaBetaFit) -> bool:
     return not result.r2 >= LOW_R2  # a NaN R² describes nothing either
 

@@ -11,6 +11,8 @@ import pandas as pd  # noqa: E402
 
 from commbench.errors import CommbenchError  # noqa: E402
 from commbench.models.alpha_beta import fit_results  # noqa: E402
+from commbench.models.fit_files import LOW_R2, is_low  # noqa: E402
+from commbench.names import COMMBENCH_SOURCE  # noqa: E402
 from commbench.report.figure_layout import CI_NOTE, ci_errors, legend_outside, ratio_axis, size_axis  # noqa: E402
 
 TIMES = ["time_us_p50", "time_us_ci_lo", "time_us_ci_hi"]
@@ -46,6 +48,42 @@ def _per_collective(rows: pd.DataFrame):
     return figure, [(axis, name, rows[rows["collective"] == name]) for axis, name in zip(axes[:, 0], collectives)]
 
 
+def _statistic(rows: pd.DataFrame) -> str:
+    """What a panel's times are, per source: commbench's median with its 95 % CI, or an imported tool's own figure,
+    which has no interval (nccl-tests prints the mean per call of a batch of back-to-back calls)."""
+    sources = rows["source"].astype(object).where(rows["source"].notna(), COMMBENCH_SOURCE) \
+        if "source" in rows.columns else pd.Series(COMMBENCH_SOURCE, index=rows.index)
+    parts = []
+    for source, group in rows.groupby(sources, sort=False):
+        if source == COMMBENCH_SOURCE:
+            parts.append(CI_NOTE + (" (commbench rows)" if sources.nunique() > 1 else ""))
+            continue
+        if pd.to_numeric(group["time_us_ci_lo"], errors="coerce").notna().any():  # a log of every call
+            parts.append(f"{source}: median of {_counted(group, 'iters')} logged calls, 95 % CI")
+            continue
+        counted = _counted(group, "calls_per_sample")
+        parts.append(f"{source}: mean per call of {counted} calls, no interval" if counted
+                     else f"{source}: its own figure, no interval")
+    return "; ".join(parts)
+
+
+def _counted(group: pd.DataFrame, column: str) -> str:
+    values = sorted({int(value) for value in pd.to_numeric(group[column], errors="coerce").dropna()}) \
+        if column in group.columns else []
+    return f"{values[0]}" if len(values) == 1 else f"{values[0]}-{values[-1]}" if values else ""
+
+
+def _time_label(rows: pd.DataFrame) -> str:
+    imported = "source" in rows.columns and (rows["source"].fillna(COMMBENCH_SOURCE) != COMMBENCH_SOURCE).any()
+    return "time per call (µs)" if imported else "time p50 (µs)"
+
+
+def _errors(center, low, high):
+    """The CI bars, or none where no row of the line has an interval (an import: no bar rather than NaN bars)."""
+    bars = ci_errors(center, low, high)
+    return None if np.isnan(bars).all() else bars
+
+
 def _label_axis(axis, sizes, *, title: str, ylabel: str, fontsize: float = 8, handles: list | None = None) -> None:
     size_axis(axis, sizes)
     axis.set_title(title, fontsize=11)
@@ -67,11 +105,12 @@ def busbw_vs_size(runs: list):
             # the CI of the median time maps to a busbw interval (slower time = lower bandwidth)
             p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
             label = f"{run}: " if rows["run"].nunique() > 1 else ""
-            axis.errorbar(line["size_bytes"], busbw, yerr=ci_errors(busbw, busbw * p50 / ci_hi, busbw * p50 / ci_lo),
+            axis.errorbar(line["size_bytes"], busbw, yerr=_errors(busbw, busbw * p50 / ci_hi, busbw * p50 / ci_lo),
                           marker="o", capsize=3, elinewidth=1,
                           label=f"{label}{impl} {backend} {dtype}{_variant_text(named, varying)}")
         _draw_expected(axis, mine, several_runs=rows["run"].nunique() > 1)
-        _label_axis(axis, mine["size_bytes"], title=f"{collective}: bus bandwidth ({CI_NOTE})", ylabel="busbw (GB/s)")
+        _label_axis(axis, mine["size_bytes"], title=f"{collective}: bus bandwidth ({_statistic(mine)})",
+                    ylabel="busbw (GB/s)")
     figure.tight_layout()
     return figure, None
 
@@ -104,19 +143,22 @@ def latency_with_fit(runs: list):
                 fits = _fits(line)
                 prefix = f"{run}: " if rows["run"].nunique() > 1 else ""
                 p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
-                points = axis.errorbar(line["size_bytes"], p50, yerr=ci_errors(p50, ci_lo, ci_hi), fmt="o",
+                points = axis.errorbar(line["size_bytes"], p50, yerr=_errors(p50, ci_lo, ci_hi), fmt="o",
                                        capsize=3, elinewidth=1,
                                        label=f"{prefix}{impl} {backend} {dtype}{_variant_text(named, varying)}")
                 handles.append(points)
                 fit = fits[0] if len(fits) == 1 else None
-                if fit is not None and fit.algbw_gbps > 0 and fit.alpha_us > 0:
+                if fit is not None and is_low(fit):  # the line would misdescribe its points: commbench fit's rule
+                    handles += axis.plot([], [], " ", label=f"  no fit drawn: R² {fit.r2:.2f} below {LOW_R2:g} "
+                                                            "(commbench fit)")
+                elif fit is not None and fit.algbw_gbps > 0 and fit.alpha_us > 0:
                     sizes = np.geomspace(line["size_bytes"].min(), line["size_bytes"].max(), 50)
                     handles += axis.plot(sizes, fit.alpha_us + sizes / (fit.algbw_gbps * 1e3), "-",
                                          color=points[0].get_color(),
                                          label=f"  its fit: α={fit.alpha_us:.1f} µs, algbw={fit.algbw_gbps:.2f} GB/s")
         axis.set_yscale("log")
-        _label_axis(axis, mine["size_bytes"], title=f"{collective}: time p50 ({CI_NOTE}) and the α–β fit "
-                    "t = α + S / algbw", ylabel="time p50 (µs)", fontsize=7, handles=handles)
+        _label_axis(axis, mine["size_bytes"], title=f"{collective}: time ({_statistic(mine)}) and the α–β fit "
+                    "t = α + S / algbw", ylabel=_time_label(mine), fontsize=7, handles=handles)
     figure.tight_layout()
     return figure, None
 

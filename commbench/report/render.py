@@ -158,8 +158,7 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
              _meta_table(runs).to_html(escape=True)]
     for run in runs:
         parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind.name})</h2>")
-        parts.append(run.kind.key_numbers(run.results).to_html(index=False, escape=True, na_rep="-",
-                                                               classes="key-numbers"))
+        parts.append(_key_numbers_html(run))
     parts.append("<h2>Plots</h2>")
     for stem, caption, png in report.drawn:
         encoded = base64.b64encode(png.read_bytes()).decode("ascii")
@@ -184,6 +183,20 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
             parts.append("</ul>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+NO_FIGURE_NOTE = ("-: no figure: an imported row has no samples, so no CI and no count of noisy points; or the run "
+                  "has no such figure")
+
+
+def _key_numbers_html(run: LoadedRun) -> str:
+    """The key numbers as a table whose missing cells are a dash with a footnote (pandas writes <NA> for its
+    nullable integers whatever na_rep says)."""
+    table = run.kind.key_numbers(run.results)
+    missing = table.isna().to_numpy().any()
+    table = table.astype(object).where(table.notna(), "-")
+    html_table = table.to_html(index=False, escape=True, classes="key-numbers")
+    return html_table + (f"<p class='footnote'>{html.escape(NO_FIGURE_NOTE)}</p>" if missing else "")
 
 
 def _markdown(runs: list[LoadedRun], report: Report) -> str:

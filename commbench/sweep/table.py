@@ -116,6 +116,8 @@ def _span(values) -> str:
 
 def _timing_text(timing: str, group: pd.DataFrame) -> str:
     source = _source(group)
+    if source != COMMBENCH_SOURCE and _has_interval(group):
+        return f"time = median of the {_span(group['iters'])} calls {source} logged, imported (timing_method says how)"
     if source != COMMBENCH_SOURCE:
         return f"time = the figure per call that {source} printed, imported (how it times: timing_method)"
     iters_text = _span(group["iters"])
@@ -126,10 +128,18 @@ def _timing_text(timing: str, group: pd.DataFrame) -> str:
     return f"time = median of {iters_text} batches{calls_text} back-to-back calls (time per call, mean over ranks)"
 
 
+def _has_interval(group: pd.DataFrame) -> bool:
+    """Whether the rows carry a 95 % CI (a source that logs every call), not one printed figure each."""
+    return "time_us_ci_lo" in group.columns and bool(pd.to_numeric(group["time_us_ci_lo"], errors="coerce").notna()
+                                                     .any())
+
+
 def _short_timing_text(timing: str, group: pd.DataFrame) -> str:
     """The title's word on how a time was taken, e.g. `batch timing: median of 20 samples of 5 back-to-back calls,
     mean over ranks`."""
     source = _source(group)
+    if source != COMMBENCH_SOURCE and _has_interval(group):  # a log of every call (NCCL Inspector): its median
+        return f"time: the median of the {_span(group['iters'])} calls {source} logged, with its 95 % CI (imported)"
     if source != COMMBENCH_SOURCE:
         return f"time: the figure per call that {source} printed (imported: no samples, so no CI)"
     samples = f"median of {_span(group['iters'])} samples"

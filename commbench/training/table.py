@@ -120,7 +120,9 @@ def format_training_table(results: pd.DataFrame) -> str:
     lines.append(f"# {first['world_size']} ranks, {first['backend']} on {first['device']}; model "
                  f"{first['model_kind']} {first['params'] / 1e6:.2f}M parameters{precision_text(results)}; "
                  "step time = slowest rank; comm, "
-                 "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP); "
+                 "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP): "
+                 "the communication the step waits for; below 0 the step without sync was the slower one, i.e. "
+                 "noise larger than the exposed communication; "
                  "p50 95% CI = distribution-free 95 % CI of the median step time (n/a: fewer than 6 steps)")
     lines += footnotes(results)
     lines += [f"# {note}" for note in exposed_notes(results)]

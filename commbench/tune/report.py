@@ -9,6 +9,7 @@ from commbench.tune.config_file import FIELDS
 from commbench.tune.decisions import ALONE, CI_RULE, SizeDecision
 from commbench.tune.plugin import plugin_name
 from commbench.tune.ranges import ANY, CHANNELS, Plan, Topology, topology_of
+from commbench.units import format_bytes, readable
 
 DEFAULT_NAME = "(default)"
 """How the environment the run was started in (env "") is shown."""
@@ -52,7 +53,7 @@ def _group_lines(analysed: GroupAnalysis) -> list[str]:
     for decision in group.sizes:
         for skipped in decision.skipped:
             left_out[(skipped.env, skipped.why)].append(decision.size_bytes)
-    out += [f"#   left out: {env_name(env)} at {', '.join(map(str, sizes))} B: {why}"
+    out += [f"#   left out: {env_name(env)} at {', '.join(map(format_bytes, sizes))}: {why}"
             for (env, why), sizes in left_out.items()]
     for fit in analysed.fits:
         note = f"; {fit.note}" if fit.note else ""
@@ -60,11 +61,11 @@ def _group_lines(analysed: GroupAnalysis) -> list[str]:
                    f"R² {fit.r2:.3f} over {fit.n_points} sizes{note}")
     for crossing in analysed.crossovers:
         where = "inside" if crossing.inside else "near"
-        out.append(f"#   fitted crossover at {crossing.size_bytes:.0f} B ({where} the measured sizes): "
+        out.append(f"#   fitted crossover at {readable(crossing.size_bytes)} ({where} the measured sizes): "
                    f"{env_name(crossing.faster_below)} faster below, {env_name(crossing.faster_above)} above")
-    rows = [("sizes (B)", "best env", "best time (us)", "margin (%)", "beyond noise", "choice")]
+    rows = [("sizes", "best env", "best time (us)", "margin (%)", "beyond noise", "choice")]
     for decisions, verdict in _runs_of_alike(analysed):
-        rows.append((_span([str(decision.size_bytes) for decision in decisions]),
+        rows.append((_span([format_bytes(decision.size_bytes) for decision in decisions]),
                      env_name(decisions[0].best.env) if decisions[0].best else "-",
                      _span([f"{decision.best.time_us:.2f}" for decision in decisions if decision.best]),
                      _low_high([decision.margin_pct for decision in decisions if decision.margin_pct is not None]),
@@ -112,9 +113,9 @@ def plan_lines(analysis: Analysis) -> list[str]:
     plan = analysis.plan
     out = [f"# tuner lines ({FIELDS}):" if plan.lines else "# tuner lines: none"]
     for line in plan.lines:
-        sizes = ", ".join(str(size) for size in line.sizes)
+        sizes = ", ".join(format_bytes(size) for size in line.sizes)
         out.append(line.text)
-        out.append(f"#   covers the measured size(s) {sizes} B")
+        out.append(f"#   covers the measured size(s) {sizes}")
         out += [f"#   note: {note}" for note in line.notes]
     out += [f"# no line: {text}" for text in no_line_summary(plan)]
     if not analysis.beyond_noise_anywhere:
@@ -141,8 +142,9 @@ def _spans(sizes: list[int], measured: list[int]) -> str:
             spans[-1].append(size)
         else:
             spans.append([size])
-    text = ", ".join(str(span[0]) if len(span) == 1 else f"{span[0]}-{span[-1]}" for span in spans)
-    return f"{text} B" if len(sizes) == 1 else f"{text} B ({len(sizes)} sizes)"
+    text = ", ".join(format_bytes(span[0]) if len(span) == 1 else f"{format_bytes(span[0])}-{format_bytes(span[-1])}"
+                     for span in spans)
+    return text if len(sizes) == 1 else f"{text} ({len(sizes)} sizes)"
 
 
 def file_header(analysis: Analysis, command: str) -> list[str]:
@@ -159,7 +161,7 @@ def file_header(analysis: Analysis, command: str) -> list[str]:
     for analysed in analysis.groups:
         for crossing in analysed.crossovers:
             out.append(f"fitted crossover {analysed.group.key['collective']} {analysed.group.variant()}: "
-                       f"{env_name(crossing.faster_below)} faster below {crossing.size_bytes:.0f} B, "
+                       f"{env_name(crossing.faster_below)} faster below {readable(crossing.size_bytes)}, "
                        f"{env_name(crossing.faster_above)} above")
     return out
 

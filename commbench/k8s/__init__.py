@@ -1,0 +1,6 @@
+"""`commbench k8s`: a suite as a Kubernetes job manifest, a Kubeflow Trainer TrainJob or a plain JobSet.
+
+names.py checks what the API server would refuse (names, counts, the image) before anything is written; pod.py is
+what every pod of either kind runs (torchrun around `commbench run`, the results and suite volumes); manifest.py
+makes the TrainJob or JobSet document around it and writes the YAML stream. Plain data, no torch, no click.
+"""
