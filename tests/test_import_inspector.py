@@ -353,6 +353,20 @@ def test_compare_joins_an_inspector_import_with_another_tools_rows_and_names_bot
     assert "the baseline side was imported from a tool that records no per-iteration samples" in notes
 
 
+def test_without_dtype_and_op_the_rows_join_a_side_of_one_dtype_and_op(tmp_path):
+    _, nccl_run = _import(tmp_path, H100_LOG, "--collective", "all_reduce", run_id="nccl-tests", tool="nccl-tests")
+    log = tmp_path / "job.log"
+    _inspector_log_of(nccl_run, log)
+    result, live = _import(tmp_path, log, run_id="live")  # dtype and op unknown
+    assert result.exit_code == 0, result.output + result.stderr
+    assert set(_rows(live)["dtype"]) == {"unknown"}
+    document = json.loads(invoke(["compare", str(nccl_run), str(live), "--json"]).stdout)
+    joined = [entry for entry in document["entries"] if entry.get("metric") == "busbw"]
+    assert len(joined) == len(_rows(live))  # the nccl-tests log measured float32 sum only: each size meets its row
+    notes = " ".join(document["notes"])
+    assert "the new side's rows do not say their dtype or op" in notes and "--dtype and --op" in notes
+
+
 def test_two_inspector_imports_compare_with_their_calls_as_samples(tmp_path):
     example = json.loads(WITH_ALGO.read_text())
     log = tmp_path / "job.log"

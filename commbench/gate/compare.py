@@ -197,8 +197,8 @@ def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], fl
     sources = (sides.sources(base), sides.sources(new))
     across = sources[0] != sources[1] and bool(kind.cross_source_identity)
     if across:  # another tool's rows: join on what both measured, each side's builtin rows in one timing mode
-        identity = kind.cross_source_identity
         base, new = sides.cross_source_view(base, new), sides.cross_source_view(new, base)
+        identity = sides.known_identity(kind.cross_source_identity, base, new)
     _check_anything_joins(base, new, comparability)
     base_rows, new_rows = _rows_by_key(base, identity), _rows_by_key(new, identity)
     shared = [key for key in base_rows if key in new_rows]

@@ -127,6 +127,18 @@ def sources(run: Run) -> str:
     return "+".join(sorted(set(run.results["source"].fillna(COMMBENCH_SOURCE).astype(str)))) or COMMBENCH_SOURCE
 
 
+def _unknown_keys(path: Path) -> list[str]:
+    from commbench.benches.collective import KIND
+
+    found: set[str] = set()
+    for folder in status_folders(path):
+        if (folder / store.RESULTS_FILE).exists() and store.read_meta(folder).get("kind") == KIND.name:
+            results = store.read_results(folder, KIND)
+            found |= {column for column in ("dtype", "op") if not results.empty
+                      and (results[column].astype(str) == UNKNOWN).all()}
+    return sorted(found)
+
+
 def cross_source_view(run: Run, other: Run) -> Run:
     """The rows of a run that meet another tool's: the builtin implementation (what nccl-tests and PARAM time: the
     library's own call), and where the run timed both ways, the other side's timing mode (imports are batch)."""
@@ -137,6 +149,24 @@ def cross_source_view(run: Run, other: Run) -> Run:
         matching = frame[frame["timing"].isin(set(other.results.get("timing", pd.Series(dtype=str))))]
         frame = matching if not matching.empty else frame[frame["timing"] == frame["timing"].iloc[0]]
     return Run(run.path, run.kind, frame, run.samples, run.has_samples)
+
+
+UNKNOWN = "unknown"
+"""What an import writes where its tool logs no such key (NCCL Inspector logs neither dtype nor op)."""
+
+
+def known_identity(identity, base: Run, new: Run) -> tuple:
+    """The cross-source identity without the keys one side does not know (all its rows `unknown`) where the other
+    side measured a single value of them: the rows then join on the rest (a live job's log against a lab sweep of one
+    dtype); where the other side has several, the key stays and nothing joins (the import's --dtype/--op say which)."""
+    dropped = set()
+    for column in ("dtype", "op"):
+        for side, other in ((base, new), (new, base)):
+            if column in identity and column in side.results.columns and not side.results.empty \
+                    and (side.results[column].astype(str) == UNKNOWN).all() \
+                    and other.results[column].astype(str).nunique() == 1:
+                dropped.add(column)
+    return tuple(column for column in identity if column not in dropped)
 
 
 def source_notes(baseline_dir: Path, new_dir: Path) -> list[str]:
@@ -151,6 +181,11 @@ def source_notes(baseline_dir: Path, new_dir: Path) -> list[str]:
                      "timing method as much as the system. Rows are joined on collective, size, dtype, op, placement "
                      f"and world size (commbench's builtin rows; the matching timing mode where both ran). {methods}")
     for side, path in (("baseline", baseline_dir), ("new", new_dir)):
+        unknown = _unknown_keys(path)
+        if unknown:
+            notes.append(f"the {side} side's rows do not say their {' or '.join(unknown)} (its tool logs none): they "
+                         "join the other side's rows where that side measured one value, else none; import with "
+                         f"{' and '.join('--' + key for key in unknown)} to say which")
         if any(store.imported_without_samples(folder) for folder in status_folders(path)
                if (folder / store.RESULTS_FILE).exists()):
             notes.append(f"the {side} side was imported from a tool that records no per-iteration samples: its "

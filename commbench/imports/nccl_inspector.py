@@ -236,4 +236,5 @@ def _notes(log: InspectorLog, skipped: Counter) -> list[str]:
 
 
 NO_DTYPE_WARNING = ("the Inspector logs no dtype or reduction: the rows say unknown, and compare joins them with "
-                    "another tool's rows only where --dtype and --op say what the job used")
+                    "another tool's rows where that side measured one dtype and op, else only where --dtype and --op "
+                    "say what the job used")
