@@ -184,15 +184,3 @@ def commbench_cli(capsys):
 
     return run
 
-
-LONGEST_FILES = ("test_train_sweep.py", "test_gpu_validation.py", "test_training_fsdp_knobs.py", "test_hunt.py",
-                 "test_selftest.py", "test_training_ddp_axes.py", "test_training.py", "test_replay.py",
-                 "test_training_zero_axes.py", "test_report_compare.py", "test_run_sets.py", "test_hunt_slurm.py")
-"""The test files that take longest here (pytest --durations, 2026-12-05), in that order. pytest-xdist hands whole
-files (--dist loadfile) to its two workers in collection order, so one of these collected last kept a worker busy
-for a minute or two after the other had finished; collected first, they overlap with the many short files."""
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: index for index, name in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FILES)))  # stable: the rest keep their order

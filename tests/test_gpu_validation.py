@@ -16,16 +16,22 @@ pytestmark = pytest.mark.distributed
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from gpu_validation import BUDGET_S, SHARED_TRACE, STEPS  # noqa: E402
 
+CHECKED_STEPS = ("probes", "sweep-batch", "gloo-cuda-profile", "trace-analyze", "ddp-world1", "selftest", "replay")
+"""The steps whose CPU stand-ins the test runs: one per check function of the script (the other steps run the same
+check on another command: per-iteration timing, FSDP, ZeRO, DDP with gloo on CUDA tensors, each run by its own tests
+on CPU), which keeps CI within its 12 minutes. `benchmarks/gpu_validation.py --dry-run` runs every step."""
+
 
 def test_the_dry_run_prints_the_plan_and_every_cpu_stand_in_passes(tmp_path):
     outcomes_file = tmp_path / "outcomes.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path / "out"), "--json",
-                          str(outcomes_file)], capture_output=True, text=True, timeout=900, cwd=ROOT)
+                          str(outcomes_file), "--only", ",".join(CHECKED_STEPS)], capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
     plan = run.stdout.split("\n| step |")[0]
-    for step in STEPS:  # the plan names every step with its timeout and its command
-        assert f"- {step.name} [{step.timeout_s} s]" in plan, step.name
+    for step in STEPS:  # the plan names each step it runs with its timeout and its command
+        assert (f"- {step.name} [{step.timeout_s} s]" in plan) == (step.name in CHECKED_STEPS), step.name
     outcomes = {outcome["step"]: outcome for outcome in json.loads(outcomes_file.read_text())}
-    assert list(outcomes) == [step.name for step in STEPS]
+    assert list(outcomes) == [step.name for step in STEPS if step.name in CHECKED_STEPS]
     failed = {name: outcome["detail"] for name, outcome in outcomes.items() if outcome["verdict"] == "FAIL"}
     if not SHARED_TRACE.exists():  # a clone without ../shared: the replay's input is absent, and says so
         assert "absent" in failed.pop("replay", "absent")
