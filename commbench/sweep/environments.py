@@ -18,8 +18,6 @@ TUNER_PLUGIN_ENV, TUNER_CONFIG_ENV = "NCCL_TUNER_PLUGIN", "NCCL_TUNER_CONFIG_FIL
 class LaunchEnvironments:
     combinations: tuple[dict, ...] = ({},)
     """Each an environment the sweep's points run under, in its own launch; ({},) = the sweep's own environment."""
-    axes: tuple = ()
-    """((NAME, values), ...) as given, for meta.json."""
     tuner: dict = field(default_factory=dict)
     """{"plugin", "config", "config_sha256"} with --tuner-plugin / --tuner-config, else {}."""
 
@@ -55,7 +53,7 @@ def resolve(options, *, backend: str, in_job: bool) -> LaunchEnvironments:
         warnings.warn(f"{', '.join(ignored)} on a gloo run: only NCCL reads {'them' if len(ignored) > 1 else 'it'}, "
                       "so the rows measure the same thing and will tie; use --backend nccl on GPUs",
                       CommbenchWarning, stacklevel=2)
-    return LaunchEnvironments(tuple(env_axes.combinations(axes)), axes, tuner)
+    return LaunchEnvironments(tuple(env_axes.combinations(axes)), tuner)
 
 
 def _tuner(plugin: str | None, config: str | None) -> dict:
