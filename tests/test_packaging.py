@@ -1,12 +1,13 @@
 """The wheel: it carries the suites and the sbatch template, and an installed commbench runs them from any folder.
 
 The wheel is built from a copy of the source tree (so no build/ or stale build/lib files in the checkout leak in),
-installed into a fresh virtual environment that reuses this Python's torch, pandas etc. (--system-site-packages), and
-run from an empty folder without PYTHONPATH, the way a user runs it after `pip install commbench`.
+installed into a fresh virtual environment that reuses the torch, pandas etc. of the environment the tests run in
+(a venv or not), and run from an empty folder without PYTHONPATH, the way a user runs it after `pip install commbench`.
 """
 
 import json
 import shutil
+import site
 import subprocess
 import sys
 import time
@@ -50,6 +51,17 @@ def _build_isolation_flags() -> list[str]:
     return ["--no-build-isolation"] if (major, minor) >= (70, 1) else []
 
 
+def _see_these_site_packages(venv: Path) -> None:
+    """Make the venv see the site-packages of the Python running the tests, after its own. `venv
+    --system-site-packages` would give it the base interpreter's instead, which inside a venv lacks what the venv
+    installed (rich, say). The folders go in as plain path lines of a .pth file, so the .pth files inside them (an
+    editable commbench's finder among them) are not run: the wheel's commbench is the only one installed."""
+    purelib = _ok(_run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       cwd=venv)).stdout.strip()
+    folders = [*site.getsitepackages(), site.getusersitepackages()]
+    (Path(purelib) / "tests_environment.pth").write_text("".join(f"{folder}\n" for folder in folders))
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict:
     """Build the wheel and install it into a new virtual environment: the wheel's path and the venv's bin folder."""
@@ -65,10 +77,11 @@ def installed(tmp_path_factory) -> dict:
 
     start = time.perf_counter()
     venv = root / "venv"
-    _ok(_run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], cwd=root))
-    # This Python's pip installs into the venv (pip >= 22.3: --python). --ignore-installed: a commbench installed in
-    # the system site-packages (an editable checkout) must not count as already there; --no-deps: torch etc. come
-    # from the system site-packages the venv sees.
+    _ok(_run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=root))
+    _see_these_site_packages(venv)
+    # This Python's pip installs into the venv (pip >= 22.3: --python). --ignore-installed: a commbench installed
+    # where the tests run (an editable checkout) must not count as already there; --no-deps: torch etc. come from
+    # the site-packages the venv sees.
     _ok(_run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps",
               "--ignore-installed", wheel], cwd=root))
     timings["install_s"] = time.perf_counter() - start

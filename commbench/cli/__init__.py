@@ -72,8 +72,8 @@ def _without_hidden_guesses(error: click.UsageError) -> click.UsageError:
     visible = [name for param in error.ctx.command.get_params(error.ctx)
                if isinstance(param, click.Option) and not param.hidden
                for name in (*param.opts, *param.secondary_opts) if name.startswith("--")]
-    error.possibilities = difflib.get_close_matches(error.option_name, visible) or None
-    return error
+    guesses = difflib.get_close_matches(error.option_name, visible) or None
+    return click.NoSuchOption(error.option_name, error.message, possibilities=guesses, ctx=error.ctx)
 
 
 def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> None:
