@@ -9,10 +9,13 @@
   commbench's NVLink counters read None, not zero);
 - CUDA event resolution: the smallest non-zero gap between back-to-back events queued behind a spin, and their median;
 - spin calibration: torch.cuda._sleep(cycles) timed by events at three lengths, a straight line through them, and the
-  clock it implies beside NVML's SM clock; then commbench's own spin (commbench.measure.timing.spin_device, which the
-  per-iteration timer and the test faults use) asked for 1, 5 and 20 ms, within 20 % of each;
+  clock it implies beside NVML's SM clock; then commbench's own spin (commbench.measure.spin_kernel.spin_device,
+  which the timers and the test faults use) asked for 1, 5 and 20 ms, within 20 % of each;
 - host issue times: an NCCL world-1 all_reduce of 1 MiB issued 21 times, the first (which creates NCCL's connections)
-  against the median of the rest.
+  against the median of the rest;
+- the launch queue: behind a 0.5 s spin, world-1 out-of-place all_gathers (each a copy NCCL queues) issued until one
+  blocks the host (the stream's queue is full), against the calls per segment the spin plan allows at their issue
+  time (commbench/measure/spin_plan.py: the plan must stay below the depth measured here).
 
 Without a GPU it writes the versions and cuda: null, and exits 0. "checks" holds each property that must hold.
 """
@@ -124,12 +127,12 @@ def spin_calibration(sm_clock_mhz: float | None) -> dict:
 
 
 def commbench_spin() -> dict:
-    """commbench's own spin (commbench.measure.timing.spin_device, calibrated once per process) asked for 1, 5 and
+    """commbench's own spin (commbench.measure.spin_kernel.spin_device, calibrated once per process) asked for 1, 5 and
     20 ms,
     each timed by CUDA events."""
     import torch
 
-    from commbench.measure.timing import calibrate_spin, spin_device
+    from commbench.measure.spin_kernel import calibrate_spin, spin_device
 
     calibrate_spin()
     found = {}
@@ -144,7 +147,7 @@ def commbench_spin() -> dict:
             "worst_ratio": max(abs(measured / float(key.removesuffix("_ms")) - 1) for key, measured in found.items())}
 
 
-def host_issue_times() -> dict:
+def world_one_nccl() -> None:
     import torch
     import torch.distributed as dist
 
@@ -153,19 +156,60 @@ def host_issue_times() -> dict:
         port = probe.getsockname()[1]
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
-    try:
-        tensor = torch.ones(1 << 18, device="cuda")  # 1 MiB of float32
-        output = torch.empty_like(tensor)
-        issue = []
-        for _ in range(21):
-            started = time.perf_counter()
-            dist.all_reduce(output.copy_(tensor))
-            issue.append(time.perf_counter() - started)
-            torch.cuda.synchronize()
-    finally:
-        dist.destroy_process_group()
+
+
+def host_issue_times() -> dict:
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.ones(1 << 18, device="cuda")  # 1 MiB of float32
+    output = torch.empty_like(tensor)
+    issue = []
+    for _ in range(21):
+        started = time.perf_counter()
+        dist.all_reduce(output.copy_(tensor))
+        issue.append(time.perf_counter() - started)
+        torch.cuda.synchronize()
     rest = statistics.median(issue[1:])
     return {"first_us": issue[0] * 1e6, "median_rest_us": rest * 1e6, "first_over_rest": issue[0] / rest}
+
+
+QUEUE_SPIN_S = 0.5
+QUEUE_CALLS = 4000
+BLOCKED_S = 0.005
+"""A call whose issue took this long waited for the device: the queue was full."""
+
+
+def launch_queue() -> dict:
+    """How many calls the stream takes behind a spin before the host blocks, beside what the spin plan allows."""
+    import torch
+    import torch.distributed as dist
+
+    from commbench.measure.spin_kernel import calibrate_spin, spin_device
+    from commbench.measure.spin_plan import queue_bound
+
+    send = torch.ones(2048, device="cuda")
+    receive = torch.empty(2048, device="cuda")
+    for _ in range(3):  # warm: the first call connects
+        dist.all_gather_into_tensor(receive, send)
+    torch.cuda.synchronize()
+    calibrate_spin()
+    spin_device(QUEUE_SPIN_S)
+    issue, blocked_at = [], None
+    started = time.perf_counter()
+    for index in range(QUEUE_CALLS):
+        before = time.perf_counter()
+        dist.all_gather_into_tensor(receive, send)
+        issue.append(time.perf_counter() - before)
+        if issue[-1] > BLOCKED_S:
+            blocked_at = index
+            break
+        if time.perf_counter() - started > QUEUE_SPIN_S:  # the spin ended first: no block seen within it
+            break
+    torch.cuda.synchronize()
+    typical = statistics.median(issue[: blocked_at or len(issue)])
+    return {"calls_before_block": blocked_at, "calls_issued": len(issue), "typical_issue_us": typical * 1e6,
+            "plan_calls_per_segment": queue_bound(typical)}
 
 
 def main() -> None:
@@ -180,8 +224,13 @@ def main() -> None:
         events = event_resolution()
         spin = spin_calibration(devices[0]["sm_clock_mhz"] if devices else None)
         own_spin = commbench_spin()
-        issue = host_issue_times()
-        found.update(cuda={"devices": devices}, events=events, spin=spin, commbench_spin=own_spin, host_issue=issue)
+        world_one_nccl()
+        try:
+            issue, queue = host_issue_times(), launch_queue()
+        finally:
+            torch.distributed.destroy_process_group()
+        found.update(cuda={"devices": devices}, events=events, spin=spin, commbench_spin=own_spin, host_issue=issue,
+                     launch_queue=queue)
         found["checks"] = {
             "nvml_by_uuid_names_agree": same,
             "nvlink_read_or_absent": all(nvlink_read_or_absent(device) for device in devices),
@@ -189,6 +238,9 @@ def main() -> None:
             "spin_linear_r2_over_0.99": spin["r2"] > 0.99,
             "commbench_spin_within_20_pct": own_spin["worst_ratio"] < 0.2,
             "issue_after_first_under_1_ms": issue["median_rest_us"] < 1000,
+            # the plan's segment never fills the queue (no block seen within the spin also holds it)
+            "spin_plan_below_the_launch_queue": queue["calls_before_block"] is None
+            or queue["plan_calls_per_segment"] < queue["calls_before_block"],
         }
     args.out.write_text(json.dumps(found, indent=2))
     print(json.dumps(found["checks"] or {"cuda": None}))

@@ -25,7 +25,7 @@ sleep after the transfer, drawn at random per exchange): a node that is slow som
 noisy neighbour), which a median or a 10th percentile does not see.
 On CUDA tensors these four delay the device, not the host: a call returns once its work is queued, so a host wait
 would slow nothing the CUDA events time. After the call, a spin kernel
-(commbench.measure.timing.spin_device) on the current
+(commbench.measure.spin_kernel.spin_device) on the current
 stream holds the stream for the delay; a share of the call's own time is a share of its device time, measured by CUDA
 events around an earlier call (the latest whose events have completed, so the host never waits for it; the first call
 has none and is not delayed, which the warm-up absorbs).
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from commbench.measure.timing import calibrate_spin, can_spin, spin_device
+from commbench.measure.spin_kernel import calibrate_spin, can_spin, spin_device
 
 ENV_VAR = "COMMBENCH_FAULT"
 SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from commbench.measure.timing import CpuTimer, CudaTimer
+from commbench.measure.timers import CpuTimer, CudaTimer
 from commbench.names import CPU, CUDA, GLOO, NCCL
 
 

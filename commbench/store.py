@@ -265,8 +265,8 @@ def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
 NUMERIC_COLUMNS = (
     "schema_version", "world_size", "size_bytes", "count", "iters", "warmup", "n_wrong", "iteration", "time_us",
     "time_us_p50", "time_us_p75", "time_us_p95", "time_us_min", "time_us_max", "time_us_mean", "time_us_ci_lo",
-    "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "config_index", "step", "step_time_ms", "step_time_ms_p50",
-    "step_time_ms_p95", "samples_per_s",
+    "time_us_ci_hi", "issue_us_per_call", "algbw_gbps", "busbw_gbps", "config_index", "step", "step_time_ms",
+    "step_time_ms_p50", "step_time_ms_p95", "samples_per_s",
     "comm_ms", "exposed_comm_ms", "exposed_comm_ms_nosync", "overlap_pct", "peak_mem_bytes", "model_state_bytes",
     "comm_ms_max", "exposed_comm_ms_max", "exposed_comm_ms_baseline", "step_time_ms_baseline_p50",
     "tokens_per_s_per_rank", "mfu_pct",

@@ -10,7 +10,7 @@ import torch
 
 from commbench import faults
 from commbench.faults import Stall, slowed, slowed_by, stalled
-from commbench.measure.timing import spin_device
+from commbench.measure.spin_kernel import spin_device
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: on CUDA the faults delay the "
                                                                      "stream with a spin kernel, timed by CUDA events")

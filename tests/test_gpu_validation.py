@@ -14,19 +14,21 @@ SCRIPT = ROOT / "benchmarks" / "gpu_validation.py"
 pytestmark = pytest.mark.distributed
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_validation import BUDGET_S, SHARED_TRACE, STEPS  # noqa: E402
+from gpu_validation import BUDGET_S, SHARED_TRACE, STEPS, TIMEOUT_FACTOR  # noqa: E402
 
-CHECKED_STEPS = ("probes", "sweep-batch", "gloo-cuda-profile", "trace-analyze", "ddp-world1", "selftest", "replay")
-"""The steps whose CPU stand-ins the test runs: one per check function of the script (the other steps run the same
-check on another command: per-iteration timing, FSDP, ZeRO, DDP with gloo on CUDA tensors, each run by its own tests
-on CPU), which keeps CI within its 12 minutes. `benchmarks/gpu_validation.py --dry-run` runs every step."""
+CHECKED_STEPS = ("probes", "sweep-per-iteration", "gloo-cuda-profile", "trace-analyze", "ddp-gloo-cuda", "selftest",
+                 "replay")
+"""The steps whose CPU stand-ins the test runs: one per check function of the script (fsdp-world1 runs
+ddp-gloo-cuda's check on another command, run by its own tests on CPU; vs-nccl-tests' dry run and its check run in
+tests/test_vs_nccl_tests.py), which keeps CI within its 12 minutes. `benchmarks/gpu_validation.py --dry-run` runs
+every step."""
 
 
-def test_the_dry_run_prints_the_plan_and_every_cpu_stand_in_passes(tmp_path):
+def test_the_dry_run_prints_the_plan_and_every_cpu_stand_in_passes_and_reruns_in_place(tmp_path):
     outcomes_file = tmp_path / "outcomes.json"
-    run = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path / "out"), "--json",
-                          str(outcomes_file), "--only", ",".join(CHECKED_STEPS)], capture_output=True, text=True,
-                         timeout=900, cwd=ROOT)
+    command = [sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path / "out"), "--json", str(outcomes_file),
+               "--archive", str(tmp_path / "archive"), "--commit", "abc1234", "--only", ",".join(CHECKED_STEPS)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=ROOT)
     plan = run.stdout.split("\n| step |")[0]
     for step in STEPS:  # the plan names each step it runs with its timeout and its command
         assert (f"- {step.name} [{step.timeout_s} s]" in plan) == (step.name in CHECKED_STEPS), step.name
@@ -39,11 +41,31 @@ def test_the_dry_run_prints_the_plan_and_every_cpu_stand_in_passes(tmp_path):
     assert all(outcome["mode"] == "CPU stand-in" for outcome in outcomes.values())
     assert run.returncode == (0 if SHARED_TRACE.exists() else 1), run.stderr
     assert "| step | mode | seconds | result | detail |" in run.stdout
+    # one JSON and the compared texts, in a folder named by machine, date and commit
+    [archived] = (tmp_path / "archive").iterdir()
+    assert archived.name.startswith("cpu-stand-in-") and archived.name.endswith("-abc1234")
+    document = json.loads((archived / "gpu_validation.json").read_text())
+    assert document["commit"] == "abc1234" and [o["step"] for o in document["outcomes"]] == list(outcomes)
+    assert document["probes"]["torch"] and document["gpu"] is False
 
 
-def test_every_step_has_a_timeout_and_together_they_fit_8_minutes_on_one_gpu():
-    assert all(step.timeout_s > 0 for step in STEPS)
-    assert sum(step.timeout_s for step in STEPS) <= BUDGET_S <= 9 * 60
+def test_a_second_run_in_the_same_out_folder_runs_again(tmp_path):
+    """The earlier run's folders (their run ids) would refuse every step: the script empties the folder it wrote."""
+    command = [sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path / "out"), "--only", "trace-analyze"]
+    for _ in range(2):
+        run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert "already exists" not in run.stdout + run.stderr
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    run = subprocess.run([*command[:3], "--out", str(foreign), "--only", "trace-analyze"], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert run.returncode != 0 and "did not write" in run.stderr and (foreign / "keep.txt").exists()
+
+
+def test_every_step_has_a_timeout_of_one_and_a_half_its_time_and_together_they_fit_9_minutes_on_one_gpu():
+    assert all(step.timeout_s >= TIMEOUT_FACTOR * step.expected_s > 0 for step in STEPS)
+    assert sum(step.expected_s for step in STEPS) <= BUDGET_S < 9 * 60
 
 
 def test_without_a_gpu_a_real_run_is_refused_with_the_way_out(tmp_path):
@@ -57,4 +79,4 @@ def test_without_a_gpu_a_real_run_is_refused_with_the_way_out(tmp_path):
 def test_an_unknown_step_is_refused_naming_the_steps():
     run = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--only", "nope"], capture_output=True,
                          text=True, timeout=120, cwd=ROOT)
-    assert run.returncode == 2 and "nope" in run.stderr and "sweep-batch" in run.stderr
+    assert run.returncode == 2 and "nope" in run.stderr and "vs-nccl-tests" in run.stderr

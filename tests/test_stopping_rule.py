@@ -23,6 +23,7 @@ class _Draws:
     """A timer whose samples are independent draws: what the order-statistic interval assumes."""
 
     method = "simulated draws"
+    spins = False
 
     def __init__(self, draw):
         self._draw = draw
@@ -30,8 +31,11 @@ class _Draws:
     def time_iterations(self, run, iterations):
         return [float(value) for value in self._draw(iterations)]
 
-    def size_spin(self):
+    def size_spin(self, agreed_issue_s):
         pass
+
+    def calls_per_segment(self):
+        return None
 
     def launch_cover(self):
         return ""

@@ -70,6 +70,11 @@ def test_two_rank_sweep_of_every_collective(run_sweep):
     assert "#  size (B)  count (elements)      type" in run.stdout
     assert "mean busbw ≥ 1 MiB: no size ≥ 1 MiB measured" in run.stdout
     assert f"# Results: {run.run_dir}" in run.stdout
+    # gloo blocks the host: no issue time apart from the call, no spin, and the rows and the table say so
+    assert results["issue_us_per_call"].isna().all() and results["spin_covered"].isna().all()
+    assert set(results["host_bound"]) == {"not applicable"}
+    assert results["timing_method"].str.contains("gloo's calls block the host: its issue is part of the call").all()
+    assert "host-bound" not in run.stdout  # the short table keeps quiet about it; --verbose and perf say it
 
 
 def test_three_ranks_with_every_reduction(run_sweep):

@@ -137,3 +137,39 @@ def test_the_ratio_table_appears_only_when_both_implementations_ran():
         assert list(both) == ["all_gather builtin", "all_gather ring", "ring vs builtin all_gather"]
         ratios = [line.split()[6] for line in both["ring vs builtin all_gather"] if not line.startswith("#")]
         assert ratios == ["2.000", "2.000"]
+
+
+def _nccl_row(size: int, *, issue_us: float, covered: bool, busbw: float = 1.0) -> dict:
+    from commbench.measure.spin_plan import is_host_bound
+    from commbench.sweep.host_issue import host_bound_word
+
+    row = _row(size=size, busbw=busbw, backend="nccl", device="cuda")
+    bound = is_host_bound(issue_us * 1e-6, row["time_us_p50"] * 1e-6, covered)
+    row.update(issue_us_per_call=issue_us, spin_covered=covered, host_bound=host_bound_word(bound))
+    return row
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_host_bound_rows_are_flagged_in_a_word_and_summed_up_once(verbose):
+    """Rows whose issue reached 0.8 × their time (or whose spin ended first) are flagged; the others are not; one
+    line under the tables says how many, and the largest issue time."""
+    rows = pd.DataFrame([_nccl_row(8, issue_us=25.0, covered=True),  # 8 B at 2 ns: host-bound
+                         _nccl_row(64 * MIB, issue_us=25.0, covered=True, busbw=100.0),  # 335 µs: ahead
+                         _nccl_row(MIB, issue_us=5.0, covered=False, busbw=100.0)])  # a spin ended first
+    table = format_tables(rows, verbose=verbose)
+    flagged = [line for line in table.splitlines() if "host-bound" in line and not line.startswith("#")]
+    assert [line.split()[0] for line in flagged] == ["8", "1048576"], table
+    [summary] = [line for line in table.splitlines() if line.startswith("# host-bound:")]
+    assert "2 of 3 points (8 B, 1 MiB)" in summary and "up to 25.0 µs" in summary
+    assert "at 1 a spin ended before the last call was issued" in summary
+
+
+def test_rows_the_device_kept_ahead_of_say_so_and_gloo_rows_say_nothing_in_the_short_table():
+    ahead = pd.DataFrame([_nccl_row(64 * MIB, issue_us=25.0, covered=True, busbw=100.0)])
+    assert "# host issue: the device stayed ahead of the host at all 1 points (issue up to 25.0 µs" in \
+        format_tables(ahead)
+    gloo = pd.DataFrame([_row(size=MIB, issue_us_per_call=None, spin_covered=None, host_bound="not applicable")])
+    assert "host" not in format_tables(gloo).split("# ±CI")[1]
+    assert "# host issue: not applicable, gloo's calls block the host until done" in format_tables(gloo, verbose=True)
+    imported = pd.DataFrame([_row(size=MIB, host_bound="")])  # rows that recorded nothing: no line at all
+    assert "host issue" not in format_tables(imported, verbose=True)

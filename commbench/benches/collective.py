@@ -51,12 +51,15 @@ RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "w
                   "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
                   "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS,
                   "time_us_max", "time_us_p75", "source", "source_file", "busbw_check", "root",
-                  "expected_busbw_gbps", "expected_basis")
+                  "expected_busbw_gbps", "expected_basis", "issue_us_per_call", "spin_covered", "host_bound")
 """source is commbench for a sweep's rows, the tool for imported ones (commbench import); source_file, busbw_check
 and time_us_p75 are an import's: the file a row came from, whether its printed busbw follows from its size and
 time, and PARAM's p75. root is the root rank of broadcast and reduce, -1 for the others (as nccl-tests prints).
 expected_busbw_gbps is the busbw the machine's topology allows at large messages (commbench expect), expected_basis
-what it rests on or why there is none."""
+what it rests on or why there is none. issue_us_per_call is the host's time to issue one call (the slowest rank's),
+spin_covered whether the spin ahead of the calls outlasted it, host_bound yes where the host could not stay ahead of
+the device (its issue reaches 0.8 × the time per call, or a spin ended first), not applicable where nothing runs
+ahead of the host (gloo, -z's waits), empty where not recorded (imports, older runs)."""
 SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
 ITERATION_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "batch", "rank", "iteration", "time_us")
 """--iteration-times: each rank's time per call in each iteration of each batch (nccl-tests -I 1)."""

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from commbench.faults import slowed_by, stalled
+from commbench.measure.timing import agree_on_spin
 
 _groups_made = 0
 """Groups this process made through new_group (every rank makes every group: the same count on each rank)."""
@@ -114,7 +115,8 @@ def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, wa
     timer = ctx.platform.timer(partial(_swap, ctx, token, token_back, peer))  # the pair's own barrier
     timed_run = stalled(slowed_by(run, slow_share, ctx.device), stall, ctx.device)
     timer.time_iterations(timed_run, warmup)
-    timer.size_spin()  # CUDA: leaves out the first call, which connected this pair (timing.spin_seconds)
+    # CUDA: the pair agrees on one spin, sized without the first call, which connected this pair (spin_plan)
+    agree_on_spin(timer, timed_run, lambda need: _pair_max(ctx, [need], peer)[0])
     samples = _pair_max(ctx, timer.time_iterations(timed_run, iters), peer)
     recv.zero_()
     run()
@@ -126,10 +128,16 @@ def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, wa
 def _timed(ctx, group, run, *, warmup: int, iters: int) -> list[float]:
     timer = ctx.platform.timer(lambda: dist.barrier(group=group))
     timer.time_iterations(run, warmup)
-    timer.size_spin()
+    agree_on_spin(timer, run, lambda need: _group_max(ctx, group, need))
     samples = torch.tensor(timer.time_iterations(run, iters), dtype=torch.float64, device=ctx.device)
     dist.all_reduce(samples, op=dist.ReduceOp.MAX, group=group)
     return samples.tolist()
+
+
+def _group_max(ctx, group, value: float) -> float:
+    largest = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+    dist.all_reduce(largest, op=dist.ReduceOp.MAX, group=group)
+    return float(largest.item())
 
 
 def _group_sum(ctx, group, value: int) -> int:

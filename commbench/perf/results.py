@@ -10,6 +10,7 @@ from commbench import names, store
 from commbench.collectives import get_collective
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.names import DTYPE_BYTES
+from commbench.sweep.host_issue import host_issue_sentence
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class PerfRun:
     lines: list[Line]
     expected: tuple[float, str] | None = None
     """The expected busbw of the collective here and what it rests on (commbench expect), None where it has none."""
+    host_issue: str | None = None
+    """The rows' sentence on the host's issue time (host-bound sizes), None where the rows recorded none."""
 
     @property
     def settings(self) -> dict:
@@ -114,7 +117,7 @@ def read_perf_run(run_dir: Path, env: str | None = None) -> PerfRun:
                 lines.append(Line(int(size), int(first["count"]), names.nccl_tests_type_name(str(dtype)),
                                   _redop(collective, str(op), meta), int(root), cycle,
                                   bodies.get(False), bodies.get(True)))
-    return PerfRun(run_dir, meta, collective, lines, _expected(results.iloc[0]))
+    return PerfRun(run_dir, meta, collective, lines, _expected(results.iloc[0]), host_issue_sentence(results))
 
 
 def _expected(row) -> tuple[float, str] | None:

@@ -51,6 +51,7 @@ def nccl_tests_text(run: PerfRun, *, notes: Sequence[str] = ()) -> str:
     lines += [f"# {'Out of bounds values':<20} : {errors} {'FAILED' if errors else 'OK'}",
               f"# {'Avg bus bandwidth':<20} : {_g(run.average_busbw_gbps)} ",
               *_expected_lines(run),
+              *([f"# commbench: {run.host_issue}"] if run.host_issue else []),
               "#", f"# Collective test concluded: {program}", "#", ""]
     return "\n".join(lines)
 

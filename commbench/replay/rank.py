@@ -10,6 +10,7 @@ every device: its traced gaps are host waits."""
 import time
 
 from commbench.bench_kind import Measured, RankRun
+from commbench.measure.timing import agree_on_spin
 from commbench.replay import rows as replay_rows
 
 _SPIN_BELOW_S = 0.002
@@ -69,13 +70,12 @@ def _wait(seconds: float) -> None:
 
 
 def _timers(ctx, runners) -> list:
-    """One per-iteration timer per call. On a GPU each times its call once untimed first: the host's issue time of
-    that call (after the warm-up, so no first-call connection setup) sizes the spin that covers it."""
+    """One per-iteration timer per call. On a GPU each times its call untimed first (after the warm-up, so no
+    first-call connection setup): the host's issue time of that call, agreed over the ranks, sizes the spin that
+    covers it."""
     timers = [ctx.platform.timer(ctx.barrier) for _ in runners]
-    if ctx.platform.has_gpu:
-        for timer, (_, _, _, call, _) in zip(timers, runners):
-            timer.time_iterations(call, 1)
-            timer.size_spin()
+    for timer, (_, _, _, call, _) in zip(timers, runners):
+        agree_on_spin(timer, call, lambda need: ctx.max_over_ranks([need])[0])
     return timers
 
 

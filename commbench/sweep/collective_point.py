@@ -10,12 +10,15 @@ from commbench.collectives import check_data, get_collective
 from commbench.collectives.base import RunSetup
 from commbench.expect.rows import RunExpectation
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
+from commbench.measure.spin_plan import is_host_bound
 from commbench.measure.stats import summarize
+from commbench.measure.timers import IssueRecord
 from commbench.measure.timing import measure
 from commbench.names import COLLECTIVE_BENCH, COMMBENCH_SOURCE, PER_ITERATION
 from commbench.profiling.capture import capture, trace_file_name
 from commbench.profiling.nvml_sampler import SUMMARY_COLUMNS, combine_ranks, rank_summary, sample_rows
 from commbench.store import SCHEMA_VERSION
+from commbench.sweep.host_issue import host_bound_word
 from commbench.sweep.spec import Point, SweepSpec
 
 
@@ -93,9 +96,19 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         "source": COMMBENCH_SOURCE, "source_file": "", "busbw_check": "",
         "root": spec.root if collective.has_root else -1, "env": point.env,
         **RunExpectation(spec.expectation).columns(point.collective),
+        **issue_columns(measurement.issue, seconds_per_call=seconds),
     }
     samples = [{"iteration": index, "time_us": time_us} for index, time_us in enumerate(times_us)]
     return Measured(row, samples, sample_rows(gpu_samples), iterations=_iteration_rows(measurement))
+
+
+def issue_columns(issue: IssueRecord, *, seconds_per_call: float) -> dict:
+    """The row's word on the host: its issue time per call (the slowest rank's), whether the spins covered the timed
+    calls' issue, and whether the row is host-bound (spin_plan.is_host_bound); "not applicable" where nothing is issued
+    ahead of the device (gloo: its calls block the host, so its host clock holds the whole call)."""
+    bound = is_host_bound(issue.issue_s_per_call, seconds_per_call, issue.covered)
+    return {"issue_us_per_call": None if issue.issue_s_per_call is None else issue.issue_s_per_call * 1e6,
+            "spin_covered": issue.covered, "host_bound": host_bound_word(bound)}
 
 
 def _iteration_rows(measurement) -> list[dict]:

@@ -91,7 +91,7 @@ class SweepSpec(Spec):
     @property
     def batch_options(self):
         """What batch timing does besides the calls per sample (commbench/measure/timing.py)."""
-        from commbench.measure.timing import BatchOptions
+        from commbench.measure.timers import BatchOptions
 
         return BatchOptions(agg=self.agg_iters, blocking=self.blocking, graph_launches=self.cuda_graph,
                             iteration_times=self.iteration_times, average=self.average)

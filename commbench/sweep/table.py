@@ -11,6 +11,7 @@ import pandas as pd
 from commbench.collectives import COLLECTIVES
 from commbench.measure.stats import as_number, stored_half_width_pct
 from commbench.names import BATCH, COMMBENCH_SOURCE, NOT_AVAILABLE, PER_ITERATION, STOP_MAX_TIME
+from commbench.sweep import host_issue
 from commbench.units import format_bytes
 
 AVERAGE_FROM_BYTES = 1024**2  # small sizes measure latency, not bandwidth: the "mean busbw ≥ 1 MiB" leaves them out
@@ -64,9 +65,11 @@ def format_tables(results: pd.DataFrame, verbose: bool = False) -> str:
                 [_short_ratio_table(*key, group) for key, group in pairs]
         blocks += [f"# env: {env}\n{block}" if env else block for block in env_blocks]
     blocks += _unavailable_lines(unavailable)
+    host = host_issue.host_issue_sentence(measured, quiet_when_not_applicable=not verbose)
+    host_line = "" if host is None else f"\n# {host}"
     if verbose:
-        return "\n\n".join(blocks)
-    return "\n\n".join(blocks) + "\n" + expected_summary(measured) + "\n" + noise.summary()
+        return "\n\n".join(blocks) + host_line
+    return "\n\n".join(blocks) + "\n" + expected_summary(measured) + "\n" + noise.summary() + host_line
 
 
 def _split_unavailable(results: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -165,6 +168,7 @@ class _Verdict:
     max_time: bool = False
     noise: str | None = None  # "noisy" (a CI wider than NOISY_CI_PCT), "unknown" (a cell without CI), or None
     widest: float = math.nan  # the widest known half-width, in %
+    host_bound: bool = False  # the host could not stay ahead of the device (results.csv's host_bound)
 
 
 def _judge(cells: list, *, imported: bool) -> _Verdict:
@@ -172,6 +176,7 @@ def _judge(cells: list, *, imported: bool) -> _Verdict:
     verdict = _Verdict(wrong=any(_is_wrong(cell["n_wrong"]) for cell in cells))
     if imported:
         return verdict
+    verdict.host_bound = any(host_issue.is_flagged(cell) for cell in cells)
     verdict.max_time = any(cell.get("stop_reason") == STOP_MAX_TIME for cell in cells)
     widths = [ci_half_width_pct(cell) for cell in cells]
     known = [width for width in widths if not math.isnan(width)]
@@ -189,6 +194,9 @@ def _row_flags(cells: list, *, imported: bool = False) -> tuple[list[str], str |
     flags = [_WRONG] if verdict.wrong else []
     if verdict.max_time:
         flags.append("--max-time spent before --target-ci was reached")
+    if verdict.host_bound:
+        flags.append(f"host-bound (issue per call ≥ {host_issue.HOST_BOUND_SHARE:g} × the time per call, or a spin "
+                     "ended first)")
     if verdict.noise == "noisy":
         flags.append(f"noisy (95 % CI ±{_percent(verdict.widest)} %)")
     elif verdict.noise == "unknown":
@@ -200,7 +208,7 @@ def _brief_flags(verdict: _Verdict) -> str:
     """A short table's flags: a word each (the summary under the tables says what they mean); a wrong result stays
     loud."""
     words = (["noisy"] if verdict.noise == "noisy" else ["no CI"] if verdict.noise == "unknown" else []) + \
-        (["max-time"] if verdict.max_time else [])
+        (["max-time"] if verdict.max_time else []) + (["host-bound"] if verdict.host_bound else [])
     if verdict.wrong:
         return "   <-- " + "; ".join([_WRONG, *words])
     return (_GAP + ", ".join(words)) if words else ""
