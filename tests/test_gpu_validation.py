@@ -14,7 +14,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_validation.py"
 pytestmark = pytest.mark.distributed
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_validation import BUDGET_S, SHARED_TRACE, STEPS, TIMEOUT_FACTOR  # noqa: E402
+from gpu_validation import BUDGET_S, MARKER, SHARED_TRACE, STEPS, TIMEOUT_FACTOR, fresh_out  # noqa: E402
 
 CHECKED_STEPS = ("probes", "sweep-per-iteration", "gloo-cuda-profile", "trace-analyze", "ddp-gloo-cuda", "selftest",
                  "replay")
@@ -49,18 +49,20 @@ def test_the_dry_run_prints_the_plan_and_every_cpu_stand_in_passes_and_reruns_in
     assert document["probes"]["torch"] and document["gpu"] is False
 
 
-def test_a_second_run_in_the_same_out_folder_runs_again(tmp_path):
-    """The earlier run's folders (their run ids) would refuse every step: the script empties the folder it wrote."""
-    command = [sys.executable, str(SCRIPT), "--dry-run", "--out", str(tmp_path / "out"), "--only", "trace-analyze"]
-    for _ in range(2):
-        run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
-        assert "already exists" not in run.stdout + run.stderr
+def test_a_second_run_in_the_same_out_folder_starts_from_an_empty_one_and_a_foreign_folder_is_refused(tmp_path):
+    """The earlier run's folders (their run ids) would refuse every step ("... already exists; choose another
+    --run-id"): the script empties the folder it wrote (it holds the marker), and never one it did not."""
+    out = tmp_path / "out"
+    fresh_out(out)
+    (out / "sweep-per-iteration").mkdir()  # what a first run leaves
+    fresh_out(out)
+    assert sorted(path.name for path in out.iterdir()) == [MARKER]
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "keep.txt").write_text("mine")
-    run = subprocess.run([*command[:3], "--out", str(foreign), "--only", "trace-analyze"], capture_output=True,
-                         text=True, timeout=300, cwd=ROOT)
-    assert run.returncode != 0 and "did not write" in run.stderr and (foreign / "keep.txt").exists()
+    with pytest.raises(SystemExit, match="did not write"):
+        fresh_out(foreign)
+    assert (foreign / "keep.txt").read_text() == "mine"
 
 
 def test_every_step_has_a_timeout_of_one_and_a_half_its_time_and_together_they_fit_9_minutes_on_one_gpu():
