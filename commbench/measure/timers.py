@@ -332,10 +332,13 @@ class CudaTimer:
                 self._kernel.run_cycles(cycles)
                 marks = [_event(stream)]
                 issuing = clock()
-                for _ in range(count):
-                    unit()
-                    if marked:
+                if marked:  # -I: an event after each iteration
+                    for _ in range(count):
+                        unit()
                         marks.append(_event(stream))
+                else:  # nothing in the loop but the calls
+                    for _ in range(count):
+                        unit()
                 issued = clock()
                 if not marked:
                     marks.append(_event(stream))
