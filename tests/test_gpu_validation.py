@@ -66,6 +66,8 @@ def test_a_second_run_in_the_same_out_folder_starts_from_an_empty_one_and_a_fore
 
 
 def test_every_step_has_a_timeout_of_one_and_a_half_its_time_and_together_they_fit_9_minutes_on_one_gpu():
+    # timeouts are 1.5 × the time a step took on a GPU; the budget is on those times: 9 minutes of GPU time less the
+    # machine's start (a hung step costs at most half its time again)
     assert all(step.timeout_s >= TIMEOUT_FACTOR * step.expected_s > 0 for step in STEPS)
     assert sum(step.expected_s for step in STEPS) <= BUDGET_S < 9 * 60
 

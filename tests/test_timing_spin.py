@@ -1,6 +1,6 @@
 """The spin that keeps the device ahead of the host in CUDA timing (commbench/measure/spin_plan.py, timers.py): its
 length from issue times (the first call, which may connect NCCL's peers, left out; a margin; a floor and a cap), the
-agreement over ranks, the batch's segments (bounded by the launch queue and by what one capped spin covers), the
+agreement over ranks, the batch's segments (bounded by the launch queue), the
 host-bound rule, and the cover judged against the spin's measured length; no spin with gloo on CUDA tensors, whose
 calls block the host. The plan is pure arithmetic, tested here on tables of issue times; the timers themselves need a
 GPU (those tests skip without one)."""
@@ -24,7 +24,6 @@ from commbench.measure.spin_plan import (
     is_host_bound,
     queue_bound,
     spin_for,
-    spin_seconds,
     typical_issue_s,
 )
 from commbench.measure.timers import HOST_BLOCKING_NOTE, BatchOptions, CpuTimer, CudaTimer
@@ -56,9 +55,12 @@ def test_the_spin_is_the_margin_times_the_issue_within_floor_and_cap(issue_s, sp
 
 
 def test_per_iteration_spin_from_one_ranks_issue_times():
-    assert spin_seconds([0.8]) == MAX_SPIN_S  # --warmup 1 after a slow connection: capped, not 1.6 s
-    assert spin_seconds([0.1, 1e-6, 2e-6]) == MIN_SPIN_S
-    assert spin_seconds([0.2, 3 * MS, 3 * MS]) == pytest.approx(SPIN_MARGIN * 3 * MS)
+    def spin(issue_s):
+        return spin_for(typical_issue_s(issue_s))
+
+    assert spin([0.8]) == MAX_SPIN_S  # --warmup 1 after a slow connection: capped, not 1.6 s
+    assert spin([0.1, 1e-6, 2e-6]) == MIN_SPIN_S
+    assert spin([0.2, 3 * MS, 3 * MS]) == pytest.approx(SPIN_MARGIN * 3 * MS)
 
 
 @pytest.mark.parametrize("issue_s, bound", [
@@ -83,7 +85,7 @@ def test_nccl_tests_default_batch_of_20_fits_one_segment_at_the_issue_times_of_a
 @pytest.mark.parametrize("units, issue_s, segments", [
     (1000, 25 * US, [39] * 25 + [25]),  # --batch-calls auto's 1000 calls at 25 µs: 512 entries // 13 per call
     (100, 100 * US, [10] * 10),  # 50 entries per call at most
-    (7, 30 * MS, [1] * 7),  # a unit longer than half the cap: one per segment, and host-bound (the spin is capped)
+    (7, 30 * MS, [1] * 7),  # a unit longer than half the cap: one per segment, its spin capped (host-bound)
     (3, None, [3]),
 ])
 def test_a_long_batch_is_cut_into_segments_that_one_spin_each_covers(units, issue_s, segments):

@@ -9,9 +9,8 @@ behind it; CUDA events after the spin and after the last call then bracket the c
 - The spin lasts SPIN_MARGIN × the issue time it covers, within [MIN_SPIN_S, MAX_SPIN_S].
 - The issue time is agreed across ranks before timing (the slowest rank's), so every rank computes the same plan and
   every rank's spin lasts as long: no rank's spin ends first and waits for its peers inside the timed calls.
-- A segment holds at most as many calls as the stream's launch queue takes without blocking the host, and as one
-  capped spin covers; a longer batch is timed as several segments (barrier, sync, spin, calls), their device times
-  summed.
+- A segment holds at most as many calls as the stream's launch queue takes without blocking the host; a longer
+  batch is timed as several segments (barrier, sync, spin, calls), their device times summed.
 - A row is host-bound where the host could not stay ahead of the device: its issue time per call reaches
   HOST_BOUND_SHARE of its time per call, or a spin ended before its segment's last call was issued.
 """
@@ -64,11 +63,6 @@ def spin_for(issue_s: float | None) -> float:
     return min(MAX_SPIN_S, max(MIN_SPIN_S, SPIN_MARGIN * issue_s))
 
 
-def spin_seconds(issue_s: list[float]) -> float:
-    """The per-iteration spin from one rank's issue times (in order): spin_for(typical_issue_s(issue_s))."""
-    return spin_for(typical_issue_s(issue_s))
-
-
 def queue_bound(issue_s_per_unit: float | None) -> int:
     """Units (iterations, or graph replays) one segment may hold before the launch queue could block the host: each
     queue entry costs at least ENTRY_ISSUE_FLOOR_S to issue, so a unit issued in t holds at most t / floor entries."""
@@ -76,13 +70,6 @@ def queue_bound(issue_s_per_unit: float | None) -> int:
         return LAUNCH_QUEUE_ENTRIES
     entries = max(1, math.ceil(issue_s_per_unit / ENTRY_ISSUE_FLOOR_S))
     return max(1, LAUNCH_QUEUE_ENTRIES // entries)
-
-
-def covered_by_cap(issue_s_per_unit: float | None) -> int:
-    """Units one capped spin covers with the margin (at least 1: a unit longer than that is host-bound)."""
-    if issue_s_per_unit is None or issue_s_per_unit <= 0:
-        return LAUNCH_QUEUE_ENTRIES
-    return max(1, math.floor(MAX_SPIN_S / (SPIN_MARGIN * issue_s_per_unit)))
 
 
 @dataclass(frozen=True)
@@ -107,8 +94,10 @@ class BatchPlan:
 
 def batch_plan(units: int, issue_s_per_unit: float | None) -> BatchPlan:
     """The plan for a batch of `units` back-to-back units, from the agreed issue time of one unit: as many per segment
-    as the launch queue and one capped spin allow (every rank computes the same from the same agreed figure)."""
-    per_segment = max(1, min(units, queue_bound(issue_s_per_unit), covered_by_cap(issue_s_per_unit)))
+    as the launch queue allows (every rank computes the same from the same agreed figure). The queue bound also keeps
+    a segment's issue under LAUNCH_QUEUE_ENTRIES × ENTRY_ISSUE_FLOOR_S (about 1 ms), far below the spin's cap; only a
+    single unit issued in over MAX_SPIN_S / SPIN_MARGIN outlasts its capped spin, and is host-bound."""
+    per_segment = max(1, min(units, queue_bound(issue_s_per_unit)))
     return BatchPlan(units=units, per_segment=per_segment, issue_s_per_unit=issue_s_per_unit)
 
 

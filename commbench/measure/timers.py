@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from commbench.measure.spin_kernel import spin_kernel
-from commbench.measure.spin_plan import MIN_SPIN_S, batch_plan, cover_text, spin_for, typical_issue_s
+from commbench.measure.spin_plan import MIN_SPIN_S, batch_plan, cover_text, queue_bound, spin_for, typical_issue_s
 from commbench.names import MEAN
 
 
@@ -62,8 +62,6 @@ class IssueRecord:
 
 
 NOT_ISSUED_AHEAD = IssueRecord(None, None)
-MAX_SEGMENT_PROBE = 1 << 20
-"""More units than any segment holds: batch_plan of this many says how many one segment takes."""
 NCCL_TESTS_DEFAULTS = BatchOptions()
 """A batch as nccl-tests issues it by default: one call per iteration, no waits, no graph, the mean over ranks."""
 ISSUE_CALLS_AFTER_FIRST = 3
@@ -248,11 +246,9 @@ class CudaTimer:
             self._kernel.calibrate()
 
     def calls_per_segment(self) -> int | None:
-        """The most iterations one spin covers at the agreed issue time (spin_plan.batch_plan); --batch-calls auto
+        """The most iterations one segment holds at the agreed issue time (spin_plan.queue_bound); --batch-calls auto
         takes no more, so that a sample is one segment behind one spin."""
-        if not self.spins:
-            return None
-        return batch_plan(MAX_SEGMENT_PROBE, self._issue_s).per_segment
+        return queue_bound(self._issue_s) if self.spins else None
 
     def time_batches(self, run: Callable[[], object], batches: int, iterations: int,
                      options: BatchOptions = NCCL_TESTS_DEFAULTS) -> Batches:
