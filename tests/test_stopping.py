@@ -57,6 +57,26 @@ def test_a_signal_stops_torchrun_and_every_rank_and_marks_the_run_failed(tmp_pat
     assert_stopped_run(started.run_dir, name, rows_before)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_held_down_until_the_command_ends_still_gives_one_line_and_its_exit_code(tmp_path, signum):
+    """Ctrl-C held down (or kill in a loop): signals keep coming while the command stops its ranks, writes meta.json,
+    prints its line and exits. Each later one only repeats the request, so none may end the process by the signal
+    itself or add a traceback."""
+    started = Started(tmp_path, LONG_SWEEP)
+    rows_before = started.wait_for_rows(ROWS_BEFORE_SIGNAL)
+    processes = started.descendants()
+    while started.process.poll() is None:
+        started.process.send_signal(signum)
+        time.sleep(0.02)
+    code, stderr, _ = started.finish()
+    assert code == 128 + signum, stderr
+    name = signal.Signals(signum).name
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and f"stopped by {name}" in lines[0] and "Traceback" not in stderr, stderr
+    assert_all_gone(processes)
+    assert_stopped_run(started.run_dir, name, rows_before)
+
+
 def test_sigterm_stops_a_suite_and_its_later_benches_say_not_run(tmp_path):
     suite = tmp_path / "two.toml"
     suite.write_text('backend = "gloo"\ndevice = "cpu"\n\n'

@@ -32,7 +32,7 @@ from commbench.cli.suites import suites
 from commbench.cli.trace import trace
 from commbench.cli.tune import tune
 from commbench.errors import CommbenchError, ExitCode
-from commbench.execution import torch_host
+from commbench.execution import stopping, torch_host
 from commbench.execution.stopping import Stopped, describe, terminations_raised
 from commbench.machine import inside_job
 
@@ -92,3 +92,14 @@ for _kind in KINDS.values():  # one command per registered bench kind
 for _command in (perf, run, suites, selftest, env, expect, trace, model, fit, compare_command, report, import_group,
                  slurm, k8s, tune, export_group):
     main.add_command(_command)
+
+
+def program() -> None:
+    """The `commbench` script and `python -m commbench`: the process ends with the command, so it takes the stop
+    signals for the whole of its life (stopping.as_the_program()); a rank run in place leaves them to its launcher."""
+    if not inside_job():
+        stopping.as_the_program()
+    try:
+        main()
+    finally:
+        stopping.program_ending()

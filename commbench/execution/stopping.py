@@ -9,6 +9,10 @@ only notes the request; the launch loop (launch.run_watched) polls it, stops tor
 is written whole, failed, with the signal's name. A second signal while stopping kills the ranks at once (SIGKILL)
 rather than interrupting the bookkeeping. When the run is recorded, the request leaves as `Stopped`, which the CLI
 turns into one line and exit code 128 + the signal number (130 for Ctrl-C), the shell's convention.
+
+Where the process is the `commbench` program (`as_the_program()`), a stop signal after the first is ignored once the
+window is left, to the process's very end: the command is ending already, and a second Ctrl-C landing while it
+prints its line, closes its torch host or while Python finalizes would otherwise end it by SIGINT instead of exit 130.
 """
 
 import contextlib
@@ -52,6 +56,10 @@ class _State:
     group: int | None = None
     """The process group of the launch under way (torchrun and its ranks), for the second signal's SIGKILL."""
     deferring: bool = False
+    the_program: bool = False
+    """This process is the `commbench` program (as_the_program())."""
+    stop_seen: bool = False
+    """A stop signal came during this process's command."""
 
 
 _state = _State()
@@ -98,6 +106,7 @@ def watching(pgid: int):
 
 
 def _note(signum, frame) -> None:
+    _state.stop_seen = True
     if _state.requested is None:
         _state.requested = signum
         return
@@ -111,8 +120,9 @@ def terminations_raised():
     """Within: SIGTERM and SIGHUP end the command like Ctrl-C does (one line, exit 128 + N) instead of killing it
     silently; Python already raises KeyboardInterrupt for SIGINT. The previous handlers come back on leaving: the
     CLI may be called as a library (tests call it in process), and a process forked later (a multiprocessing pool)
-    must not inherit a handler that raises where SIGTERM should end it."""
-    if threading.current_thread() is not threading.main_thread():
+    must not inherit a handler that raises where SIGTERM should end it. In the program the process's own handlers
+    (as_the_program()) do this already."""
+    if _state.the_program or threading.current_thread() is not threading.main_thread():
         yield
         return
     with _handled((signal.SIGTERM, signal.SIGHUP), _raise_stopped):
@@ -133,6 +143,34 @@ def _handled(signums, handler):
 
 
 def _raise_stopped(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+def as_the_program() -> None:
+    """This process is the `commbench` program, which ends with its command: the first stop signal outside a
+    deferred() window ends the command as terminations_raised() says (KeyboardInterrupt for SIGINT), and any later
+    one is ignored, the command being on its way out with its line and exit code. Not for a process that calls the
+    CLI as a library: its handlers stay its own."""
+    _state.the_program = True
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _first_stop_raised)
+
+
+def program_ending() -> None:
+    """The program's command has ended. Ended by a stop, it ignores any further stop signal from here to the
+    process's exit, at the OS level: Python's finalization gives every signal with a Python handler back to its
+    default action (death by that signal), but leaves an ignored one ignored."""
+    if _state.the_program and _state.stop_seen:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+
+
+def _first_stop_raised(signum, frame) -> None:
+    if _state.stop_seen:
+        return
+    _state.stop_seen = True
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Stopped(signum)
 
 
