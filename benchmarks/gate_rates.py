@@ -15,6 +15,10 @@ apart, until --pairs. The output says how the pairs were formed.
 
     python benchmarks/gate_rates.py [--pairs 20] [--neighbour | --no-neighbour] [--slowdown 25] [--launches 3]
         [--keep DIR]
+
+(c) with --ci-rounds N instead: N rounds of CI's own gate check (benchmarks/ci_gate.py: three interleaved run sets of
+    the suite cpu-ci, unchanged against unchanged must pass, unchanged against the 2x slowdown fault must fail),
+    counting the false alarms and the catches (goal: 0 of N and N of N).
 """
 
 import argparse
@@ -126,6 +130,26 @@ def measure(out: Path, *, pairs: int, with_neighbour: bool, slowdown: float, lau
          goal="false positives")
 
 
+def ci_rates(out: Path, rounds: int, launches: int, with_neighbour: bool) -> None:
+    """(c): rounds of CI's gate check, each on fresh run sets."""
+    import ci_gate  # beside this script
+
+    label = "with a busy-looping neighbour" if with_neighbour else "without a neighbour"
+    started = time.monotonic()
+    results = []
+    with neighbour(with_neighbour):
+        for index in range(1, rounds + 1):
+            results.append(ci_gate.run_round(out / f"round{index}", launches))
+            print(f"round {index}:\n  " + ci_gate.say(results[-1]).replace("\n", "\n  "), flush=True)
+    minutes = (time.monotonic() - started) / 60
+    print(f"\n(c) CI's gate check, {label}, {rounds} rounds of three interleaved run sets of {launches} launches of "
+          f"{ci_gate.SUITE} ({minutes:.1f} min, under {out}):")
+    print(f"  unchanged against unchanged: the gate failed in {sum(r.unchanged_failed for r in results)}/{rounds} "
+          "(goal: 0)")
+    print(f"  unchanged against {ci_gate.SLOWED_FACTOR:g}x slower: caught {sum(r.slowed_caught for r in results)}/"
+          f"{rounds} (goal: all)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20, help="pairs per rate (default 20)")
@@ -135,12 +159,19 @@ def main() -> None:
     parser.add_argument("--slowdown", type=float, default=25.0, help="percent slower, run sets' new side (default 25)")
     parser.add_argument("--launches", type=int, default=3, help="launches per run set (default 3)")
     parser.add_argument("--keep", type=Path, default=None, help="record the runs here and keep them")
+    parser.add_argument("--ci-rounds", type=int, default=None, metavar="N",
+                        help="measure (c), N rounds of CI's gate check, instead of (a) and (b)")
     args = parser.parse_args()
     if args.pairs < 1 or args.launches < 2:
         parser.error("--pairs must be 1 or more and --launches 2 or more")
     conditions = [False, True] if args.neighbour is None else [args.neighbour]
     with contextlib.ExitStack() as stack:
         out = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        if args.ci_rounds is not None:
+            for with_neighbour in conditions:
+                ci_rates(out / ("neighbour" if with_neighbour else "alone"), args.ci_rounds, args.launches,
+                         with_neighbour)
+            return
         for with_neighbour in conditions:
             measure(out / ("neighbour" if with_neighbour else "alone"), pairs=args.pairs,
                     with_neighbour=with_neighbour, slowdown=args.slowdown, launches=args.launches)

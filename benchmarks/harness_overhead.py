@@ -8,11 +8,17 @@ interleaved round by round (the order flips every round):
 and prints per size the median busbw over rounds and the ratio commbench / bare (goal: ≥ 0.98). commbench reports
 busbw from the median iteration; the bare loop can only give a mean, so the mean-based ratio is printed too.
 
-    python benchmarks/harness_overhead.py [--rounds 7] [--iters 20]
+With --min-ratio R it is a check (CI runs it at 16 and 64 MiB with R = 0.9): it exits 1 when, at any size, the median
+over rounds of each round's commbench-mean / bare ratio is below R. That ratio compares like with like (both means)
+within one round, so a machine's speed, and its drift from round to round, cancels: what is left is what commbench's
+own code costs, on any machine.
+
+    python benchmarks/harness_overhead.py [--rounds 7] [--iters 20] [--sizes 1,16,64] [--min-ratio R]
 """
 
 import argparse
 import statistics
+import sys
 import time
 
 from commbench.execution.launch import relaunch_script_under_torchrun
@@ -25,6 +31,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--sizes", type=lambda text: tuple(int(size) for size in text.split(",")),
+                        default=SIZES_MIB, help="sizes in MiB, comma-separated (default 1,16,64)")
+    parser.add_argument("--min-ratio", type=float, default=None,
+                        help="exit 1 when a size's median per-round mean ratio is below this")
     args = parser.parse_args()
     relaunch_script_under_torchrun(2)  # returns only in the ranks
     run_ranks(args)
@@ -41,11 +51,11 @@ def run_ranks(args) -> None:
     from commbench.sweep.spec import SweepSpec, plan
 
     ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
-    spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(m * 1024**2 for m in SIZES_MIB), dtypes=("float32",),
+    spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(m * 1024**2 for m in args.sizes), dtypes=("float32",),
                      ops=("sum",), placement="in", backend="gloo", device="cpu", nproc=ctx.world,
                      warmup=args.warmup, iters=args.iters)
     factor = 2 * (ctx.world - 1) / ctx.world
-    busbw = {(size, way): [] for size in SIZES_MIB for way in ("commbench", "commbench_mean", "bare")}
+    busbw = {(size, way): [] for size in args.sizes for way in ("commbench", "commbench_mean", "bare")}
 
     def commbench_way(point) -> float:
         row = ctx.broadcast_object(measure_point(spec, point, RankRun(ctx, run_id="overhead")).row)  # rank 0's
@@ -72,18 +82,28 @@ def run_ranks(args) -> None:
             for name, way in ways:
                 busbw[(point.layout.size_bytes // 1024**2, name)].append(way(point))
 
+    below = []
     if ctx.rank == 0:
         print(f"all_reduce, gloo, {ctx.world} ranks, float32, {args.rounds} interleaved rounds x {args.iters} iters")
         print(f"{'size (MiB)':>10} {'commbench p50 busbw':>20} {'commbench mean busbw':>21} {'bare busbw':>11} "
-              f"{'ratio p50/bare':>15} {'ratio mean/bare':>16} {'per-round mean/bare':>20}   (GB/s = 1e9 B/s)")
-        for size in SIZES_MIB:
+              f"{'ratio p50/bare':>15} {'ratio mean/bare':>16} {'per-round mean/bare':>20} "
+              f"{'median per-round':>17}   (GB/s = 1e9 B/s)")
+        for size in args.sizes:
             ours, mean, bare = (busbw[(size, way)] for way in ("commbench", "commbench_mean", "bare"))
             ratios = [a / b for a, b in zip(mean, bare)]
             print(f"{size:>10} {statistics.median(ours):>20.3f} {statistics.median(mean):>21.3f} "
                   f"{statistics.median(bare):>11.3f} {statistics.median(ours) / statistics.median(bare):>15.3f} "
                   f"{statistics.median(mean) / statistics.median(bare):>16.3f} "
-                  f"{min(ratios):>9.3f} – {max(ratios):<8.3f}")
+                  f"{min(ratios):>9.3f} – {max(ratios):<8.3f} {statistics.median(ratios):>17.3f}")
+            if args.min_ratio is not None and statistics.median(ratios) < args.min_ratio:
+                below.append(f"{size} MiB: {statistics.median(ratios):.3f}")
+        if args.min_ratio is not None:
+            print(f"harness check: {'FAILED: ' + ', '.join(below) if below else 'passed'} (median per-round "
+                  f"commbench-mean / bare busbw >= {args.min_ratio:g} at every size)")
+    failed = ctx.broadcast_object(bool(below))
     shutdown()
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

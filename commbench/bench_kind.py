@@ -237,7 +237,26 @@ class BenchKind:
         return True, f"{len(rows)} row(s), 0 wrong"
 
     def n_wrong(self, results) -> int:
-        """What makes the exit code 1 (wrong results; a hunt's suspects)."""
+        """What makes the exit code 1 (wrong results; a hunt's suspects). Counts what a check found: an unchecked row
+        adds nothing here, and n_unchecked() says how many there are."""
         if results is None or results.empty:
             return 0
         return int(results["n_wrong"].fillna(0).sum())
+
+    def unchecked(self, results):
+        """The boolean mask of measured rows that no check verified: a figure in one of the kind's metric columns and
+        an empty n_wrong (--no-check, perf -c 0, an import whose source has no #wrong). Their correctness is
+        unknown, not 0 wrong. Rows without figures (a refused environment, a hunt's findings) are not counted."""
+        import pandas as pd
+
+        columns = [metric.column for metric in self.metrics if metric.column in results.columns]
+        if "n_wrong" not in results.columns or not columns:
+            return pd.Series(False, index=results.index)
+        figures = results[columns].apply(pd.to_numeric, errors="coerce")
+        return pd.to_numeric(results["n_wrong"], errors="coerce").isna() & figures.notna().any(axis=1)
+
+    def n_unchecked(self, results) -> int:
+        """How many measured rows no check verified (unchecked())."""
+        if results is None or results.empty:
+            return 0
+        return int(self.unchecked(results).sum())

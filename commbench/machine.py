@@ -70,6 +70,10 @@ class Machine:
     """Memory this machine's processes may still take (MemAvailable, or a smaller cgroup limit's room), read when
     the machine is read; None for machines stated for other nodes (Machine.for_job) or where it is not known."""
 
+    stated: bool = False
+    """True for compute nodes stated by Machine.for_job, not read here: what is unknown of them (memory, cores) is
+    read by each rank when the job starts, which resolves its options again on the node itself."""
+
     torch_host: TorchrunStarter | None = field(default=None, compare=False, repr=False)
     """The launching command's torch host, where it started one: launches fork torchrun there instead of starting a
     second interpreter that imports torch again (execution/torch_host.py)."""
@@ -136,7 +140,8 @@ class Machine:
         """The compute nodes of a job: each rank resolves its options in place, as rank 0 of nodes × ranks_per_node,
         on a node with gpus_per_node GPUs (a GPU node is assumed to have NCCL)."""
         return cls(gpus=gpus_per_node, nccl_available=gpus_per_node > 0, rank=0, world_size=nodes * ranks_per_node,
-                   local_world_size=ranks_per_node, launcher=gpu_mapping.TORCHRUN)  # the job script runs torchrun
+                   local_world_size=ranks_per_node, launcher=gpu_mapping.TORCHRUN,  # the job script runs torchrun
+                   stated=True)
 
 
 def usable_cpus() -> int:

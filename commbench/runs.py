@@ -71,12 +71,14 @@ class Outcome:
     teardown: str | None = None
     """How ranks failed after the run had stored and checked everything (the run is still complete)."""
     n_wrong: int = 0
+    n_unchecked: int = 0
+    """Measured rows no check verified (BenchKind.unchecked): unknown, not 0 wrong."""
 
 
 def read_outcome(kind: BenchKind, run_dir: Path) -> Outcome:
     meta = store.read_meta(run_dir)
     results = store.read_results(run_dir, kind) if (run_dir / store.RESULTS_FILE).exists() else None
     return Outcome(run_dir, meta.get("status"), meta.get("reason"), results, meta.get("teardown"),
-                   kind.n_wrong(results))
+                   kind.n_wrong(results), kind.n_unchecked(results))
 
 

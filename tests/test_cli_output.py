@@ -350,7 +350,7 @@ def test_ranks_beyond_the_cores_are_refused_or_warned_about():
 
 
 def test_an_op_for_collectives_that_take_none_is_warned_about_or_refused(tmp_path):
-    machine = Machine(gpus=0, nccl_available=False, cpus=2)
+    machine = Machine(gpus=0, nccl_available=False, cpus=2, host_memory_bytes=2**40)  # memory known: no plan warning
 
     def resolve(**raw):
         return lambda: COLLECTIVE.resolve(parse_options(COLLECTIVE.options, {"backend": "gloo", **raw}), machine)

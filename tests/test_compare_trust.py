@@ -15,7 +15,7 @@ import pytest
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.gate.compare import WIDE_CI_PCT, change_text
-from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
+from commbench.gate.machine_noise import CPU_PRIOR
 from tests.conftest import commbench_env
 
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K,64K", "--iters", "8", "--warmup", "2")
@@ -50,11 +50,13 @@ def _notes(text: str) -> str:
 
 
 @pytest.mark.distributed
-def test_single_launches_are_noted_and_run_sets_are_not(launches, commbench_cli, tmp_path):
+def test_single_launches_are_noted_and_run_sets_are_not(launches, commbench_cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("COMMBENCH_CACHE_DIR", str(tmp_path / "cache"))  # no launch noise stored: the CPU prior
     single = commbench_cli("compare", str(launches["a"]), str(launches["b"]), "--markdown", str(tmp_path / "g.md"))
     assert "note: single launches: the baseline and the new side are one run folder each" in _notes(single.stdout)
     assert "run the same sweep or suite with --launches 3 (or more) on both sides" in _notes(single.stdout)
-    assert f"The floor takes {DEFAULT_LAUNCH_NOISE_PCT:.1f} % launch noise from the default" in _notes(single.stdout)
+    assert f"The floor takes {CPU_PRIOR.noise_pct:.1f} % launch noise from the prior for CPU ranks" \
+        in _notes(single.stdout)
     assert "- single launches: the baseline and the new side" in (tmp_path / "g.md").read_text()
     one_side = commbench_cli("compare", str(launches["set_ab"]), str(launches["b"]))
     assert ("single launch: the new side is one run folder, not a run set (the baseline is a run set of 2)"

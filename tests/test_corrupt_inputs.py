@@ -176,7 +176,7 @@ class Reader:
     """The paths inside the suite run it reads (damage elsewhere goes unnoticed, rightly)."""
 
 
-GATE = ("--fail", "busbw:40%")  # the threshold .ci/run gates with: one launch against the set passes it
+GATE = ("--fail", "busbw:40%")  # wide enough that one launch of the committed baseline passes against the set
 EVERY_FILE = frozenset({RUN_FOLDER, SUITE_META, BENCH_FOLDER, BENCH_META, RESULTS, SAMPLES})
 BENCH_FILES = frozenset({BENCH_FOLDER, BENCH_META, RESULTS})
 READERS = [

@@ -73,6 +73,28 @@ def test_two_nodes_need_a_baseline_and_then_name_the_link_with_a_note():
     assert evidence["slower_pct"] == 100 and "cannot be told" in evidence["note"]
 
 
+def test_a_metric_the_baseline_lacks_is_judged_against_the_allocation_and_says_so():
+    """--baseline expected gives no latency: latency falls back to the allocation's own reference, and the source,
+    the note and the second pass all say so; a baseline with both figures names the baseline alone."""
+    pairs = pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5})
+    partial = judge.diagnose(NODES, pairs, {}, SETTINGS, baseline={"bandwidth": 10.0})
+    assert partial.reference_sources == {"bandwidth": "baseline", "latency": "allocation"}
+    assert partial.reference_source == "baseline for bandwidth; allocation for latency"
+    assert partial.references["bandwidth"] == 10 and partial.references["latency"] == pytest.approx(100, rel=0.03)
+    note = next(note for note in partial.notes if note.startswith("latency: "))
+    assert "the baseline has no latency figure; judged against the allocation's own reference" in note
+    assert "as without --baseline" in note
+    # the second pass keeps the baseline's bandwidth and judges latency against its own controls
+    controls = {("n3", "n4"): {"busbw_gbps": 20.0, "latency_us": 50.0}}
+    second = confirmation.second_references(partial, controls, {})
+    assert second == {"bandwidth": 10.0, "latency": 50.0}
+    full = judge.diagnose(NODES, pairs, {}, SETTINGS, baseline={"bandwidth": 10.0, "latency": 100.0})
+    assert full.reference_source == "baseline" and not any("baseline has no" in note for note in full.notes)
+    assert confirmation.second_references(full, controls, {}) == {"bandwidth": 10.0, "latency": 100.0}
+    alone = judge.diagnose(NODES, pairs, {}, SETTINGS)
+    assert alone.reference_source == "allocation" and not alone.notes
+
+
 def test_a_node_slow_inside_is_named_from_its_intra_node_all_reduce():
     found = judge.diagnose(NODES, {}, {"n1": 100.0, "n2": 101.0, "n3": 50.0, "n4": 99.0}, SETTINGS)
     assert list(found.suspect_nodes) == ["n3"]

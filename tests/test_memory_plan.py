@@ -124,6 +124,28 @@ def test_ranks_on_one_machine_share_its_ram_and_on_cuda_each_gpu_its_own():
     assert pool_for(spec_of(), Machine.for_job(nodes=2, ranks_per_node=2, gpus_per_node=0)) is None
 
 
+def test_with_the_memory_unknown_the_plan_is_skipped_with_one_warning_line(capsys):
+    """No figure to check against (no NVML, no /proc/meminfo): nothing is refused, and one `commbench: warning:`
+    line says the plan was skipped and why. Machines stated for a job's nodes are planned there: no warning."""
+    from commbench.cli.shared import show_warnings, warnings_held
+
+    for spec, unknown in ((spec_of(), "this machine's available memory"),
+                          (spec_of(backend="nccl", device="cuda"), "the memory of its GPUs (NVML gave none)")):
+        with warnings_held():
+            check_fits(spec, Machine(gpus=1, nccl_available=True))
+            shown = show_warnings()
+        lines = capsys.readouterr().err.splitlines()
+        assert lines == [f"commbench: warning: {shown[0]}"] and len(shown) == 1
+        assert lines[0].startswith(f"commbench: warning: memory plan skipped: {unknown}")
+        assert "largest point (1024G) was not checked against it" in lines[0]
+    stated = Machine.for_job(nodes=2, ranks_per_node=2, gpus_per_node=0)
+    known = Machine(gpus=0, nccl_available=False, host_memory_bytes=2**50)
+    for machine in (stated, known):
+        with warnings_held():
+            check_fits(spec_of(), machine)
+            assert show_warnings() == []
+
+
 def test_a_sweep_that_cannot_fit_is_refused_with_both_figures_and_the_size_that_fits():
     machine = Machine(gpus=0, nccl_available=False, host_memory_bytes=24 * GiB)
     with pytest.raises(CommbenchError) as refused:

@@ -6,6 +6,7 @@ analyze_perf_json.py reads."""
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -354,6 +355,53 @@ def test_per_iteration_times_print_as_nccl_tests_and_fill_the_json(per_iteration
     # each cycle's time per call is the batch's, not the iterations' mean over the slowest rank
     samples = pd.read_csv(run_dir / "samples.csv")
     assert set(samples["iteration"]) == {0, 1}
+
+
+@pytest.mark.distributed
+def test_a_time_without_its_cycles_sample_is_marked_in_the_text_and_the_json(per_iteration_run, tmp_path):
+    """A cycle whose sample samples.csv lacks is printed with its row's median time: a `# commbench:` line names
+    each such time, and its JSON body says what stands in. The run as written has none of either."""
+    from commbench.perf.json_file import TIME_STANDS_IN_KEY, document
+    from commbench.perf.results import read_perf_run
+    from commbench.perf.text import nccl_tests_text
+
+    text, run_dir, json_path = per_iteration_run
+    assert "no sample for" not in text and TIME_STANDS_IN_KEY not in json_path.read_text()
+    cut = tmp_path / "cut"
+    shutil.copytree(run_dir, cut)
+    samples = pd.read_csv(cut / "samples.csv")
+    samples[samples["iteration"] == 0].to_csv(cut / "samples.csv", index=False)  # the second cycle's are gone
+    run = read_perf_run(cut)
+    printed = nccl_tests_text(run)
+    assert ("# commbench: samples.csv has no sample for 6 of the 12 times printed (1024 B out-of-place cycle 2, "
+            "1024 B in-place cycle 2, 4096 B out-of-place cycle 2 and 3 more): each is its row's median time "
+            "(time_us_p50) instead") in printed
+    results = pd.read_csv(cut / "results.csv")
+    bodies = [(line.cycle, line.size_bytes, body) for line in run.lines for body in line.bodies]
+    for cycle, size, body in bodies:
+        p50 = results.loc[results["size_bytes"] == size, "time_us_p50"]
+        assert (body.time_stands_in is not None) == (cycle == 1)
+        assert cycle == 0 or body.time_us in set(p50)
+    written = document(run, argv=[], env={})["results"]
+    marked = [result[key].get(TIME_STANDS_IN_KEY) for result in written for key in ("out_of_place", "in_place")]
+    assert marked == [None] * 6 + ["time is the row's median time (time_us_p50): samples.csv has no sample for "
+                                   "this cycle"] * 6
+
+
+@pytest.mark.distributed
+def test_unchecked_results_are_said_under_out_of_bounds_values(tmp_path):
+    """-c 0: `# Out of bounds values : 0 OK` counts checked results only, so a line says how many were not, and the
+    command says the exit code vouches for none of them; a checked run prints neither (the other tests' runs)."""
+    completed, _ = _perf(tmp_path, "all_reduce", "-b", "1K", "-e", "4K", "-f", "4", "-c", "0")
+    assert ("# commbench: 2 of 2 result(s) unchecked (#wrong N/A, -c 0): Out of bounds values counts the checked "
+            "ones only") in completed.stdout
+    assert "commbench: perf: 2 row(s) unchecked (n_wrong empty" in completed.stderr
+
+
+@pytest.mark.distributed
+def test_a_checked_run_says_nothing_of_unchecked_results(all_reduce_run):
+    text, _, _ = all_reduce_run
+    assert "unchecked" not in text
 
 
 @pytest.mark.distributed

@@ -228,7 +228,7 @@ def test_the_committed_baseline_is_a_set_of_commbench_runs_of_the_ci_suite():
 # --- the gate on incomplete new runs, on real runs: copies of the committed baseline's launches ---------------------
 
 BASELINE = Path(__file__).parent.parent / "results" / "baselines" / "cpu-ci"
-GATE_THRESHOLD = ("--fail", "busbw:40%")  # .ci/run's: a launch of the baseline passes it against the whole set
+GATE_THRESHOLD = ("--fail", "busbw:40%")  # wide enough that a launch of the baseline passes against the whole set
 LARGE_ROW = "[gate] all_reduce builtin float32 sum in 64 MiB"
 
 
@@ -337,3 +337,28 @@ def test_wrong_results_in_the_new_run_fail_the_gate_even_with_allow_missing(tmp_
         assert result.exit_code == 1, result.output + result.stderr
         for text in (result.output, markdown):
             assert "1 new row(s) with wrong results: [gate] all_reduce builtin float32 sum in 16 MiB" in text
+
+
+def test_an_unchecked_new_row_is_said_unchecked_never_passed_as_0_wrong(tmp_path):
+    """A row whose n_wrong is empty (--no-check) was not verified: the gate still judges its speed and passes, but
+    the table, the Markdown, the JSON and the gate's line call it unchecked; a checked copy says none of it."""
+    def unchecked(run):
+        path = run / "gate" / "results.csv"
+        frame = store.read_rows(path, ["schema_version"])
+        frame.loc[frame["size_bytes"] == 16777216, "n_wrong"] = None
+        frame.to_csv(path, index=False)
+
+    checked, _ = _gate(tmp_path / "checked", _new_launch(tmp_path / "checked"))
+    assert checked.exit_code == 0 and "unchecked" not in checked.output
+    assert checked.output.rstrip().endswith("# gate: passed")
+    new = _new_launch(tmp_path / "unchecked", unchecked)
+    result, markdown = _gate(tmp_path, new)
+    assert result.exit_code == 0, result.output + result.stderr
+    line = "gate: passed; 1 new row(s) unchecked (n_wrong empty): their results were not verified"
+    assert result.output.rstrip().endswith(f"# {line}") and line in markdown
+    assert "# unchecked: 1 row(s) of the new run were not checked" in result.output
+    assert "| [gate] all_reduce builtin float32 sum in 16 MiB |  | | | | | | | | unchecked: n_wrong empty" in markdown
+    document = json.loads(invoke(["compare", str(BASELINE), str(new), *GATE_THRESHOLD, "--json"]).stdout)
+    found = [entry for entry in document["entries"] if entry["verdict"] == "unchecked"]
+    assert [entry["row"] for entry in found] == ["[gate] all_reduce builtin float32 sum in 16 MiB"]
+    assert document["gate"]["passed"] and "1 unchecked" in document["summary"]

@@ -112,6 +112,8 @@ def test_injected_wrong_result_is_caught(run_sweep):
     assert list(run.results["n_wrong"]) == [0, 1, 0]
     assert "WRONG RESULT" in run.stdout
     assert run.meta["status"] == "complete"
+    # every row checked: a count in the report's key numbers, and no word of unchecked rows
+    assert COLLECTIVE.key_numbers(run.results)["#wrong"].tolist() == [1] and "unchecked" not in run.stderr
 
 
 def test_killed_rank_keeps_written_rows_and_marks_failed(run_sweep):
@@ -230,6 +232,16 @@ def test_world_size_one_without_check(run_sweep):
     assert run.results["n_wrong"].isna().all()
     assert "busbw is 0 at world size 1" in run.stdout
     assert "N/A" in run.stdout
+    # exit 0 vouches for no row here: said on stderr, and the report's key numbers say unchecked, not 0 wrong
+    assert "commbench: sweep: 4 row(s) unchecked (n_wrong empty" in run.stderr
+    assert COLLECTIVE.key_numbers(run.results)["#wrong"].tolist() == ["unchecked"] * 4  # collective × impl
+
+
+def test_the_json_of_an_unchecked_sweep_counts_its_rows_unchecked_not_0_wrong(run_sweep):
+    run = run_sweep("--nproc", "1", "-c", "all_reduce", "--sizes", "1K,4K", "--no-check", "--json", *FAST)
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert document["n_unchecked"] == 2 and document["n_wrong"] == 0
 
 
 def test_bind_cores_pins_each_ranks_calling_thread_to_its_own_core(run_sweep):

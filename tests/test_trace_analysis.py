@@ -123,14 +123,16 @@ def test_nccl_generic_kernels_count_with_the_collective_that_launched_them(tmp_p
     kinds = {entry["kind"]: entry for entry in result["collectives"]}
     assert set(kinds) == {"AllReduce", "ReduceScatter", "Generic"}
     assert (kinds["AllReduce"]["count"], kinds["AllReduce"]["generic_kernels"]) == (2, 1)
-    assert kinds["AllReduce"]["bytes"] == 4096  # the Generic kernel's message, from its record_param_comms
+    # the Generic kernel's message, from its record_param_comms; the other AllReduce kernel records none, so 4096 B is
+    # the sum over 1 of the 2 calls, and says so
+    assert (kinds["AllReduce"]["bytes"], kinds["AllReduce"]["sized"]) == (4096, 1)
     assert kinds["AllReduce"]["total_us"] == 100 and not kinds["AllReduce"]["unattributed"]
     assert kinds["ReduceScatter"]["count"] == 1 and not kinds["ReduceScatter"]["unattributed"]
     assert (kinds["Generic"]["count"], kinds["Generic"]["unattributed"]) == (1, True)
     text = CliRunner().invoke(main, ["trace", "analyze", str(path)])
     assert text.exit_code == 0, text.output
-    assert "AllReduce: 2 x, 100 us, 4096 B (1 of them ncclDevKernel_Generic, attributed to the collective that " \
-           "launched them)" in text.output
+    assert "AllReduce: 2 x, 100 us, 4096 B over the 1 of 2 that record a size (1 of them ncclDevKernel_Generic, " \
+           "attributed to the collective that launched them)" in text.output
     assert "Generic: 1 x, 50 us (ncclDevKernel_Generic, unattributed" in text.output
 
 

@@ -451,6 +451,12 @@ def test_bad_input_is_refused_in_one_line(tmp_path):
     assert_refused(tune(run, "--margin-pct", "-1")[0], fragment="--margin-pct")
     empty = synthetic_run(tmp_path, "empty", [])
     assert_refused(tune(empty)[0], fragment="has no result rows")
+    failed = synthetic_run(tmp_path, "failed", made_up)  # a crash is never read as a refusal: the run is refused
+    store.update_meta(failed, status=store.STATUS_FAILED,
+                      reason="combination NCCL_ALGO=nvls failed: rank 1 exited with code -9 (SIGKILL)")
+    assert_refused(tune(failed)[0], fragment="did not complete (status failed: combination NCCL_ALGO=nvls failed")
+    store.update_meta(failed, status=store.STATUS_RUNNING, reason=None)
+    assert_refused(tune(failed)[0], fragment="did not complete (status running)")
     one_env = synthetic_run(tmp_path, "one-env", [{"env": "NCCL_ALGO=tree", "size": KIB, "time": 10.0}])
     assert_refused(tune(one_env)[0], fragment="one environment only (NCCL_ALGO=tree)")
     assert_refused(tune(run, synthetic_run(tmp_path, "again", made_up))[0], fragment="both measured")

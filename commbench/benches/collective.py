@@ -264,8 +264,8 @@ class CollectiveKind(BenchKind):
         # nccl-tests' Avg bus bandwidth is the mean over every row and placement; the mean over the sizes that
         # measure bandwidth rather than latency gets a name of its own
         table = results.groupby(keys, sort=False).agg(**{
-            "Avg bus bandwidth (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max"),
-            "#wrong": ("n_wrong", "sum")})
+            "Avg bus bandwidth (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max")})
+        table["#wrong"] = self._wrong_words(results, keys).reindex(table.index)
         large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES].groupby(keys, sort=False)["busbw_gbps"]
         table.insert(1, f"mean busbw ≥ {format_bytes(AVERAGE_FROM_BYTES)} (GB/s)", large.mean().reindex(table.index))
         table = table.round(3)
@@ -282,6 +282,17 @@ class CollectiveKind(BenchKind):
             table.insert(2, "expected busbw (GB/s)",
                          expected.groupby([results[key] for key in keys], sort=False).max().reindex(table.index))
         return table.reset_index()
+
+    def _wrong_words(self, results, keys):
+        """Per group, the wrong elements its checks found, and its unchecked rows said as such: "3", "unchecked"
+        (no row checked), "0 (2 unchecked)"; None where nothing was measured. An empty n_wrong is no 0."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"wrong": pd.to_numeric(results["n_wrong"], errors="coerce"),
+                              "unchecked": self.unchecked(results)})
+        groups = frame.groupby([results[key] for key in keys], sort=False)
+        return groups.apply(lambda group: _wrong_word(int(group["wrong"].sum()), int(group["wrong"].notna().sum()),
+                                                      int(group["unchecked"].sum())))
 
     def row_label(self, row) -> str:
         from commbench.units import format_bytes  # exact (1 MiB, 1000 B, never a rounded 1.0 MiB): labels stay unique
@@ -342,6 +353,12 @@ def _check_ops_apply(ops: tuple[str, ...], collectives: tuple[str, ...]) -> None
     rows = "its rows say" if len(ignoring) == 1 else "their rows say"
     warnings.warn(f"--op {asked} applies to {reduced} only; {takes_none} ({rows} op none)",
                   CommbenchWarning, stacklevel=2)
+
+
+def _wrong_word(wrong: int, checked: int, unchecked: int) -> object:
+    if not checked:
+        return "unchecked" if unchecked else None
+    return f"{wrong} ({unchecked} unchecked)" if unchecked else wrong
 
 
 def _max_time(options: CollectiveOptions) -> float | None:

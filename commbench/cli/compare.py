@@ -9,7 +9,7 @@ import click
 from commbench.cli.json_output import emit_json, json_option
 from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER, split_commas
 from commbench.errors import CommbenchError, ExitCode
-from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
+from commbench.gate.machine_noise import CPU_PRIOR, GPU_PRIOR
 
 
 @click.command(name="compare")
@@ -23,7 +23,9 @@ from commbench.gate.run_set import DEFAULT_LAUNCH_NOISE_PCT
 @click.option("--launch-noise", type=NON_NEGATIVE_NUMBER, default=None, metavar="PCT",
               help="The launch-to-launch spread (%) to assume where a side is a single launch: a change within the "
                    "floor it sets is ~, never a regression [default: a run set side's run_set.json (or its "
-                   f"launches' spread), else {DEFAULT_LAUNCH_NOISE_PCT:g}].")
+                   "launches' spread), else the launch noise stored for the machine that recorded the new side "
+                   "(`commbench env` shows it), else the prior for its device: "
+                   f"{CPU_PRIOR.noise_pct:g} on CPUs, {GPU_PRIOR.noise_pct:g} on GPUs].")
 @click.option("--fail-below-expected", "below_expected_pct", type=POSITIVE_NUMBER, default=None, metavar="PCT",
               help="Also fail where a new row's busbw is below PCT % of its expected busbw (the busbw the machine's "
                    "topology allows: commbench expect), at sizes where bandwidth dominates; e.g. 70.")

@@ -10,14 +10,20 @@ import click
 def env(as_json: bool) -> None:
     """Show torch, backends, devices, GPUs (NVML), the default a bare `commbench sweep` would take, and the facts
     `commbench expect` reads (`--json > facts.json` records them for `--facts`; it measures the host's copy and
-    loopback bandwidth, about 2 s, and keeps them for sweeps)."""
+    loopback bandwidth, about 2 s, and keeps them for sweeps), and the launch noise run sets measured here (what
+    `commbench compare` assumes for a single launch recorded on this machine)."""
     from commbench.expect.probe import facts_here
     from commbench.expect.table import facts_line
+    from commbench.gate import machine_noise
     from commbench.runinfo import environment_report
 
     report = environment_report()
     facts = facts_here(refresh=True)
     report["facts"] = facts.to_json()
+    noises = machine_noise.stored_here(facts.name)
+    report["launch_noise"] = [{"backend": noise.key.backend, "device": noise.key.device, "pct": noise.noise_pct,
+                               "run_sets": noise.run_sets, "df": noise.df, "latest": noise.latest,
+                               "path": str(noise.path)} for noise in noises]
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
@@ -42,3 +48,11 @@ def env(as_json: bool) -> None:
     for name, value in report["env"].items():
         click.echo(f"  {name}={value}")
     click.echo(f"expected-bandwidth facts: {facts_line(facts)} (commbench expect)")
+    for noise in noises:
+        click.echo(f"launch noise, {noise.key.label}: {noise.noise_pct:.1f} % over {noise.run_sets} run "
+                   f"set{'s' if noise.run_sets != 1 else ''}, latest {noise.latest} (commbench compare's floor for a "
+                   "single launch recorded here)")
+    if not noises:
+        click.echo("launch noise: none measured here (a run set with --launches 3 measures it; until then compare "
+                   f"assumes {machine_noise.CPU_PRIOR.noise_pct:g} % on CPUs, {machine_noise.GPU_PRIOR.noise_pct:g} "
+                   "% on GPUs)")

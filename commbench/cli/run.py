@@ -86,6 +86,7 @@ def run_suite_command(suite_name, *, overrides: dict, into: Path | None, out: Pa
             return code, {"command": argv, "suite": suite.path, "description": suite.description,
                           "run_dir": outcome.run_dir, "status": STATUS_COMPLETE if outcome.ok else STATUS_FAILED,
                           "exit_code": int(code), "n_wrong": sum(bench["n_wrong"] for bench in benches),
+                          "n_unchecked": sum(bench["n_unchecked"] for bench in benches),
                           "benches": benches}
 
         return Launched(outcome.run_dir, outcome.ok and not any(result.n_wrong for _, result in outcome.benches),

@@ -78,12 +78,13 @@ def run_launches(launches: int, launch, *, out: Path, run_id: str | None, quiet:
     if launches == 1:
         launched = launch(out, run_id)
         finish_run(launched.run_dir, *launched.report(True), quiet=quiet, as_json=as_json)
-    from commbench.gate import compare, run_set
+    from commbench.gate import compare, noise_record, run_set
     set_dir, done = run_set.launch_all(launches, launch, out=out, run_id=run_id, quiet=quiet, in_job=machine.in_job)
     reports = [launched.report(launched is done[-1]) for launched in done]
     noise = run_set.noise_document([launched.run_dir.name for launched in done], compare.launch_values(set_dir))
     run_set.write(set_dir, noise)
-    line = run_set.summary_line(set_dir, noise, planned=launches)
+    kept = noise_record.record_run_set(set_dir, len(done))
+    line = run_set.summary_line(set_dir, noise, planned=launches, kept_as=[key.label for key in kept])
     if not (quiet or as_json):
         click.echo(f"# {line}")
     code = cast(ExitCode, reports[-1][0])  # each launch's report() returns its verdict's ExitCode
@@ -136,7 +137,8 @@ def finish_run(run_dir, code: ExitCode, document: dict, *, quiet: bool, as_json:
 def bench_document(bench, outcome, code: ExitCode) -> dict:
     """One finished bench in a --json document: how it ended and its rows (a list of row dicts, NaN as null)."""
     return {"run_dir": outcome.run_dir, "status": outcome.status, "reason": outcome.reason, "exit_code": int(code),
-            "n_wrong": int(outcome.n_wrong), "notes": list(bench.notes), "teardown": outcome.teardown,
+            "n_wrong": int(outcome.n_wrong), "n_unchecked": int(outcome.n_unchecked), "notes": list(bench.notes),
+            "teardown": outcome.teardown,
             "results": outcome.results if outcome.results is not None else []}
 
 
@@ -153,10 +155,18 @@ def verdict(kind: BenchKind, outcome, *, name: str = "sweep") -> ExitCode:
     if outcome.status != STATUS_COMPLETE:
         click.echo(f"commbench: {name} failed: {outcome.reason}", err=True)
         return ExitCode.RUN_FAILED
+    if outcome.n_unchecked:  # said whatever the exit code: 0 must not read as "verified" for these rows
+        click.echo(f"commbench: {name}: {unchecked_text(outcome.n_unchecked)}", err=True)
     if outcome.n_wrong:
         click.echo(f"commbench: {name}: {kind.wrong_message.format(n=outcome.n_wrong)}", err=True)
         return ExitCode.WRONG_RESULTS
     return ExitCode.OK
+
+
+def unchecked_text(count: int) -> str:
+    """What a run's unchecked rows (n_wrong empty) mean for its verdict, in one clause."""
+    return (f"{count} row(s) unchecked (n_wrong empty: no correctness check ran, e.g. --no-check or -c 0): "
+            "they count as neither right nor wrong, and the exit code says nothing of their results")
 
 
 class _FiniteNumber(click.ParamType):

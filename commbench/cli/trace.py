@@ -90,7 +90,7 @@ def _describe(result: dict) -> str:
                      f"overlap {_pct(step['overlap_pct'])}, exposed {step['exposed_comm_us']:.0f} us, "
                      f"idle {step['idle_us']:.0f} us")
     for kind in result["collectives"]:
-        size = f", {kind['bytes']} B" if kind["bytes"] is not None else ""
+        size = _bytes_text(kind)
         if kind.get("unattributed"):
             size += " (ncclDevKernel_Generic, unattributed: no launching collective call found in the trace)"
         elif kind.get("generic_kernels"):
@@ -98,6 +98,15 @@ def _describe(result: dict) -> str:
                      "launched them)")
         lines.append(f"  {kind['kind']}: {kind['count']} x, {kind['total_us']:.0f} us{size}")
     return "\n".join(lines)
+
+
+def _bytes_text(kind: dict) -> str:
+    """A kind's bytes, saying over how many of its calls where not all record a size (a partial sum, not a total)."""
+    if kind["bytes"] is None:
+        return ""
+    if kind["sized"] == kind["count"]:
+        return f", {kind['bytes']} B"
+    return f", {kind['bytes']} B over the {kind['sized']} of {kind['count']} that record a size"
 
 
 def _call(entry: dict) -> str:

@@ -36,8 +36,8 @@ def tune(runs: tuple[Path, ...], out: Path | None, any_topology: bool, margin_pc
     plugin can express it; where settings tie or NCCL's own choice wins, NCCL keeps deciding. docs/tune.md has the
     whole loop: sweep the axes, tune, a tuned sweep with --tuner-config and --tuner-plugin, compare.
 
-    Exit codes: 0 done; 2 bad input (no runs, a folder that is not a run, no collective rows, no environment
-    variation)."""
+    Exit codes: 0 done; 2 bad input (no runs, a folder that is not a run, a run that did not complete, no collective
+    rows, no environment variation)."""
     from commbench.tune import config_file, report
     from commbench.tune.analysis import analyse
 

@@ -93,15 +93,14 @@ def _with_controls(rounds: list[list[tuple[str, str]]], good: list[str]):
 def second_references(first: Diagnosis, controls: dict[tuple[str, str], dict[str, float]],
                       second_intra: dict[str, float]) -> dict[str, float]:
     """What the second pass is judged against: its controls' better middle (its intra-node figures' for the
-    intra-node test); the first pass's reference where it has none, or where a baseline gives the reference."""
+    intra-node test); the first pass's reference where it has none, or where a baseline gives that metric's
+    reference."""
     references = dict(first.references)
-    if first.reference_source == "baseline":
-        return references
     for metric in PAIR_METRICS:
         values = [figures[metric.column] for figures in controls.values() if figures.get(metric.column) is not None]
-        if values and metric.name in references:
+        if values and metric.name in references and not first.from_baseline(metric.name):
             references[metric.name] = better_middle(values, higher_is_better=metric.higher_is_better)
-    if second_intra and INTRA.name in references:
+    if second_intra and INTRA.name in references and not first.from_baseline(INTRA.name):
         references[INTRA.name] = better_middle(list(second_intra.values()), higher_is_better=True)
     return references
 
@@ -115,7 +114,8 @@ def confirm(first: Diagnosis, second_pairs: dict[tuple[str, str], dict[str, floa
     reference (second_references), with its samples (every repeat of each re-pair, pooled) slower than the control
     pairs' by the rank test, or (stalls) losing significantly more time to stalls than the controls. A link
     measured slow again with one end also slow against a good node names that end."""
-    final = Diagnosis(references=dict(first.references), reference_source=first.reference_source,
+    final = Diagnosis(references=dict(first.references), reference_sources=dict(first.reference_sources),
+                      reference_source=first.reference_source,
                       notes=list(first.notes), detectable=dict(first.detectable), noise_bar=dict(first.noise_bar))
     samples = samples or {}
     control_pairs = set(controls or {})

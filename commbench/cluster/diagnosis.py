@@ -61,6 +61,9 @@ STALLS = "stalls"
 LATENCY = PairMetric("latency", "latency_us", "us", False)
 INTRA = PairMetric("intra_all_reduce", "busbw_gbps", "GB/s", True)
 PAIR_METRICS = (BANDWIDTH, LATENCY)
+BASELINE, ALLOCATION = "baseline", "allocation"
+"""Where a reference comes from: --baseline's figure, or the allocation's own (the better middle of its node
+scores)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,12 @@ class Settings:
 class Diagnosis:
     references: dict[str, float] = field(default_factory=dict)
     """Per metric name, the figure everything is compared with."""
-    reference_source: str = "allocation"
+    reference_sources: dict[str, str] = field(default_factory=dict)
+    """Per metric name, where its reference came from: BASELINE or ALLOCATION (a --baseline without that figure
+    leaves the metric to the allocation)."""
+    reference_source: str = ALLOCATION
+    """All the references' source in a word (BASELINE, ALLOCATION), or which metric came from which
+    (sources_text)."""
     suspect_nodes: dict[str, list[dict]] = field(default_factory=dict)
     """Node → its evidence, one entry per test that flagged it."""
     suspect_links: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
@@ -99,6 +107,20 @@ class Diagnosis:
     def bar(self, test: str, threshold: float) -> float:
         return max(threshold, self.noise_bar.get(test, threshold))
 
+    def from_baseline(self, name: str) -> bool:
+        """Whether metric `name` is judged against --baseline's figure (not the allocation's own)."""
+        return self.reference_sources.get(name) == BASELINE
+
+
+def sources_text(sources: dict[str, str]) -> str:
+    """"baseline" or "allocation" where every reference has one source; else which metrics came from each, e.g.
+    "baseline for bandwidth; allocation for latency"."""
+    kinds = set(sources.values())
+    if len(kinds) == 1:
+        return kinds.pop()
+    return "; ".join(f"{source} for {', '.join(name for name, found in sources.items() if found == source)}"
+                     for source in (BASELINE, ALLOCATION))
+
 
 def _partners(pairs: dict[tuple[str, str], float], node: str) -> dict[str, float]:
     return {b if a == node else a: value for (a, b), value in pairs.items() if node in (a, b)}
@@ -111,7 +133,7 @@ def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], i
     and stall tests; without them the figures decide alone) and each node's intra-node all_reduce bandwidth (intra;
     nodes with one rank have none)."""
     samples = samples or {}
-    diagnosis = Diagnosis(reference_source="baseline" if baseline else "allocation")
+    diagnosis = Diagnosis(reference_source=BASELINE if baseline else ALLOCATION)
     if len(nodes) == 2 and pairs and not baseline:
         diagnosis.notes.append("2 nodes: one pair has nothing to be compared with; give --baseline to judge it")
     measured = {}
@@ -131,8 +153,20 @@ def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], i
 
 
 def _reference(diagnosis, name, scores: list[float], metric: PairMetric, baseline) -> float:
-    reference = (baseline or {}).get(name) or better_middle(scores, higher_is_better=metric.higher_is_better)
+    """--baseline's figure for this metric, else the allocation's own; a baseline without it says so in a note (the
+    metric is then judged as without --baseline)."""
+    given = (baseline or {}).get(name)
+    if given is not None:
+        reference, source = given, BASELINE
+    else:
+        reference, source = better_middle(scores, higher_is_better=metric.higher_is_better), ALLOCATION
+        if baseline:
+            diagnosis.notes.append(f"{name}: the baseline has no {name} figure; judged against the allocation's own "
+                                   f"reference, the better middle of its node scores ({reference:.4g} {metric.unit}), "
+                                   "as without --baseline")
     diagnosis.references[name] = reference
+    diagnosis.reference_sources[name] = source
+    diagnosis.reference_source = sources_text(diagnosis.reference_sources)
     return reference
 
 
@@ -146,6 +180,7 @@ def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[st
     scores = {node: better_middle(list(found.values()), higher_is_better=up)
               for node, found in partners.items() if found}
     reference = _reference(diagnosis, metric.name, list(scores.values()), metric, baseline)
+    from_baseline = diagnosis.from_baseline(metric.name)
     slow = {pair: slower_pct(value, reference, higher_is_better=up) for pair, value in values.items()}
     node_slow = {node: slower_pct(score, reference, higher_is_better=up) for node, score in scores.items()}
     node_spread = robust_spread(list(node_slow.values()))
@@ -163,11 +198,11 @@ def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[st
         if not (len(partners[node]) >= 2 and slower >= detectable and z >= settings.min_z
                 and len(slow_with) * 2 > len(partners[node])):
             continue
-        each = [] if baseline else repeat_slowdowns(node, metric.name, repeats, settings.statistic)
+        each = [] if from_baseline else repeat_slowdowns(node, metric.name, repeats, settings.statistic)
         if any(value < threshold for value in each):
             continue  # slow in one measurement of its pairs, not in the other: the host, not the node
         mine = [pair for pair in values if node in pair]
-        p = None if baseline else rank_p(pooled(samples, mine), pooled(samples, set(values) - set(mine)))
+        p = None if from_baseline else rank_p(pooled(samples, mine), pooled(samples, set(values) - set(mine)))
         if p is not None and p >= settings.alpha / tested:
             continue  # slow by its figures, but its exchanges do not stand out from the others' (noise)
         diagnosis.suspect_nodes.setdefault(node, []).append(_evidence(
@@ -254,7 +289,7 @@ def _diagnose_intra(diagnosis: Diagnosis, intra: dict[str, float], settings: Set
     reference = _reference(diagnosis, INTRA.name, list(intra.values()), INTRA, baseline)
     slow = {node: slower_pct(value, reference, higher_is_better=True) for node, value in intra.items()}
     spread = robust_spread(list(slow.values()))
-    if len(intra) < 3 and not baseline:  # two nodes' figures cannot say which of them is the slow one
+    if len(intra) < 3 and not diagnosis.from_baseline(INTRA.name):  # two nodes cannot say which is the slow one
         return
     for node, slower in slow.items():
         z = slower / spread

@@ -233,7 +233,7 @@ def document(spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: 
         "thresholds": {"slower_pct": spec.threshold_pct, "min_z": spec.min_z, "alpha": spec.alpha,
                        "stall_factor": spec.stall_factor},
         "detectable_slowdown_pct": {test: round(value, 2) for test, value in final.detectable.items()},
-        "reference": {**final.references, "source": final.reference_source},
+        "reference": {**final.references, "source": final.reference_source, "sources": final.reference_sources},
         "second_pass_reference": final.second_references,
         "healthy": not final.suspect_nodes and not final.suspect_links,
         "suspect_nodes": [{"node": node, "evidence": evidence} for node, evidence in final.suspect_nodes.items()],

@@ -124,9 +124,10 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
 def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks: bool,
                          torch_host: TorchrunStarter | None) -> bool:
     """One torchrun per environment combination (Bench.environments), each measuring its points (--only). A launch
-    that fails before storing any of its rows, not hung and not stopped, is a combination NCCL (or the backend)
-    refused: its points become rows noted "not available: <the error>", and the next combination runs. Any other
-    failure ends the run as a failed sweep, keeping every row stored."""
+    that fails before storing any of its rows, not hung and not stopped, with the backend's message for a setting it
+    does not support (environments.REFUSAL_MESSAGES) is a refused combination: its points become rows noted
+    "not available: <the message>", and the next combination runs. Any other failure is a crash and ends the run as
+    a failed sweep naming the combination, keeping every row stored."""
     from commbench.execution import environments
 
     program = launch.rank_program(RANK_MODULE, ["--run-dir", str(run_dir)], fork=fork_ranks)
@@ -147,20 +148,33 @@ def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks
             if outcome.ok or (stored >= len(indexes) and not outcome.stopped_by):
                 torn_down += [] if outcome.ok else [outcome]  # every row stored: ranks broke on the way out
                 continue
-            if outcome.stalled_s is not None or outcome.stopped_by or stored:
-                record_outcome(run_dir, [outcome], timeout_s, log_path=log_path)
+            refused_by = None if outcome.stalled_s is not None or outcome.stopped_by or stored else \
+                environments.refusal(run_dir, log_path, log_start)
+            if refused_by is None:
+                _record_failed_combination(run_dir, variables, outcome, timeout_s, log_path)
                 return False
             store.remove_stray_temporaries(run_dir)
-            reason = environments.refusal(run_dir, log_path, log_start) or \
-                _failure_cause(outcome, timeout_s, log_path)
-            environments.write_unavailable(bench, run_dir, indexes, reason)
-            refused.append({"env": variables, "reason": reason})
+            environments.write_unavailable(bench, run_dir, indexes, refused_by)
+            refused.append({"env": variables, "reason": refused_by})
             store.update_meta(run_dir, status=store.STATUS_RUNNING, reason=None, unavailable=refused)
             progress()
     if store.read_meta(run_dir).get("status") != store.STATUS_COMPLETE:  # the last combination was refused
         store.update_meta(run_dir, status=store.STATUS_COMPLETE, end_time=runinfo.utc_now())
     record_outcome(run_dir, torn_down, timeout_s, log_path=log_path)
     return True
+
+
+def _record_failed_combination(run_dir: Path, variables: dict[str, str], outcome: launch.LaunchOutcome,
+                               timeout_s: float, log_path: Path) -> None:
+    """The run fails as any sweep does when a combination's launch fails without the backend refusing its setting
+    (a crash, a hang, a stop); its reason starts with the combination, which a plain sweep's failure has not."""
+    from commbench.sweep.env_axes import label_of
+
+    record_outcome(run_dir, [outcome], timeout_s, log_path=log_path)
+    meta = store.read_meta(run_dir)
+    if meta.get("status") == store.STATUS_FAILED:
+        label = label_of(variables) or "the default environment"
+        store.update_meta(run_dir, reason=f"combination {label} failed: {meta.get('reason')}")
 
 
 def launch_env(bench: Bench) -> dict[str, str] | None:

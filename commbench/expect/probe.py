@@ -13,6 +13,7 @@ import time
 from multiprocessing import get_context
 from pathlib import Path
 
+from commbench.expect.cache import cache_folder
 from commbench.expect.facts import MachineFacts
 
 COPY_BYTES = 64 * 1024**2
@@ -26,10 +27,6 @@ ROUND_GAP_S = 0.2
 VM one round's five back-to-back exchanges read 1.6-2.6 GB/s from one minute to the next (a neighbour's burst spans a
 round), while the fastest of rounds spread over a second read 2.5-2.6 (2 cores, 2026-12-05)."""
 _IB_RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec")
-
-
-CACHE_DIR_ENV = "COMMBENCH_CACHE_DIR"
-"""Where the host's measured rates are kept [default: ~/.cache/commbench]."""
 
 
 def facts_here(*, measure: bool = True, refresh: bool = False, kept_only: bool = False) -> MachineFacts:
@@ -70,7 +67,7 @@ def host_rates(*, refresh: bool = False, kept_only: bool = False) -> tuple[float
     kept_only never measures (None where nothing is kept)."""
     from commbench.machine import usable_cpus
 
-    folder = Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "commbench")
+    folder = cache_folder()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"host-rates-{socket.gethostname()}.json"
     cores = usable_cpus()

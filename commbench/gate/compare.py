@@ -9,9 +9,10 @@ threshold AND a one-sided test says the change is more than noise, p < ALPHA:
   the independent units, and launch-to-launch variation is what a difference must stand out from; one more entry
   tests all rows at once, on each launch's geometric mean (the tests are commbench/gate/launch_tests.py);
 - a side with one launch: a change within the launch-noise floor (the largest change launch noise alone makes in
-  fewer than ALPHA of comparisons of that many rows, from the noise the caller passes, a run set's run_set.json, or
-  run_set.DEFAULT_LAUNCH_NOISE_PCT) is `~`; beyond it, a Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new
-  run's per-iteration times are larger than the baseline's.
+  fewer than ALPHA of comparisons of that many rows, from the noise the caller passes, a run set's run_set.json, the
+  launch noise stored for the machine that recorded the new side, or the prior for its device: launch_floor) is `~`;
+  beyond it, a Mann–Whitney U test (scipy.stats.mannwhitneyu) that the new run's per-iteration times are larger
+  than the baseline's.
 
 Beyond the threshold without significance is `~` (noise cannot be ruled out). Every compared row says the smallest
 change this comparison could have detected (detectable_pct). Peak memory has one value per row, no samples: it is a
@@ -40,7 +41,7 @@ from commbench import store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
-from commbench.gate import run_set, sides
+from commbench.gate import machine_noise, run_set, sides
 from commbench.gate.expected import below, below_expected
 from commbench.gate.launch_tests import (
     ALL_ROWS,
@@ -60,6 +61,10 @@ REGRESSION, IMPROVED, NOISE, OK = "REGRESSION", "improved", "~", "ok"
 NEW, MISSING, NOT_COMPARABLE, INCOMPLETE = "new", "missing", "not comparable", "incomplete run"
 WRONG = "WRONG RESULTS"
 """A new row whose check failed (n_wrong > 0): its figures are not valid, and the gate fails whatever the speed."""
+UNCHECKED = "unchecked"
+"""A new row that no check verified (n_wrong empty): its correctness is unknown, never 0 wrong. Its speed is still
+judged and it fails nothing (the run chose not to check), but it is listed and the gate's line counts it."""
+UNCHECKED_WHY = "n_wrong empty: the new run did not check it (--no-check, -c 0, or a source without #wrong)"
 NO_FIGURE = "no figure"
 """A row with nothing to gate: a no-op (in place at world size 1), or a time at the timer's resolution on a side."""
 WIDE_CI_PCT = 10.0
@@ -113,8 +118,9 @@ def _verdict(worse_pct: float, threshold: float, p_worse: float | None, p_better
 
 
 def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | None = None) -> Floor:
-    """The launch noise of this comparison's floor: the one given (--launch-noise), else that of a side that is a
-    run set (its run_set.json, or measured over its launches when it has none), else the default."""
+    """The launch noise of this comparison's floor, in this order: the one given (--launch-noise); that of a side
+    that is a run set (its run_set.json, or measured over its launches when it has none); the one stored for the
+    machine that recorded the new side (machine_noise); the prior for the new side's device type."""
     if launch_noise_pct is not None:
         return Floor(launch_noise_pct, "--launch-noise")
     for side, path in (("baseline", baseline_dir), ("new side", new_dir)):
@@ -128,8 +134,13 @@ def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | No
                                           launch_values(path))["launch_noise_pct"]
         if measured is not None:
             return Floor(measured, f"measured over the {side}'s {len(folders)} launches ({path})")
-    return Floor(run_set.DEFAULT_LAUNCH_NOISE_PCT, "the default (run_set.DEFAULT_LAUNCH_NOISE_PCT, a 2-core VM "
-                                                   "beside a busy loop)")
+    key = machine_noise.side_key(new_dir)
+    machine = machine_noise.stored(key) if key is not None else None
+    if machine is not None:
+        return Floor(machine.noise_pct, machine.source)
+    assumed = machine_noise.prior(key.device if key is not None else None)
+    where = f" ({key.label} on {key.host}: no launch noise stored for it here)" if key is not None else ""
+    return Floor(assumed.noise_pct, assumed.source + where)
 
 
 def _gated_metrics(kind: BenchKind) -> list[Metric]:
@@ -142,12 +153,16 @@ def launch_values(path: Path) -> dict[tuple[str, str], list[float]]:
     run or run set at path."""
     found = {}
     for name, folders in sides.bench_run_sets(path).items():
-        run = sides.load_run(path, folders, allow_empty=True)
-        prefix = f"[{name}] " if name else ""
-        for row, values in _rows_by_key(run, run.kind.identity).values():
-            for metric in _gated_metrics(run.kind):
-                found[(prefix + run.kind.row_label(row), metric.name)] = values[metric.column]
+        found.update(bench_launch_values(path, name, folders))
     return found
+
+
+def bench_launch_values(path: Path, name: str, folders: list[Path]) -> dict[tuple[str, str], list[float]]:
+    """launch_values() of one bench: its folder in each launch (sides.bench_run_sets)."""
+    run = sides.load_run(path, folders, allow_empty=True)
+    prefix = f"[{name}] " if name else ""
+    return {(prefix + run.kind.row_label(row), metric.name): values[metric.column]
+            for row, values in _rows_by_key(run, run.kind.identity).values() for metric in _gated_metrics(run.kind)}
 
 
 def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
@@ -240,7 +255,7 @@ def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], fl
                                                   "not in the baseline")})
     if across:  # the source as a key of every row (the label says it too)
         entries = [{**entry, "source": " vs ".join(sources)} for entry in entries]
-    return _wrong_results(new) + entries
+    return _check_entries(new) + entries
 
 
 def _check_anything_joins(base: sides.Run, new: sides.Run, comparability) -> None:
@@ -265,13 +280,19 @@ def _values(column: pd.Series) -> str:
     return ",".join(sorted(set(column.astype(str))))
 
 
-def _wrong_results(run: sides.Run) -> list[dict]:
-    """Rows of the new side whose check failed: fast but wrong is no pass."""
+def _check_entries(run: sides.Run) -> list[dict]:
+    """Rows of the new side whose check failed (fast but wrong is no pass), then its measured rows that no check
+    verified: said as unchecked, not passed as 0 wrong."""
     if "n_wrong" not in run.results.columns:
         return []
-    wrong = run.results[pd.to_numeric(run.results["n_wrong"], errors="coerce").fillna(0) > 0]
-    return [{"row": run.kind.row_label(row), "verdict": WRONG, "why": f"n_wrong {int(row['n_wrong'])} in the new run"}
-            for _, row in wrong.iterrows()]
+    wrong = run.results[pd.to_numeric(run.results["n_wrong"], errors="coerce") > 0]
+    entries = [{"row": run.kind.row_label(row), "verdict": WRONG,
+                "why": f"n_wrong {int(row['n_wrong'])} in the new run"} for _, row in wrong.iterrows()]
+    unchecked_rows = run.results[run.kind.unchecked(run.results)]
+    # once a row, however many launches of a run set lack its check
+    labels = dict.fromkeys(run.kind.row_label(row) for _, row in unchecked_rows.iterrows())
+    return entries + [{"row": label, "verdict": UNCHECKED, "why": UNCHECKED_WHY} for label in labels]
+
 
 
 def _rows_by_key(run: sides.Run, identity) -> dict[tuple, tuple[pd.Series, dict[str, list[float]]]]:
@@ -441,6 +462,10 @@ def wrong(entries: list[dict]) -> list[dict]:
     return [entry for entry in entries if entry["verdict"] == WRONG]
 
 
+def unchecked(entries: list[dict]) -> list[dict]:
+    return [entry for entry in entries if entry["verdict"] == UNCHECKED]
+
+
 def gate_fails(entries: list[dict], *, allow_missing: bool) -> bool:
     return regressions(entries) > 0 or bool(wrong(entries)) or bool(below(entries)) or \
         (bool(unproven(entries)) and not allow_missing)
@@ -474,5 +499,13 @@ def gate_line(entries: list[dict], *, allow_missing: bool) -> str:
             reasons += problems + ["--allow-missing accepts these"]
         return "gate: FAILED: " + ". ".join(reasons)
     if problems:
-        return "gate: passed with --allow-missing, which accepted: " + ". ".join(problems)
-    return "gate: passed"
+        return "gate: passed with --allow-missing, which accepted: " + ". ".join(problems) + _unverified(entries)
+    return "gate: passed" + _unverified(entries)
+
+
+def _unverified(entries: list[dict]) -> str:
+    """What a pass does not vouch for: the new rows no check verified ("" when every row was checked)."""
+    found = unchecked(entries)
+    if not found:
+        return ""
+    return f"; {len(found)} new row(s) unchecked (n_wrong empty): their results were not verified"

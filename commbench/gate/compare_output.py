@@ -23,6 +23,8 @@ from commbench.gate.compare import (
     REGRESSION,
     TEST_LAUNCHES,
     TEST_SAMPLES,
+    UNCHECKED,
+    UNCHECKED_WHY,
     WIDE_CI_PCT,
     WRONG,
     Floor,
@@ -109,8 +111,11 @@ def _wide_text(entry: dict, *, short: bool) -> str:
 
 UNMATCHED = {MISSING: "row(s) of the baseline have no counterpart in the new run",
              NEW: "row(s) of the new run are not in the baseline",
-             NOT_COMPARABLE: "row(s) are in both but not comparable"}
-"""How the rows that did not join are summed up, one line per verdict and reason (--verbose lists them)."""
+             NOT_COMPARABLE: "row(s) are in both but not comparable",
+             UNCHECKED: "row(s) of the new run were not checked (n_wrong empty: --no-check, -c 0, or a source without "
+                        "#wrong): their speed is judged, their results are unverified"}
+"""How the rows that did not join, or were not checked, are summed up, one line per verdict and reason (--verbose
+lists them)."""
 LONGEST_LINE = 200
 """The widest line compare prints where stdout is not a terminal (a CI log); on a terminal, its width."""
 
@@ -144,7 +149,8 @@ def format_terminal(entries: list[dict], *, allow_missing: bool = False, notes: 
                      f"{entry['ratio']:>7.3f} {entry['change']:>15} {p:>8} {_detectable_text(entry):>10} "
                      f"{_wide_text(entry, short=True):>8} {entry['verdict']}")
     for (verdict, why), count in unmatched.items():
-        reason = "" if why in ("not in the new run", "not in the baseline") else f": {why.split(': ', 1)[-1]}"
+        reason = "" if why in ("not in the new run", "not in the baseline", UNCHECKED_WHY) \
+            else f": {why.split(': ', 1)[-1]}"
         lines.append(f"# {verdict}: {count} {UNMATCHED[verdict]}{reason} (--verbose lists them)")
     for note in notes:  # wrapped: a note is a paragraph, the table's lines are what a reader scans
         lines += textwrap.wrap(note, width=min(118, width), initial_indent="# note: ", subsequent_indent="#       ",
@@ -213,8 +219,8 @@ def json_document(entries: list[dict], notes: list[str], *, baseline: Path, new:
 
 def _summary(entries: list[dict]) -> str:
     counts = {verdict: sum(entry["verdict"] == verdict for entry in entries)
-              for verdict in (REGRESSION, WRONG, BELOW_EXPECTED, NOISE, IMPROVED, OK, NEW, MISSING, INCOMPLETE,
-                              NOT_COMPARABLE, NO_FIGURE)}
+              for verdict in (REGRESSION, WRONG, BELOW_EXPECTED, NOISE, IMPROVED, OK, UNCHECKED, NEW, MISSING,
+                              INCOMPLETE, NOT_COMPARABLE, NO_FIGURE)}
     text = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
     tests = {"Welch t on the log per-launch values": TEST_LAUNCHES, "Mann–Whitney U on the samples": TEST_SAMPLES}
     tested = ", ".join(f"{name} for {count} row(s)" for name, test in tests.items()

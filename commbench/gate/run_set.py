@@ -3,7 +3,8 @@
 A run set is OUT/RUN_ID/ holding launch1 ... launchN, each a complete run folder (what `--launches N` writes, and
 what results/baselines/cpu-ci holds), and run_set.json: for every gated row and metric each launch's value and the
 launch-to-launch spread of their logarithms, and that spread pooled over the rows: the run set's launch noise.
-`commbench compare` reads it as the floor of a single launch compared with this run set (docs/gate.md).
+`commbench compare` reads it as the floor of a single launch compared with this run set (docs/gate.md); a run set
+of three or more launches also keeps it as a fact of the machine (machine_noise.py).
 
 Which rows a run holds, and their values, is compare's (compare.launch_values); this module takes them as given.
 """
@@ -11,7 +12,7 @@ Which rows a run holds, and their values, is compare's (compare.launch_values); 
 import json
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,10 +21,6 @@ from commbench.errors import CommbenchError
 
 RUN_SET_FILE = "run_set.json"
 LAUNCH_PREFIX = "launch"
-DEFAULT_LAUNCH_NOISE_PCT = 80.0
-"""The launch noise compare assumes for two single launches (no run set to measure it from): the launch-to-launch
-spread of a default `commbench sweep` on a 2-core VM beside a busy-looping process (docs/measurements.md, "Launch
-noise of the default sweep")."""
 
 
 def launch_id(index: int) -> str:
@@ -133,8 +130,9 @@ def launch_all(launches: int, launch: Callable[[Path, str], Launched], *, out: P
     return set_dir, done
 
 
-def summary_line(set_dir: Path, document: dict, *, planned: int) -> str:
-    """The run set, its launches and its launch noise, in one line."""
+def summary_line(set_dir: Path, document: dict, *, planned: int, kept_as: Sequence[str] = ()) -> str:
+    """The run set, its launches and its launch noise, in one line; kept_as: the machine facts it was added to
+    (machine_noise.Key.label)."""
     launches = document["launches"]
     stopped = f" (stopped after {len(launches)} of {planned})" if len(launches) < planned else ""
     if document["launch_noise_pct"] is None:
@@ -143,4 +141,5 @@ def summary_line(set_dir: Path, document: dict, *, planned: int) -> str:
         rows = document["rows_measured"]
         noise = (f"launch noise {document['launch_noise_pct']:.1f} % (launch-to-launch spread pooled over {rows} "
                  f"row{'s' if rows != 1 else ''}; median row {document['median_spread_pct']:.1f} %)")
-    return f"run set {set_dir}: {len(launches)} launches{stopped}, {noise}; {Path(set_dir) / RUN_SET_FILE}"
+    where = f"; added to this machine's launch noise for {', '.join(kept_as)} (commbench env)" if kept_as else ""
+    return f"run set {set_dir}: {len(launches)} launches{stopped}, {noise}; {Path(set_dir) / RUN_SET_FILE}{where}"

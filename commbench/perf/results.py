@@ -43,6 +43,12 @@ class Body:
     n_wrong: int | None
     """None: not checked (-c 0), printed N/A."""
     iterations: IterationStats | None = None
+    time_stands_in: str | None = None
+    """None: time_us is this cycle's own sample; else what was printed in its place (MEDIAN_STANDS_IN) because
+    samples.csv has no sample for the cycle. The text and the JSON say so wherever it is printed."""
+
+
+MEDIAN_STANDS_IN = "the row's median time (time_us_p50): samples.csv has no sample for this cycle"
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,11 @@ class Line:
     @property
     def bodies(self) -> list[Body]:
         return [body for body in (self.out_of_place, self.in_place) if body is not None]
+
+    def placed_bodies(self) -> list[tuple[str, Body]]:
+        """(placement, body) of each body printed: "out-of-place", "in-place"."""
+        return [(placement, body) for placement, body in (("out-of-place", self.out_of_place),
+                                                          ("in-place", self.in_place)) if body is not None]
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,21 @@ class PerfRun:
         """Bodies whose check found wrong elements (nccl-tests counts them per GPU; a rank is one GPU here, but the
         stored count is summed over ranks, so this counts results, not ranks)."""
         return sum(1 for line in self.lines for body in line.bodies if body.n_wrong)
+
+    @property
+    def unchecked(self) -> int:
+        """Bodies no check verified (-c 0): Out of bounds values counts none of them, which is not 0 wrong."""
+        return sum(1 for line in self.lines for body in line.bodies if body.n_wrong is None)
+
+    @property
+    def bodies_printed(self) -> int:
+        """Out-of-place and in-place bodies over every line: what the `# commbench:` counts are out of."""
+        return sum(len(line.bodies) for line in self.lines)
+
+    def stood_in(self) -> list[str]:
+        """The bodies whose time is not their cycle's own sample, each as "1024 B out-of-place cycle 2"."""
+        return [f"{line.size_bytes} B {placement} cycle {line.cycle + 1}" for line in self.lines
+                for placement, body in line.placed_bodies() if body.time_stands_in is not None]
 
 
 def read_perf_run(run_dir: Path, env: str | None = None) -> PerfRun:
@@ -139,16 +165,24 @@ def _redop(collective: str, op: str, meta: dict) -> str:
 def _body(row, cycle: int, samples, iterations) -> Body:
     collective = get_collective(str(row["collective"]))
     world, inplace = int(row["world_size"]), bool(row["inplace"])
-    key = _matching(samples, row)
-    cycle_times = sorted(zip(key["iteration"], key["time_us"])) if key is not None and len(key) else []
-    time_us = float(cycle_times[cycle][1]) if cycle < len(cycle_times) else float(row["time_us_p50"])
+    time_us, stands_in = _cycle_time(row, cycle, samples)
     layout = collective.layout(int(row["size_bytes"]), DTYPE_BYTES[str(row["dtype"])], world)
     moved, seconds = collective.algbw_bytes(layout, world), time_us / 1e6
     noop = collective.is_noop(world=world, inplace=inplace)
     algbw = math.nan if noop else algbw_gbps(moved, seconds)
     busbw = 0.0 if noop else busbw_gbps(moved, seconds, collective.busbw_factor(world))
     n_wrong = None if math.isnan(float(row["n_wrong"])) else int(row["n_wrong"])
-    return Body(time_us, algbw, busbw, n_wrong, _iteration_stats(_matching(iterations, row), cycle))
+    return Body(time_us, algbw, busbw, n_wrong, _iteration_stats(_matching(iterations, row), cycle), stands_in)
+
+
+def _cycle_time(row, cycle: int, samples) -> tuple[float, str | None]:
+    """The cycle's own time (its sample in samples.csv, in iteration order) and None; where the file has no sample
+    for it (cut short, edited, or absent), the row's median and what stands in, which the outputs then say."""
+    key = _matching(samples, row)
+    cycle_times = sorted(zip(key["iteration"], key["time_us"])) if key is not None and len(key) else []
+    if cycle < len(cycle_times):
+        return float(cycle_times[cycle][1]), None
+    return float(row["time_us_p50"]), MEDIAN_STANDS_IN
 
 
 def _matching(frame, row):

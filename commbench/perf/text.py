@@ -13,6 +13,8 @@ from commbench.perf.results import Body, PerfRun
 NCCL_TESTS_VERSION = "2.19.6"
 """The nccl-tests release whose output layout this reproduces."""
 _NOT_MEASURED = ("N/A", "N/A", "N/A", "N/A")
+_LISTED = 3
+"""How many stood-in times a `# commbench:` line names before it counts the rest."""
 
 
 def float_text(value: float, width: int) -> str:
@@ -52,6 +54,7 @@ def nccl_tests_text(run: PerfRun, *, notes: Sequence[str] = ()) -> str:
               f"# {'Avg bus bandwidth':<20} : {_g(run.average_busbw_gbps)} ",
               *_expected_lines(run),
               *([f"# commbench: {run.host_issue}"] if run.host_issue else []),
+              *_stand_in_lines(run), *_unchecked_lines(run),
               "#", f"# Collective test concluded: {program}", "#", ""]
     return "\n".join(lines)
 
@@ -66,6 +69,26 @@ def _expected_lines(run: PerfRun) -> list[str]:
     bodies = [body.busbw_gbps for body in largest.bodies] if largest else []
     share = f"; the largest size reaches {100 * max(bodies) / expected:.0f} %" if bodies and expected > 0 else ""
     return [f"# commbench: expected busbw {_g(expected)} GB/s ({basis}){share}"]
+
+
+def _stand_in_lines(run: PerfRun) -> list[str]:
+    """commbench's line under the closing lines where a printed time is not its cycle's own sample: which ones, and
+    what was printed instead (nccl-tests' columns hold numbers only, so the mark is this line, not the cell)."""
+    stood_in = run.stood_in()
+    if not stood_in:
+        return []
+    shown = ", ".join(stood_in[:_LISTED]) + (f" and {len(stood_in) - _LISTED} more" if len(stood_in) > _LISTED else "")
+    return [f"# commbench: samples.csv has no sample for {len(stood_in)} of the {run.bodies_printed} times printed "
+            f"({shown}): each is its row's median time (time_us_p50) instead, and its algbw and busbw and the Avg bus "
+            "bandwidth follow from it"]
+
+
+def _unchecked_lines(run: PerfRun) -> list[str]:
+    """Under `Out of bounds values : 0 OK`, which counts checked results only: how many were not checked (-c 0)."""
+    if not run.unchecked:
+        return []
+    return [f"# commbench: {run.unchecked} of {run.bodies_printed} result(s) unchecked (#wrong N/A, -c 0): Out of "
+            "bounds values counts the checked ones only, so its OK says nothing of these"]
 
 
 def _settings_line(settings: dict) -> str:

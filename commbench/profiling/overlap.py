@@ -348,12 +348,14 @@ def _message_bytes(args) -> int | None:
 
 def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.ndarray,
                      kinds: Kinds | None = None) -> list[dict]:
-    """Per kind of communication: how many, their summed duration, bytes where the trace records them, and how many
+    """Per kind of communication: how many, their summed duration, bytes where the trace records them (`sized`: over
+    how many of them; fewer than `count` makes `bytes` a partial sum, never the missing ones as 0 B), and how many
     were NCCL Generic kernels (attributed to their collective; kind GENERIC with `unattributed` when none was
     found)."""
     if kinds is None:
         kinds = event_kinds(trace, classified)
-    totals: dict[str, dict] = defaultdict(lambda: {"count": 0, "total_us": 0.0, "bytes": None, "generic_kernels": 0})
+    totals: dict[str, dict] = defaultdict(lambda: {"count": 0, "total_us": 0.0, "bytes": None, "sized": 0,
+                                                   "generic_kernels": 0})
     for i in np.flatnonzero(classified.comm & selected):
         entry = totals[kinds.kind[i]]
         entry["count"] += 1
@@ -364,5 +366,6 @@ def collective_kinds(trace: TraceEvents, classified: Classified, selected: np.nd
             message = kinds.launcher_bytes.get(i)
         if message is not None:
             entry["bytes"] = (entry["bytes"] or 0) + message
+            entry["sized"] += 1
     return [{"kind": kind, **values, "unattributed": classified.device == "gpu" and kind == GENERIC}
             for kind, values in sorted(totals.items())]

@@ -8,17 +8,19 @@ buffers), the ring's spare space when the ring runs it, and the check's working 
 On CPU the ranks on this machine draw from its RAM together (machine.host_memory_bytes: MemAvailable, or the room
 under a cgroup limit); on CUDA each GPU holds the ranks placed on it (gpu_mapping.ranks_per_gpu: one with NCCL)
 within the memory of the smallest device here (machine.gpu_memory_bytes, NVML's). Where a figure is unknown (no
-NVML, a machine stated for other nodes) nothing is refused.
+NVML, no /proc/meminfo) nothing is refused, and a warning says the plan was skipped and why; a machine stated for
+other nodes (a Slurm or Kubernetes submission) is planned by its ranks when the job starts, so nothing is said there.
 
 These figures count what commbench allocates. The backend's own buffers (NCCL's channels, gloo's scratch), the CUDA
 context and the process itself come on top, so fitting is necessary, not sufficient: a refusal is certain, a pass is
 not a promise. Imports no torch (planning happens in the launching process).
 """
 
+import warnings
 from dataclasses import dataclass
 
 from commbench.collectives import check_data, get_collective
-from commbench.errors import CommbenchError
+from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.gpu_mapping import ranks_per_gpu
 from commbench.names import CPU, DTYPE_BYTES, FLOATING_DTYPES
 from commbench.sweep.spec import SweepSpec, impls_for, ops_for, placements_for
@@ -83,6 +85,8 @@ def check_fits(spec: SweepSpec, machine) -> None:
     """Refuse, before anything launches, a sweep whose largest point cannot fit in the memory its ranks share."""
     pool = pool_for(spec, machine)
     if pool is None:
+        if not machine.stated:  # the ranks on the compute nodes plan it themselves when the job starts
+            warnings.warn(skipped_text(spec), CommbenchWarning, stacklevel=2)
         return
     need = need_at(spec, max(spec.sizes))
     if need.per_rank * pool.ranks <= pool.available:
@@ -94,6 +98,14 @@ def check_fits(spec: SweepSpec, machine) -> None:
     fewer = ", or run fewer ranks on this machine" if pool.ranks > 1 else ""
     raise CommbenchError(f"the sweep's largest point, {need.case}, needs {readable(need.per_rank * pool.ranks)} "
                          f"({parts}), and {pool.what} is {readable(pool.available)}; {advice}{fewer}")
+
+
+def skipped_text(spec: SweepSpec) -> str:
+    """The warning of a plan skipped for want of the memory figure: which figure, and what happens instead."""
+    what = ("this machine's available memory (no MemAvailable in /proc/meminfo, no cgroup limit)" if spec.device == CPU
+            else "the memory of its GPUs (NVML gave none)")
+    return (f"memory plan skipped: {what} is unknown, so the sweep's largest point ({size_text(max(spec.sizes))}) was "
+            "not checked against it; a point that does not fit fails in the run (exit 3) instead of being refused now")
 
 
 def largest_fitting_size(spec: SweepSpec, pool: Pool) -> int | None:

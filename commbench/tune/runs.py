@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from commbench import store
 from commbench.benches.collective import KIND
 from commbench.errors import CommbenchError
 from commbench.runs import kind_of, load_run
@@ -39,7 +40,8 @@ class Loaded:
 def load(paths: tuple[Path, ...], *, any_topology: bool) -> Loaded:
     """Every run's collective rows, with env ("" where the file has no env column or cell), run and nodes. Refuses,
     one line each: no runs, a folder given twice, a folder that is not a run, a run of another bench kind, a run
-    without rows, a node count that is unknown (unless --any-topology), and runs that vary no environment."""
+    that did not complete, a run without rows, a node count that is unknown (unless --any-topology), and runs that
+    vary no environment."""
     if not paths:
         raise CommbenchError("no runs given; pass the run folders measured under each setting, e.g. commbench tune "
                              "results/algo-sweep")
@@ -67,6 +69,7 @@ def _read(path: Path, any_topology: bool) -> tuple[TuneRun, pd.DataFrame]:
     if kind.name != KIND.name:  # before its rows are read: they would be refused as another kind's
         raise CommbenchError(f"{path} holds a {kind.title}, not collective rows; pass runs of commbench sweep or "
                              "perf, or of commbench import")
+    _require_complete(path)
     run = load_run(path)  # refuses a run without rows
     rows = run.results.copy()
     rows[ENV] = env_labels(rows)
@@ -81,6 +84,19 @@ def _read(path: Path, any_topology: bool) -> tuple[TuneRun, pd.DataFrame]:
                    source=", ".join(sorted(set(sources))) or "commbench",
                    world_sizes=tuple(sorted(int(size) for size in rows["world_size"].unique())), nodes=nodes,
                    envs=tuple(dict.fromkeys(rows[ENV]))), rows
+
+
+def _require_complete(path: Path) -> None:
+    """A run that failed (or never finished) is refused: the combination that failed stored no rows, so a setting
+    is missing from the comparison, and its failure was a crash, never a setting NCCL refused (those complete, with
+    rows noted "not available")."""
+    meta = store.read_meta(path)
+    status = meta.get("status")
+    if status == store.STATUS_COMPLETE:
+        return
+    why = f": {' '.join(str(meta['reason']).split())}" if meta.get("reason") else ""
+    raise CommbenchError(f"{path} did not complete (status {status or 'not recorded'}{why}); tune compares complete "
+                         "runs only: rerun the sweep, or pass a run of the combinations that did not fail")
 
 
 def env_labels(rows: pd.DataFrame) -> pd.Series:
