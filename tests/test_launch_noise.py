@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from commbench import store
-from commbench.gate import machine_noise, run_set
+from commbench.gate import machine_noise, priors, run_set
 from tests.conftest import commbench_env
 
 NCCL_TESTS_H100 = Path(__file__).parent / "data" / "imports" / "nccl-tests" / "h100_2node_16rank_all_reduce.txt"
@@ -84,11 +84,11 @@ def test_imported_nccl_tests_logs_one_half_slower_are_a_regression_at_the_gpu_pr
     slow = slowed_copy(tmp_path / "h100", tmp_path / "slow", 1.5)
     code, document, text = _compare(commbench_cli, tmp_path / "h100", slow)
     assert code == 1 and _verdicts(document) - {"no figure"} == {"REGRESSION"}, _verdicts(document)
-    assert document["launch_noise"]["pct"] == machine_noise.GPU_PRIOR.noise_pct != machine_noise.CPU_PRIOR.noise_pct
-    assert document["launch_noise"]["source"].startswith(machine_noise.GPU_PRIOR.source)
+    assert document["launch_noise"]["pct"] == priors.GPU_PRIOR.noise_pct != priors.CPU_PRIOR.noise_pct
+    assert document["launch_noise"]["source"].startswith(priors.GPU_PRIOR.source)
     assert "nccl on cuda on ztan-mig-235z: no launch noise stored for it here" in document["launch_noise"]["source"]
     notes = " ".join(line.removeprefix("#").strip() for line in text.splitlines() if line.startswith("#"))
-    assert f"The floor takes {machine_noise.GPU_PRIOR.noise_pct:.1f} % launch noise from the prior for GPU ranks" \
+    assert f"The floor takes {priors.GPU_PRIOR.noise_pct:.1f} % launch noise from the prior for GPU ranks" \
         in notes, notes
 
 
@@ -97,7 +97,7 @@ def test_a_doubled_run_is_a_regression_at_a_measured_launch_noise_of_3_pct(gloo_
                                                                             own_cache):
     doubled = slowed_copy(gloo_run, tmp_path / "doubled", 2.0)
     code, document, _ = _compare(commbench_cli, gloo_run, doubled)  # nothing stored: the CPU prior, deaf to 2x
-    assert code == 0 and document["launch_noise"]["pct"] == machine_noise.CPU_PRIOR.noise_pct
+    assert code == 0 and document["launch_noise"]["pct"] == priors.CPU_PRIOR.noise_pct
     assert _verdicts(document) == {"~"}, _verdicts(document)
     code, document, _ = _compare(commbench_cli, gloo_run, doubled, "--launch-noise", "3")
     assert code == 1 and _verdicts(document) == {"REGRESSION"}, document["entries"]
@@ -138,8 +138,8 @@ def test_a_damaged_cache_file_reads_as_nothing_stored_and_the_next_run_set_repla
 
 
 def test_priors_by_device_say_where_they_come_from():
-    assert machine_noise.prior("cuda") is machine_noise.GPU_PRIOR and machine_noise.GPU_PRIOR.noise_pct <= 10
-    assert machine_noise.prior("cpu") is machine_noise.CPU_PRIOR
-    assert machine_noise.prior("xpu") is machine_noise.CPU_PRIOR  # no prior of its own: the widest
-    assert "docs/measurements.md" in machine_noise.CPU_PRIOR.source
-    assert "not yet measured on a GPU" in machine_noise.GPU_PRIOR.source
+    assert priors.prior("cuda") is priors.GPU_PRIOR and priors.GPU_PRIOR.noise_pct <= 10
+    assert priors.prior("cpu") is priors.CPU_PRIOR
+    assert priors.prior("xpu") is priors.CPU_PRIOR  # no prior of its own: the widest
+    assert "docs/measurements.md" in priors.CPU_PRIOR.source
+    assert "not yet measured on a GPU" in priors.GPU_PRIOR.source

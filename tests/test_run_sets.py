@@ -22,7 +22,7 @@ from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.gate import compare, machine_noise, run_set
 from commbench.gate.compare import ALL_ROWS, ALPHA
-from commbench.gate.machine_noise import CPU_PRIOR
+from commbench.gate.priors import CPU_PRIOR
 from commbench.gate.run_set import RUN_SET_FILE
 from tests.conftest import commbench_env, machine_share
 from tests.refusals import assert_refused, invoke

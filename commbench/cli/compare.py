@@ -9,7 +9,7 @@ import click
 from commbench.cli.json_output import emit_json, json_option
 from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER, split_commas
 from commbench.errors import CommbenchError, ExitCode
-from commbench.gate.machine_noise import CPU_PRIOR, GPU_PRIOR
+from commbench.gate.priors import CPU_PRIOR, GPU_PRIOR
 
 
 @click.command(name="compare")

@@ -14,7 +14,7 @@ def env(as_json: bool) -> None:
     `commbench compare` assumes for a single launch recorded on this machine)."""
     from commbench.expect.probe import facts_here
     from commbench.expect.table import facts_line
-    from commbench.gate import machine_noise
+    from commbench.gate import machine_noise, priors
     from commbench.runinfo import environment_report
 
     report = environment_report()
@@ -54,5 +54,5 @@ def env(as_json: bool) -> None:
                    "single launch recorded here)")
     if not noises:
         click.echo("launch noise: none measured here (a run set with --launches 3 measures it; until then compare "
-                   f"assumes {machine_noise.CPU_PRIOR.noise_pct:g} % on CPUs, {machine_noise.GPU_PRIOR.noise_pct:g} "
+                   f"assumes {priors.CPU_PRIOR.noise_pct:g} % on CPUs, {priors.GPU_PRIOR.noise_pct:g} "
                    "% on GPUs)")

@@ -41,7 +41,7 @@ from commbench import store
 from commbench.bench_kind import BenchKind, Metric
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
-from commbench.gate import machine_noise, run_set, sides
+from commbench.gate import machine_noise, priors, run_set, sides
 from commbench.gate.expected import below, below_expected
 from commbench.gate.launch_tests import (
     ALL_ROWS,
@@ -138,7 +138,7 @@ def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | No
     machine = machine_noise.stored(key) if key is not None else None
     if machine is not None:
         return Floor(machine.noise_pct, machine.source)
-    assumed = machine_noise.prior(key.device if key is not None else None)
+    assumed = priors.prior(key.device if key is not None else None)
     where = f" ({key.label} on {key.host}: no launch noise stored for it here)" if key is not None else ""
     return Floor(assumed.noise_pct, assumed.source + where)
 

@@ -1,14 +1,14 @@
 """Launch noise as a fact of the machine: what run sets measured here, per (host, backend, device), kept in the
-machine-facts cache beside the host's copy and loopback rates (expect/probe.py), and the priors used where nothing
-was measured.
+machine-facts cache beside the host's copy and loopback rates (expect/probe.py).
 
 A comparison with a single launch on a side cannot see launch-to-launch variation, so it takes that variation as
 given (the launch-noise floor, launch_tests.Floor). How large it is depends on the machine: tens of per cent on a
 shared 2-core VM, a few per cent on a dedicated GPU node. So every run set of three or more launches
 (`--launches N`) adds its measured launch noise to this cache under the host that launched it and the backend and
 device its rows ran on; `commbench env` shows the figures, and `commbench compare` takes the one of the machine that
-recorded the new side. The figure kept is the spread pooled over the last KEPT run sets (weighted by their degrees
-of freedom): one run set of three launches measures a spread with only a few degrees of freedom.
+recorded the new side (else the prior for its device: gate/priors.py). The figure kept is the spread pooled over the
+last KEPT run sets (weighted by their degrees of freedom): one run set of three launches measures a spread with only
+a few degrees of freedom.
 """
 
 import fcntl
@@ -28,27 +28,6 @@ spread that one slow launch can double."""
 KEPT = 10
 """The run sets pooled per key: the latest ones, so a machine that changed (a new driver, a quieter neighbour)
 shows it after a few run sets."""
-
-
-@dataclass(frozen=True)
-class Prior:
-    """The launch noise assumed where none was measured for the machine, per device type, and where it comes from."""
-
-    noise_pct: float
-    source: str
-
-
-CPU_PRIOR = Prior(80.0, "the prior for CPU ranks: measured on a 2-core VM beside a busy loop, 2026-12-02 "
-                        "(docs/measurements.md, \"Launch noise of the default sweep\")")
-GPU_PRIOR = Prior(5.0, "the prior for GPU ranks: a stated default of a few per cent, not yet measured on a GPU "
-                       "(docs/gate.md, \"Launch noise\"); a run set with --launches 3 on the machine measures it")
-PRIORS = {"cpu": CPU_PRIOR, "cuda": GPU_PRIOR}
-"""By the rows' device type. A device without its own prior takes the CPU one, the widest: assuming too little noise
-fails unchanged code, assuming too much only widens the `detectable` column, which says so."""
-
-
-def prior(device_type: str | None) -> Prior:
-    return PRIORS.get(str(device_type), CPU_PRIOR)
 
 
 @dataclass(frozen=True)
