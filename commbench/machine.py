@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from commbench import gpu_mapping
+from commbench import gpu_mapping, srun_ranks
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL
 
@@ -24,6 +24,11 @@ MAX_RANKS_PER_CORE = 8
 0.3 GiB resident) that spins in its collectives; past a few per core a run measures the scheduler, and --nproc 10000
 on a laptop would exhaust its memory before the first rank connected. 8 still lets a 1-core CI machine run the
 4- and 5-rank tests."""
+CPUS_PER_LOCAL_RANK = 2
+"""The CPUs a rank of a job needs on its node for its times to measure the collective: its main thread spins in the
+calls, and its backend has threads of its own (NCCL's proxy, the watchdog, gloo's I/O), besides the launcher's
+agent. With fewer, they take turns on the cores and the times measure the scheduler. Slurm grants one CPU per task
+unless asked for more (commbench slurm submit asks for 2 per rank + 1, docs/slurm.md)."""
 
 
 class TorchrunStarter(Protocol):
@@ -61,6 +66,9 @@ class Machine:
     """How the job's ranks were started, when this process is one: gpu_mapping.TORCHRUN, SRUN or OTHER_JOB."""
     step_gpus: int | None = None
     """For an srun task: the GPUs the Slurm step holds on this node (gpu_mapping.slurm_step_gpus), else None."""
+    launch_refused: str | None = None
+    """Why commbench must not launch ranks here although it is no rank yet (an srun step of several tasks that cannot
+    each be a rank, srun_ranks.derive); resolve_target says it, before any folder is made."""
     visible_gpu_ids: tuple[str, ...] | None = None
     """CUDA_VISIBLE_DEVICES' entries (indices, GPU-… or MIG-… ids), None when it is not set; said in refusals."""
     gpu_memory_bytes: int | None = None
@@ -132,6 +140,7 @@ class Machine:
                    local_world_size=_local_world_size(environ) if in_job else None, cpus=usable_cpus(),
                    launcher=gpu_mapping.launcher_of(environ), step_gpus=gpu_mapping.slurm_step_gpus(environ),
                    visible_gpu_ids=gpu_mapping.visible_device_ids(environ),
+                   launch_refused=None if in_job else srun_ranks.refusal(environ),
                    gpu_memory_bytes=facts.get("gpu_memory_bytes"), host_memory_bytes=available_host_memory(),
                    torch_host=torch_host)
 
@@ -245,6 +254,31 @@ def _mig_instances(pynvml, handle) -> list:
     return instances
 
 
+def cpu_shortfall(cpus: int | None, local_ranks: int | None) -> str | None:
+    """The warning for a job's ranks that have fewer than CPUS_PER_LOCAL_RANK usable CPUs each on their node (cpus:
+    this rank's affinity mask, which the ranks of a node share unless their launcher binds each); None when there
+    are enough, or either number is unknown."""
+    if cpus is None or not local_ranks or cpus >= CPUS_PER_LOCAL_RANK * local_ranks:
+        return None
+    return (f"{cpus} usable CPU(s) for the {local_ranks} rank(s) of this job on this node, fewer than "
+            f"{CPUS_PER_LOCAL_RANK} per rank: ranks, backend threads and launcher take turns on the cores, so the "
+            f"times measure the scheduler too; give the node's ranks {CPUS_PER_LOCAL_RANK * local_ranks} or more "
+            "CPUs (Slurm --cpus-per-task or --exclusive, a wider taskset or container CPU limit) or start fewer ranks "
+            "per node")
+
+
+def job_cpu_share(environ: Mapping[str, str], cpus: int | None) -> dict | None:
+    """For meta.json, inside a job (torchrun, srun, a k8s pod's torchrun): this node's usable CPUs, the job's ranks
+    on it and, when they are too few, the warning; None outside a job, or where the ranks on the node are unknown."""
+    if not inside_job(environ):
+        return None
+    local_ranks = _local_world_size(environ)
+    if cpus is None or local_ranks is None:
+        return None
+    return {"usable_cpus": cpus, "local_ranks": local_ranks, "cpus_per_rank_wanted": CPUS_PER_LOCAL_RANK,
+            "shortfall": cpu_shortfall(cpus, local_ranks)}
+
+
 def _local_world_size(environ) -> int | None:
     """Ranks of the job on this machine: torchrun's LOCAL_WORLD_SIZE, else the Slurm step's tasks on this node."""
     value = environ.get("LOCAL_WORLD_SIZE", "")
@@ -288,7 +322,12 @@ def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO,
             raise CommbenchError(f"--nproc {nproc} conflicts with WORLD_SIZE={machine.world_size} of the job "
                                  "commbench runs in; drop --nproc inside torchrun/srun")
         nproc, ranks_here = machine.world_size, machine.local_world_size
+        shortfall = cpu_shortfall(machine.cpus, ranks_here)
+        if shortfall:  # the launcher placed the ranks: say it, the run goes on (meta.json records it too)
+            warnings.warn(shortfall, CommbenchWarning, stacklevel=2)
     else:
+        if machine.launch_refused:
+            raise CommbenchError(machine.launch_refused)
         chosen = nproc is not None
         nproc = (gpus if device == CUDA else DEFAULT_CPU_RANKS) if nproc is None else nproc
         ranks_here = nproc

@@ -18,7 +18,7 @@ def gpu_inventory() -> dict:
                 "index": index,
                 "name": _text(pynvml.nvmlDeviceGetName(handle)),
                 "memory_total_bytes": int(memory.total),
-                "nvlink_active_links": _active_nvlinks(pynvml, handle),
+                **dict(zip(("nvlink_links", "nvlink_active_links"), nvlinks(pynvml, handle))),
                 "nvswitch": _links_to_switch(pynvml, handle),
                 "compute_capability": _capability(pynvml, handle),
                 "pcie_gen": _optional(pynvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
@@ -29,23 +29,44 @@ def gpu_inventory() -> dict:
         pynvml.nvmlShutdown()
 
 
-def _active_nvlinks(pynvml, handle) -> int:
-    active = 0
+def nvlinks(pynvml, handle) -> tuple[int | None, int | None]:
+    """(links the GPU has, links up). A GPU without NVLink answers NotSupported on link 0: (0, 0). Any other error
+    leaves both unknown (None): a driver fault must not read as "no NVLink, so PCIe"."""
+    present = active = 0
     for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
-            active += int(pynvml.nvmlDeviceGetNvLinkState(handle, link) == pynvml.NVML_FEATURE_ENABLED)
-        except Exception:  # links past the last one, or a GPU without NVLink, raise NotSupported
-            break
-    return active
+            state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
+        except Exception as error:
+            if _not_supported(pynvml, error) or _invalid_argument(pynvml, error):
+                break  # past the last link, or none at all
+            return None, None
+        present += 1
+        active += int(state == pynvml.NVML_FEATURE_ENABLED)
+    return present, active
 
 
-def _links_to_switch(pynvml, handle) -> bool:
-    """Whether the GPU's first NVLink ends at an NVSwitch (NVML_NVLINK_DEVICE_TYPE_SWITCH), not at another GPU."""
+def _links_to_switch(pynvml, handle) -> bool | None:
+    """Whether the GPU's NVLinks end at NVSwitches (NVML_NVLINK_DEVICE_TYPE_SWITCH), not at another GPU: the first
+    link that answers decides. False without NVLink; None when NVML cannot say."""
     switch = getattr(pynvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
-    try:
-        return pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, 0) == switch
-    except Exception:  # no NVLink (NotSupported), or an nvidia-ml-py without the call
-        return False
+    for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        try:
+            return pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link) == switch
+        except Exception as error:
+            if link == 0 and _not_supported(pynvml, error):
+                return False
+            if not hasattr(pynvml, "nvmlDeviceGetNvLinkRemoteDeviceType"):
+                return None  # an nvidia-ml-py without the call
+            continue  # a link that is down does not answer: ask the next
+    return None
+
+
+def _not_supported(pynvml, error: Exception) -> bool:
+    return isinstance(error, getattr(pynvml, "NVMLError_NotSupported", ()))
+
+
+def _invalid_argument(pynvml, error: Exception) -> bool:
+    return isinstance(error, getattr(pynvml, "NVMLError_InvalidArgument", ()))
 
 
 def _optional(pynvml, call: str, handle) -> int | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import commbench
 from commbench import nvml
+from commbench.machine import job_cpu_share, usable_cpus
 from commbench.names import BACKENDS, NCCL
 from commbench.store import SCHEMA_VERSION, STATUS_RUNNING
 
@@ -71,7 +72,8 @@ def relevant_env() -> dict[str, str]:
 
 
 def launch_meta(argv: list[str], run_id: str) -> dict:
-    """What the launching process knows before any rank starts."""
+    """What the launching process knows before any rank starts (in place, rank 0 of the job is that process)."""
+    cpu_share = job_cpu_share(os.environ, usable_cpus())
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -86,6 +88,9 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
         "python_version": platform.python_version(),
         "launcher_host": platform.node(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),  # set when the run is (part of) a Slurm job
+        # ranks of a job that another launcher placed (srun, torchrun, a pod): the CPUs they got on rank 0's node,
+        # and the warning when they are fewer than 2 per rank (commbench's own launches check cores up front)
+        **({"job_cpus": cpu_share} if cpu_share else {}),
     }
 
 

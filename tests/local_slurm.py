@@ -201,3 +201,14 @@ class LocalSlurm:
             for proc in reversed(self._procs):
                 _stop(proc)
             self._procs.clear()
+
+
+def started(tmp_path_factory, *, nodes: int) -> "LocalSlurm":
+    """A cluster of `nodes` nodes for a module's tests (use as a context manager), or the test skipped with the
+    reason one cannot start here."""
+    import pytest
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    return LocalSlurm(nodes=nodes, workdir=tmp_path_factory.mktemp(f"slurm{nodes}"))

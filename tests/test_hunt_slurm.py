@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import commbench_env
-from tests.local_slurm import LocalSlurm, unavailable_reason
+from tests.local_slurm import started
 
 pytestmark = [pytest.mark.distributed, pytest.mark.exclusive]
 SUITE = """
@@ -33,10 +33,7 @@ latency-iters = 20
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with LocalSlurm(nodes=5, workdir=tmp_path_factory.mktemp("slurm5")) as running:
+    with started(tmp_path_factory, nodes=5) as running:
         yield running
 
 

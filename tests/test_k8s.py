@@ -21,7 +21,8 @@ import jsonschema
 import pytest
 import yaml
 
-from commbench.k8s import manifest, names, pod
+from commbench.errors import CommbenchError
+from commbench.k8s import manifest, names, pod, quantity, resources
 from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
 
@@ -264,7 +265,8 @@ def test_the_trainjob_names_the_torch_runtime_and_runs_the_suite_under_its_torch
     assert not any(arg.startswith(("--nnodes", "--nproc", "--node-rank", "--master", "--rdzv"))
                    for arg in trainer["command"])
     assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 8)
-    assert trainer["resourcesPerNode"] == {"limits": {"nvidia.com/gpu": 8}}
+    assert trainer["resourcesPerNode"] == {"requests": {"cpu": "64", "memory": "512Gi"},
+                                           "limits": {"nvidia.com/gpu": 8}}  # 8 x the per-GPU defaults
     runtime_jobs = {entry["name"]: entry for entry in runtime["spec"]["template"]["spec"]["replicatedJobs"]}
     (patched,) = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
     runtime_containers = runtime_jobs[patched["name"]]["template"]["spec"]["template"]["spec"]["containers"]
@@ -287,7 +289,109 @@ def test_the_jobset_command_is_torchrun_with_the_topology_and_pod_0_as_master(tm
                                         f"--master-port={pod.MASTER_PORT}"]
     assert container["env"] == [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
         "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]
-    assert container["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+    assert container["resources"] == {"requests": {"cpu": "32", "memory": "256Gi"}, "limits": {"nvidia.com/gpu": 4}}
+    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert "hostNetwork" not in pod_spec(job) and "dnsPolicy" not in pod_spec(job)  # the pod network by default
+
+
+# ---- what each pod asks of its node ------------------------------------------------------------------------------
+
+POD_ASKS = [
+    # kind, extra options, the container's resources, IPC_LOCK, host network
+    ("trainjob", ["--cpus-per-gpu", "2.5", "--memory-per-gpu", "100G", "--rdma-resource", "rdma/ib"],
+     {"requests": {"cpu": "10", "memory": "400G"}, "limits": {"nvidia.com/gpu": 4, "rdma/ib": 1}}, True,
+     False),
+    ("trainjob", ["--no-ipc-lock", "--rdma-resource", "nvidia.com/hostdev", "--rdma-count", "4"],
+     {"requests": {"cpu": "32", "memory": "256Gi"}, "limits": {"nvidia.com/gpu": 4, "nvidia.com/hostdev": 4}}, False,
+     False),
+    ("jobset", ["--host-network", "--rdma-resource", "rdma/ib", "--rdma-count", "2", "--memory-per-gpu", "1.5Ti"],
+     {"requests": {"cpu": "32", "memory": "6Ti"}, "limits": {"nvidia.com/gpu": 4, "rdma/ib": 2}}, True, True),
+    ("jobset", ["--no-ipc-lock", "--cpus-per-gpu", "2250m"],
+     {"requests": {"cpu": "9", "memory": "256Gi"}, "limits": {"nvidia.com/gpu": 4}}, False, False),
+]
+
+
+def container_resources(job: dict) -> dict:
+    if job["kind"] == "JobSet":
+        return pod_spec(job)["containers"][0]["resources"]
+    return job["spec"]["trainer"]["resourcesPerNode"]
+
+
+@needs_crds
+@pytest.mark.parametrize("kind, extra, expected, ipc_lock, host_network", POD_ASKS,
+                         ids=[f"{case[0]} {' '.join(case[1])}" for case in POD_ASKS])
+def test_what_each_pod_asks_lands_where_kubernetes_reads_it_and_validates(kind, extra, expected, ipc_lock,
+                                                                          host_network, tmp_path):
+    """CPU and memory requested (the pod's GPUs times the per-GPU figures), GPUs and the RDMA device as limits, IPC_LOCK
+    in the container's securityContext (the TrainJob's through its runtime patch), hostNetwork with the DNS policy
+    that keeps cluster names: every variant still validates against the CRD, with no undeclared field."""
+    documents, text = write_manifest(["nccl-tests", "--kind", kind, "--nodes", "2", "--gpus-per-node", "4",
+                                      "--image", IMAGE, "--name", "bench-r", *extra], tmp_path)
+    (job,) = documents
+    assert schema_errors(job) == []
+    assert undeclared_fields(job, served_schema(job["apiVersion"], job["kind"])) == []
+    assert container_resources(job) == expected
+    (container,) = pod_spec(job)["containers"]
+    assert container.get("securityContext", {}) == ({"capabilities": {"add": ["IPC_LOCK"]}} if ipc_lock else {})
+    network = {key: pod_spec(job)[key] for key in ("hostNetwork", "dnsPolicy") if key in pod_spec(job)}
+    assert network == ({"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"} if host_network else {})
+    assert "# each pod asks: 4 GPU(s), " in text and ("IPC_LOCK" in text.split("---")[0]) == ipc_lock
+
+
+NODES = {  # 8-GPU nodes as sold: hardware threads, memory
+    "DGX H100": (224, 2 * 2**40), "AWS p5.48xlarge": (192, 2 * 2**40), "AWS p4d.24xlarge": (96, 1152 * 2**30),
+    "Azure ND96isr H100 v5": (96, 1900 * 2**30)}
+
+
+def default_ask(gpus: int) -> resources.PodAsk:
+    return resources.pod_ask(gpus=gpus, cpus_per_gpu=resources.DEFAULT_CPUS_PER_GPU,
+                             memory_per_gpu=resources.DEFAULT_MEMORY_PER_GPU, rdma_resource=None, rdma_count=None,
+                             ipc_lock=True, host_network=False)
+
+
+@pytest.mark.parametrize("node", sorted(NODES))
+def test_the_defaults_fit_an_8_gpu_node_with_room_for_its_reservations(node):
+    """An 8-GPU pod at the defaults leaves at least a quarter of the node's threads and memory to the kubelet, the
+    system and the DaemonSets."""
+    threads, memory = NODES[node]
+    ask = default_ask(8)
+    assert ask.cpu_millis <= 0.75 * threads * quantity.MILLI and ask.memory_bytes <= 0.75 * memory
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8, 16, 72])
+def test_the_cpu_default_gives_every_rank_two_cpus_and_torchrun_one(gpus):
+    """What commbench in a pod warns below (2 usable CPUs per local rank), with torchrun's own on top."""
+    assert default_ask(gpus).cpu_millis >= (resources.MIN_CPUS_PER_RANK * gpus + resources.TORCHRUN_CPUS) * 1000
+    assert resources.MIN_CPUS_PER_RANK >= 2
+
+
+@pytest.mark.parametrize("gpus", [1, 3, 8])
+def test_the_fewest_cpus_per_gpu_accepted_is_the_one_the_refusal_names(gpus):
+    def ask(millis: int) -> resources.PodAsk:
+        return resources.pod_ask(gpus=gpus, cpus_per_gpu=f"{millis}m", memory_per_gpu="1Gi", rdma_resource=None,
+                                 rdma_count=None, ipc_lock=True, host_network=False)
+
+    least = -(-(2 * gpus + 1) * 1000 // gpus)
+    assert ask(least).cpu_millis >= (2 * gpus + 1) * 1000
+    with pytest.raises(CommbenchError) as refused:
+        ask(least - 1)
+    assert f"give --cpus-per-gpu {quantity.cores_text(least)} or more" in str(refused.value)
+
+
+@pytest.mark.parametrize("text, millis, written", [("8", 8000, "8"), ("2.5", 2500, "2500m"), ("500m", 500, "500m"),
+                                                     ("1e2", 100_000, "100"), ("0.0001", 1, "1m"), ("+3", 3000, "3")])
+def test_cpu_quantities_read_and_write_as_kubernetes_does(text, millis, written):
+    assert quantity.cpu_millis("--cpus-per-gpu", text, example="8") == millis
+    assert quantity.cpu_text(millis) == written
+
+
+@pytest.mark.parametrize("text, count, written", [("64Gi", 64 * 2**30, "64Gi"), ("100G", 10**11, "100G"),
+                                                   ("1000001", 1000001, "1000001"), ("1.5Ti", 3 * 2**39, "1536Gi"),
+                                                   ("1k", 1000, "1k"), ("2048Mi", 2**31, "2Gi")])
+def test_memory_quantities_read_and_write_as_kubernetes_does(text, count, written):
+    assert quantity.memory_bytes("--memory-per-gpu", text, example="64Gi") == count
+    assert quantity.memory_text(count) == written
+    assert quantity.memory_bytes("--memory-per-gpu", written, example="64Gi") == count  # what is written reads back
 
 
 def test_a_local_suite_travels_in_the_configmap_byte_for_byte(tmp_path):
@@ -448,6 +552,27 @@ REFUSED = [
     (["--runtime", "Torch"], "--runtime 'Torch' is not a ClusterTrainingRuntime name"),
     (["--runtime", "torch-distributed", "--kind", "jobset"], "drop --runtime"),
     (["--kind", "mpijob"], "--kind"),
+    (["--cpus-per-gpu", "2"], "gives a pod of 8 rank(s) 16 CPUs"),
+    (["--cpus-per-gpu", "2"], "give --cpus-per-gpu 2.125 or more"),
+    (["--cpus-per-gpu", "-4"], "--cpus-per-gpu '-4' is negative"),
+    (["--cpus-per-gpu", "eight"], "--cpus-per-gpu 'eight' is not a Kubernetes quantity"),
+    (["--cpus-per-gpu", "1e999999999"], "out of any range"),
+    (["--memory-per-gpu", "64 GiB"], "--memory-per-gpu '64 GiB' is not a Kubernetes quantity"),
+    (["--memory-per-gpu", "0"], "asks for no memory"),
+    (["--memory-per-gpu", "-1Gi"], "negative"),
+    (["--memory-per-gpu", "512m"], "milli-bytes"),
+    (["--memory-per-gpu", "10Ei"], "int64"),
+    (["--rdma-count", "2"], "add --rdma-resource NAME"),
+    (["--rdma-resource", "rdma/ib", "--rdma-count", "0"], "--rdma-count 0 is not a device count"),
+    (["--rdma-resource", "rdma/ib", "--rdma-count", "-1"], "--rdma-count -1"),
+    (["--rdma-resource", "rdma/ib", "--rdma-count", "many"], "--rdma-count"),
+    (["--rdma-resource", "hostdev"], "DOMAIN/NAME"),
+    (["--rdma-resource", "RDMA.io/ib"], "not a DNS-1123 subdomain"),
+    (["--rdma-resource", "rdma/ib/0"], "not a qualified name"),
+    (["--rdma-resource", "nvidia.com/gpu"], "which --gpus-per-node sets"),
+    (["--rdma-resource", "kubernetes.io/ib"], "Kubernetes keeps for itself"),
+    (["--rdma-resource", "requests.rdma/ib"], "Kubernetes keeps for itself"),
+    (["--host-network"], "--host-network needs --kind jobset"),
 ]
 
 

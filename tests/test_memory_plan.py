@@ -14,12 +14,20 @@ from commbench.collectives import COLLECTIVES, check_data
 from commbench.errors import CommbenchError
 from commbench.machine import Machine
 from commbench.names import DTYPE_BYTES
-from commbench.sweep.memory_plan import check_fits, largest_fitting_size, need_at, pool_for
+from commbench.sweep.memory_plan import (
+    CUDA_CONTEXT_BYTES,
+    NCCL_BUFFERS_BYTES,
+    check_fits,
+    largest_fitting_size,
+    need_at,
+    pool_for,
+)
 from commbench.sweep.spec import SweepSpec
 from commbench.units import size_text
 from tests.conftest import commbench_env
 
 GiB = 1024**3
+MiB = 1024**2
 
 
 def spec_of(**changes) -> SweepSpec:
@@ -186,3 +194,44 @@ def test_sweep_1t_is_refused_within_seconds_and_launches_nothing(tmp_path):
     assert "Traceback" not in completed.stderr
     assert not (tmp_path / "results").exists()
     assert elapsed < 60, elapsed
+
+
+def test_a_gpu_point_that_fits_all_of_the_memory_but_not_what_the_reserve_leaves_is_refused():
+    """On a GPU the CUDA context and NCCL's buffers come before the sweep's: a point that needs exactly the GPU's
+    memory is refused, naming the reserve; with the reserve's room added it passes."""
+    spec = spec_of(backend="nccl", device="cuda", nproc=8, collectives=("all_reduce",), sizes=(1024, 16 * GiB))
+    need = need_at(spec, 16 * GiB).per_rank
+    reserve = CUDA_CONTEXT_BYTES + NCCL_BUFFERS_BYTES
+    exactly = Machine(gpus=8, nccl_available=True, gpu_memory_bytes=need)
+    assert pool_for(spec, exactly).reserve == reserve
+    with pytest.raises(CommbenchError) as refused:
+        check_fits(spec, exactly)
+    message = str(refused.value)
+    assert "\n" not in message and "the memory of one GPU" in message
+    assert "reserve for the CUDA context (512 MiB) and NCCL's buffers (1 GiB)" in message
+    assert "sizes up to 14G fit" in message  # 16 GiB less the 1.5 GiB reserve and the check's few MiB
+    check_fits(spec, Machine(gpus=8, nccl_available=True, gpu_memory_bytes=need + reserve))
+
+
+def test_ranks_sharing_a_gpu_each_hold_a_cuda_context_and_gloo_holds_no_nccl_buffers():
+    spec = spec_of(backend="gloo", device="cuda", nproc=4, collectives=("all_reduce",), sizes=(1024, GiB))
+    pool = pool_for(spec, Machine(gpus=1, nccl_available=True, gpu_memory_bytes=80 * GiB))
+    assert (pool.ranks, pool.reserve) == (4, 4 * CUDA_CONTEXT_BYTES)
+    assert pool.reserve_what == "4 CUDA contexts (512 MiB each)" and pool.usable == 78 * GiB
+
+
+def test_cpu_plans_hold_nothing_back():
+    for machine in (Machine(gpus=0, nccl_available=False, host_memory_bytes=64 * GiB),
+                    Machine(gpus=8, nccl_available=True, gpu_memory_bytes=80 * GiB, host_memory_bytes=64 * GiB)):
+        pool = pool_for(spec_of(nproc=4), machine)
+        assert (pool.reserve, pool.usable) == (0, pool.available)
+
+
+def test_the_nccl_reserve_holds_one_communicators_buffers_at_nccls_defaults():
+    """The stated figure against its own arithmetic: NCCL's three protocol buffers per connection (Simple
+    NCCL_BUFFSIZE 4 MiB; LL 8 lines x 512 threads x 8 steps x 16 B; LL128 120 elements x 640 threads x 8 steps x 8 B),
+    32 channels, the ring's one and the tree's two connections to receive on; and the context above torch's measured
+    287 MB."""
+    per_connection = 4 * MiB + 8 * 512 * 8 * 16 + 120 * 640 * 8 * 8
+    assert 32 * 3 * per_connection <= NCCL_BUFFERS_BYTES < 2 * 32 * 3 * per_connection
+    assert 287_047_680 <= CUDA_CONTEXT_BYTES <= GiB

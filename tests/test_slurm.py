@@ -189,6 +189,9 @@ def test_two_node_job_meets_through_c10d_rendezvous_and_its_wrong_result_exits_1
     run_dir, job_id = _run_dir(completed), _job_id(completed)
     log = (run_dir / f"slurm-{job_id}.out").read_text()
     assert re.search(rf"job {job_id} on n\[1-2\]; rendezvous 127\.0\.0\.1:\d+", log), log
+    # each node's torchrun published its own NodeAddr (node names n1, n2 do not resolve here)
+    assert "commbench: node n1 publishes --local-addr=127.0.0.1" in log, log
+    assert "commbench: node n2 publishes --local-addr=127.0.0.1" in log, log
     bench = json.loads((run_dir / "gate" / "meta.json").read_text())
     assert bench["status"] == "complete" and bench["world_size"] == 2
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "complete"  # the run finished; rows decide

@@ -271,7 +271,10 @@ def test_hostile_but_valid_values_reach_the_job_literally(tmp_path, value):
     probe.mkdir()
     argv, env_value = _run_script(result.stdout, probe, "COMMBENCH_PROBE")
     assert env_value == value
-    assert argv[3] == python  # srun --nodes --ntasks-per-node --kill-on-bad-exit PYTHON -m torch.distributed.run
+    # srun --nodes --ntasks-per-node --kill-on-bad-exit bash -c NODE_STEP commbench-node PYTHON --nnodes ...: the
+    # node's step runs PYTHON -m torch.distributed.run --local-addr=... (tests/test_slurm_placement.py runs it)
+    assert argv[3:5] == ["bash", "-c"] and argv[6] == "commbench-node"
+    assert argv[7] == python
     assert argv[argv.index("--into") + 1] == str((out / "r1").resolve())
     assert not [path for path in probe.iterdir() if path.name.startswith("canary")]
 

@@ -215,7 +215,9 @@ class CollectiveKind(BenchKind):
         launch_environments = environments.resolve(options, backend=target.backend, in_job=machine.in_job)
         spec = replace(spec, environments=launch_environments.combinations, tuner=launch_environments.tuner)
         validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
-        spec = for_sweep(machine, device=spec.device, collectives=spec.collectives, nproc=spec.nproc).onto(spec)
+        spec = for_sweep(machine, device=spec.device, collectives=spec.collectives, nproc=spec.nproc,
+                         environments={label_of(combination): combination for combination in spec.environments}
+                         ).onto(spec)
         check_fits(spec, machine)  # the largest point's memory against this machine's, before anything launches
         _check_ops_apply(options.ops, spec.collectives)
         few = [few_samples_note(spec.iters)] if spec.iters < MIN_SAMPLES_FOR_CI and spec.target_ci_pct is None else []

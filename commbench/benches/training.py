@@ -9,7 +9,14 @@ from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA
-from commbench.training.spec import ISOLATIONS, MODEL_KINDS, PRECISIONS, SETTING_COLUMNS
+from commbench.training.spec import (
+    COMPILATIONS_PER_CONFIG,
+    COMPILE_ALLOWANCE_S,
+    ISOLATIONS,
+    MODEL_KINDS,
+    PRECISIONS,
+    SETTING_COLUMNS,
+)
 
 
 class _Defaults(TypedDict):
@@ -100,7 +107,10 @@ class TrainingOptions(TargetOptions):
                                        help="Peak memory per rank that counts as fitting, e.g. 80GB or 80GiB "
                                             "[default: GPU memory, or RAM / ranks].")
     timeout: float = option("--timeout", type=float, above_zero=True, unit="seconds", default=300.0, show_default=True,
-                            help="Seconds without a finished configuration before the sweep is ended as failed.")
+                            help="Seconds without a finished configuration before the sweep is ended as failed; "
+                                 f"where a configuration compiles (--compile true), {COMPILATIONS_PER_CONFIG} x "
+                                 f"{COMPILE_ALLOWANCE_S:g} s more: it compiles the model and its compute baseline "
+                                 "before its first row.")
 
 
 SELFTEST_TRAINING: dict[str, Any] = {
@@ -152,7 +162,7 @@ class TrainingKind(BenchKind):
         return self.configs(options, accum_steps, world, precisions), ()
 
     def resolve(self, options: TrainingOptions, machine) -> Bench:
-        from commbench.training.spec import TrainSpec, default_precision, validate
+        from commbench.training.spec import TrainSpec, default_precision, timeout_for, validate
         from commbench.training.synthetic import ModelShape, shape_for_params
         from commbench.units import parse_count, parse_memory
 
@@ -181,7 +191,8 @@ class TrainingKind(BenchKind):
                          shape=shape, micro_batch=options.micro_batch or defaults["micro_batch"], steps=options.steps,
                          warmup_steps=options.warmup_steps, profile_steps=options.profile_steps, seed=options.seed,
                          lr=options.lr, backend=target.backend, device=target.device, nproc=target.nproc,
-                         isolation=isolation, memory_budget_bytes=budget, timeout_s=options.timeout)
+                         isolation=isolation, memory_budget_bytes=budget,
+                         timeout_s=timeout_for(options.timeout, configs))
         validate(spec)
         return Bench(self, spec, spec.points, notes=notes, process_per_point=spec.isolation == "process",
                      cores=target.cores)

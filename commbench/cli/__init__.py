@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from commbench import __version__
+from commbench import __version__, srun_ranks
 from commbench.benches import KINDS
 from commbench.cli.bench import bench_command
 from commbench.cli.compare import compare_command
@@ -97,6 +97,7 @@ for _command in (perf, run, suites, selftest, env, expect, trace, model, fit, co
 def program() -> None:
     """The `commbench` script and `python -m commbench`: the process ends with the command, so it takes the stop
     signals for the whole of its life (stopping.as_the_program()); a rank run in place leaves them to its launcher."""
+    srun_ranks.adopt()  # an srun step's task becomes its rank (RANK, WORLD_SIZE, ...) before anything reads them
     if not inside_job():
         stopping.as_the_program()
     try:

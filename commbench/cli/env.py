@@ -39,7 +39,7 @@ def env(as_json: bool) -> None:
     if nvml["available"]:
         click.echo(f"NVIDIA driver {nvml['driver_version']}")
         for gpu in nvml["gpus"]:
-            links = f"{gpu['nvlink_active_links']} NVLink links active" if gpu["nvlink_active_links"] else "no NVLink"
+            links = gpu_links(gpu)
             click.echo(f"  GPU {gpu['index']}: {gpu['name']}, {gpu['memory_total_bytes'] / 1024**3:.1f} GiB, {links}")
     else:
         click.echo(f"GPUs: none ({nvml['reason']}); this is a CPU-only machine")
@@ -56,3 +56,13 @@ def env(as_json: bool) -> None:
         click.echo("launch noise: none measured here (a run set with --launches 3 measures it; until then compare "
                    f"assumes {priors.CPU_PRIOR.noise_pct:g} % on CPUs, {priors.GPU_PRIOR.noise_pct:g} "
                    "% on GPUs)")
+
+
+def gpu_links(gpu: dict) -> str:
+    """A GPU's NVLink as NVML gave it: links up of links present, none, or unknown (an NVML error is not 0)."""
+    active, present = gpu.get("nvlink_active_links"), gpu.get("nvlink_links", gpu.get("nvlink_active_links"))
+    if active is None:
+        return "NVLink unknown (NVML could not read it)"
+    if not present:
+        return "no NVLink"
+    return f"{active} NVLink links active" + (f" of {present}" if present != active else "")

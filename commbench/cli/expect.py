@@ -20,10 +20,15 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduc
 @click.option("--ranks-per-node", type=click.IntRange(min=1), default=None,
               help="Ranks on each node [default: its GPUs, else 2].")
 @click.option("--collective", "collectives", metavar="C[,C...]", help=f"[default: {', '.join(COLLECTIVES)}]")
+@click.option("--nccl-version", metavar="X.Y", default=None,
+              help="The NCCL the runs use: NVLS needs 2.17, NVLS-tree 2.18 [default: a current NCCL].")
+@click.option("--env", "environment", multiple=True, metavar="NAME=VALUE",
+              help="NCCL variables the runs set (NCCL_ALGO, NCCL_NVLS_ENABLE), repeatable [default: this shell's].")
 @json_option
-def expect(machine, facts_file, nodes, ranks_per_node, collectives, as_json) -> None:
-    """Expected busbw per collective from the machine's topology: NVLink/PCIe, NICs, or host copy and loopback on
-    CPU, with the model's terms, NCCL's latency floor and published figures.
+def expect(machine, facts_file, nodes, ranks_per_node, collectives, nccl_version, environment, as_json) -> None:
+    """Expected busbw per collective: what a healthy machine reaches with the algorithm NCCL would pick, and the
+    physical ceiling beside it, from the machine's topology (NVLink/PCIe, NICs, or host copy and loopback on CPU),
+    with the model's terms, NCCL's latency floor and published figures.
 
     Exit codes: 0 printed, 2 bad input."""
     from commbench.expect import chosen_facts
@@ -37,11 +42,12 @@ def expect(machine, facts_file, nodes, ranks_per_node, collectives, as_json) -> 
             click.echo(f"{name}: {facts.gpus_per_node} × {facts.gpu}")
         return
     chosen = _collectives(collectives)
+    nccl = _nccl_context(nccl_version, environment)
     facts, origin = chosen_facts(machine, facts_file)
     device = CUDA if facts.gpus_per_node else CPU
     per_node = ranks_per_node or facts.gpus_per_node or 2
     scopes = sorted({1, nodes})
-    expectations = [expect_busbw(facts, collective, nodes=count, ranks_per_node=per_node, device=device)
+    expectations = [expect_busbw(facts, collective, nodes=count, ranks_per_node=per_node, device=device, nccl=nccl)
                     for count in scopes for collective in chosen]
     published = {(collective, count): published_for(facts.name, collective, count) if machine else []
                  for count in scopes for collective in chosen}
@@ -63,3 +69,23 @@ def _collectives(text: str | None) -> tuple[str, ...]:
         raise CommbenchError(f"--collective {text!r}: unknown {', '.join(unknown) or 'empty list'}; choose from "
                              f"{', '.join(COLLECTIVES)}")
     return chosen
+
+
+def _nccl_context(version: str | None, environment: tuple[str, ...]):
+    import os
+
+    from commbench.expect.nccl_choice import NcclContext
+
+    parsed = None
+    if version is not None:
+        parts = version.strip().split(".")
+        if len(parts) < 2 or not all(part.isdigit() for part in parts):
+            raise CommbenchError(f"--nccl-version {version!r} is not a version; write it as 2.21 or 2.21.5")
+        parsed = tuple(int(part) for part in parts)
+    env = {name: value for name, value in os.environ.items() if name.startswith("NCCL_")} if not environment else {}
+    for item in environment:
+        name, equals, value = item.partition("=")
+        if not equals or not name.strip():
+            raise CommbenchError(f"--env {item!r} is not NAME=VALUE; write it as --env NCCL_ALGO=Ring")
+        env[name.strip()] = value
+    return NcclContext(parsed, env)

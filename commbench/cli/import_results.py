@@ -61,6 +61,7 @@ def _command(source: Source) -> click.Command:
         from commbench.imports.environment import environment_label
         from commbench.imports.summary import document, exit_code, summary_lines
         from commbench.imports.write import hosts_of, one_world, write_run
+        from commbench.sweep.env_axes import parse_label
 
         env = environment_label(environment)  # refused before any file is read
         named = chosen_facts(machine, facts_file) if machine or facts_file else None
@@ -70,7 +71,8 @@ def _command(source: Source) -> click.Command:
         collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests
                                          for row in test.rows))
         expectation = for_import(named, collectives, world=one_world(imported), hosts=len(hosts_of(imported)),
-                                 device=imported[0].device)
+                                 device=imported[0].device,
+                                 env=parse_label(env))
         run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation,
                             env=env)
         code = exit_code(imported)
@@ -121,6 +123,7 @@ def inspector_command(files, world_size, communicators, dtype, op, environment, 
     from commbench.imports.nccl_inspector import NO_DTYPE_WARNING, TOOL, Selection, choose
     from commbench.imports.summary import document, exit_code, summary_lines
     from commbench.imports.write import one_world, write_run
+    from commbench.sweep.env_axes import parse_label
 
     source = SOURCES[TOOL]
     env = environment_label(environment)  # refused before any file is read
@@ -131,7 +134,8 @@ def inspector_command(files, world_size, communicators, dtype, op, environment, 
     collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests for row in test.rows))
     # the communicator's nodes (its header's nnodes), not only the hosts whose logs were passed
     nodes = max(test.closing["nnodes"] for item in imported for test in item.tests)
-    expectation = for_import(named, collectives, world=one_world(imported), hosts=nodes, device=imported[0].device)
+    expectation = for_import(named, collectives, world=one_world(imported), hosts=nodes, device=imported[0].device,
+                                 env=parse_label(env))
     run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation, env=env)
     code = exit_code(imported)
     lines = summary_lines(imported, run_dir)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from commbench.cli.suites import complete_suite
+from commbench.k8s.resources import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU
 
 
 @click.command(name="k8s")
@@ -30,9 +31,29 @@ from commbench.cli.suites import complete_suite
                    "[default: an emptyDir, deleted with the pod: only the tables in the log remain].")
 @click.option("--name", default=None,
               help="metadata.name and the run folder's name [default: commbench-<suite>-<UTC time>].")
+@click.option("--cpus-per-gpu", default=DEFAULT_CPUS_PER_GPU, show_default=True, metavar="QUANTITY",
+              help="CPUs each pod requests per GPU (a Kubernetes quantity: 8, 2.5, 2500m). At least 2 per rank "
+                   "(its own thread, NCCL's proxy thread) plus 1 for torchrun; 8 x 8 GPUs = 64 fits a 96-thread "
+                   "8-GPU node (p4d, ND H100 v5) after its system reservations, and a DGX H100's 224. A request, "
+                   "no limit: no CPU quota throttles the ranks.")
+@click.option("--memory-per-gpu", default=DEFAULT_MEMORY_PER_GPU, show_default=True, metavar="QUANTITY",
+              help="Memory each pod requests per GPU (64Gi, 500G); 8 x 64Gi = 512Gi fits a p4d's 1152 GiB and a DGX "
+                   "H100's 2 TiB after reservations. A request, no limit.")
+@click.option("--rdma-resource", default=None, metavar="NAME",
+              help="The RDMA device plugin's resource each pod asks for (a limit), e.g. rdma/ib (shared device "
+                   "plugin) or nvidia.com/hostdev (SR-IOV) [default: none].")
+@click.option("--rdma-count", type=int, default=None, metavar="N",
+              help="Devices of --rdma-resource per pod [default: 1].")
+@click.option("--ipc-lock/--no-ipc-lock", default=True, show_default=True,
+              help="Add the IPC_LOCK capability, so NCCL can pin host memory and register it with an InfiniBand "
+                   "NIC; --no-ipc-lock where a Pod Security admission (baseline or restricted) refuses it.")
+@click.option("--host-network", is_flag=True, default=False,
+              help="Run the pods in their node's network namespace (hostNetwork: true, dnsPolicy: "
+                   "ClusterFirstWithHostNet), for NICs the pod network does not reach; JobSet only.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="Write the manifest here [default: stdout].")
-def k8s(suite, nodes, gpus_per_node, image, kind, runtime, namespace, queue, results_pvc, name, out) -> None:
+def k8s(suite, nodes, gpus_per_node, image, kind, runtime, namespace, queue, results_pvc, name, cpus_per_gpu,
+        memory_per_gpu, rdma_resource, rdma_count, ipc_lock, host_network, out) -> None:
     """Write a Kubernetes manifest that runs SUITE (a .toml file, or a shipped suite's name) on NODES pods of
     GPUS_PER_NODE GPUs: `commbench run SUITE` under torchrun in every pod, rank 0 writing the one run folder
     /results/NAME.
@@ -42,7 +63,11 @@ def k8s(suite, nodes, gpus_per_node, image, kind, runtime, namespace, queue, res
     suite is refused before anything is written. `kubectl apply -f FILE` starts it; docs/kubernetes.md says how to
     watch it and collect the run folder.
 
-    Exit codes: 0 written, 2 bad input (a name or count Kubernetes would refuse, an unknown or invalid suite).
+    Each pod requests GPUS_PER_NODE times --cpus-per-gpu and --memory-per-gpu, has the IPC_LOCK capability, and
+    where asked an RDMA device and its node's network (docs/kubernetes.md says why each).
+
+    Exit codes: 0 written, 2 bad input (a name, count or quantity Kubernetes would refuse, too few CPUs for the
+    ranks, an unknown or invalid suite).
     """
     from commbench.errors import CommbenchError, CommbenchWarning
     from commbench.k8s import manifest, pod
@@ -57,7 +82,9 @@ def k8s(suite, nodes, gpus_per_node, image, kind, runtime, namespace, queue, res
         kind=kind, name=name if name is not None else manifest.default_name(suite, max(nodes, 1),
                                                                             datetime.now(timezone.utc)),
         nodes=nodes, gpus_per_node=gpus_per_node, image=image, suite=pod.shipped(suite), suite_label=suite,
-        runtime=runtime, namespace=namespace, queue=queue, results_pvc=results_pvc)
+        runtime=runtime, namespace=namespace, queue=queue, results_pvc=results_pvc, cpus_per_gpu=cpus_per_gpu,
+        memory_per_gpu=memory_per_gpu, rdma_resource=rdma_resource, rdma_count=rdma_count, ipc_lock=ipc_lock,
+        host_network=host_network)
     manifest.validate(request)  # names and counts first: they cost nothing, the suite costs a load
     # the suite as every rank of the job will resolve it: nodes x GPUs ranks, one GPU each
     loaded = load_suite(suite, Machine.for_job(nodes=nodes, ranks_per_node=gpus_per_node,

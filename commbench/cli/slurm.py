@@ -32,8 +32,12 @@ def slurm() -> None:
 @click.option("--time", "time_limit", default=None, help="sbatch --time, e.g. 30, 01:00:00 or 1-00:00:00.")
 @click.option("--qos", default=None, help="sbatch --qos.")
 @click.option("--constraint", default=None, help="sbatch --constraint, e.g. h100.")
-@click.option("--exclusive", is_flag=True, help="sbatch --exclusive (no other job on the nodes: quieter numbers).")
-@click.option("--cpus-per-task", type=int, default=None, help="sbatch --cpus-per-task for each node's torchrun.")
+@click.option("--exclusive", is_flag=True,
+              help="sbatch --exclusive (no other job on the nodes: quieter numbers, every CPU of the nodes).")
+@click.option("--cpus-per-task", type=int, default=None,
+              help="sbatch --cpus-per-task for each node's torchrun and its ranks [default on GPU nodes: 2 per rank + "
+                   "1, unless --exclusive or an --sbatch-arg --cpus-per-gpu/--mincpus chooses; else Slurm's "
+                   "default]. Slurm otherwise grants 1 CPU per task on shared nodes; the script says what it asked.")
 @click.option("--sbatch-arg", "sbatch_args", multiple=True,
               help="Any other sbatch option, one per flag: --sbatch-arg=--mem=0 --sbatch-arg=--reservation=R.")
 @click.option("--env", "env", multiple=True,

@@ -45,9 +45,9 @@ def read_facts(index: int, uuid: str | None = None) -> dict:
                               ("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth"),
                               ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth")):
             facts[key] = _call(getattr(pynvml, function), handle)
-        from commbench.nvml import _active_nvlinks
+        from commbench.nvml import nvlinks
 
-        facts["nvlink_up"] = _active_nvlinks(pynvml, handle)
+        facts["nvlink_up"] = nvlinks(pynvml, handle)[1]
         return {key: (value.decode() if isinstance(value, bytes) else value) for key, value in facts.items()
                 if value is not None}
     except Exception as error:

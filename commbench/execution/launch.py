@@ -42,9 +42,15 @@ def rank_program(module: str, args: list[str], *, fork: bool) -> list[str]:
 
 
 def relaunch_script_under_torchrun(nproc: int) -> None:
-    """For benchmark scripts: unless this process already is a rank, run the script as `nproc` ranks and exit."""
+    """For benchmark scripts: unless this process already is a rank (of torchrun, or as a task of a several-task
+    srun step: srun_ranks), run the script as `nproc` ranks and exit."""
+    from commbench import srun_ranks
     from commbench.machine import Machine
 
+    adopted = srun_ranks.adopt()
+    if isinstance(adopted, srun_ranks.SrunRefusal):
+        print(f"error: {adopted.message}", file=sys.stderr)
+        sys.exit(2)
     if not Machine.here().in_job:
         sys.exit(subprocess.call(torchrun_command(nproc=nproc, program=[sys.argv[0], *sys.argv[1:]])))
 

@@ -21,10 +21,11 @@ class MachineFacts:
     """The GPU model (NVML's name); None on a machine without GPUs."""
     compute_capability: tuple[int, int] | None = None
     gpus_per_node: int = 0
-    nvlink_links: int = 0
-    """NVLink links up per GPU (0: the GPUs talk over PCIe)."""
-    nvswitch: bool = False
-    """The GPUs' NVLinks go to NVSwitches (every pair at the full link count), not to each other."""
+    nvlink_links: int | None = 0
+    """NVLink links per GPU in the node's nominal topology (0: the GPUs talk over PCIe; None: NVML could not say).
+    A GPU with fewer links up is a finding, never a lower expectation."""
+    nvswitch: bool | None = False
+    """The GPUs' NVLinks go to NVSwitches (every pair at the full link count), not to each other; None: unknown."""
     nvls: bool = False
     """NVLink SHARP (multicast in the switches; NCCL's NVLS algorithms): NVSwitch with Hopper or newer."""
     pcie_gen: int | None = None
@@ -39,6 +40,9 @@ class MachineFacts:
     """TCP over loopback between processes in a ring (what gloo's ranks on one host use), per stream: GB/s."""
     sources: tuple[str, ...] = field(default=())
     """Where each fact comes from (NVML, /sys, a measurement, a vendor page)."""
+    findings: tuple[str, ...] = field(default=())
+    """Where the node falls below its nominal topology (a GPU with NVLink links down, a port not ACTIVE), or what
+    could not be read: said beside the expectation, which stays the nominal one."""
 
     def to_json(self) -> dict:
         return {"facts_version": FACTS_VERSION, **asdict(self)}
@@ -53,7 +57,7 @@ class MachineFacts:
         for key in ("compute_capability",):
             if values.get(key) is not None:
                 values[key] = tuple(int(part) for part in values[key])
-        for key in ("nic_gbits", "sources"):
+        for key in ("nic_gbits", "sources", "findings"):
             values[key] = tuple(values.get(key) or ())
         try:
             return cls(**values)

@@ -37,6 +37,7 @@ def facts_from_topology(text: str, *, name: str, source: str) -> MachineFacts:
         generation = _GENERATION.get(pci.get("link_speed", "").split(" ")[0])
         width = int(pci.get("link_width") or 0) or 16  # NCCL: a width of 0 (not read from /sys) counts as 16
     nics = tuple(int(net.get("speed") or 0) / 1000 for net in root.iter("net") if int(net.get("speed") or 0) > 0)
+    nics = tuple(sorted(nics, reverse=True)[:len(gpus)])  # one NIC per GPU at most, as NCCL pairs them
     sm = int(first.get("sm") or 0)
     nvswitch = any(link.get("tclass") == NVSWITCH_CLASS for link in links)
     return MachineFacts(

@@ -108,6 +108,11 @@ PUBLISHED = (
               "NVIDIA/nccl-tests#212: H100 about 370 GB/s without NVLS (NCCL_NVLS_ENABLE=0)"),
     Published("azure-nd-h200-v5", "all_reduce", 1, 8 * 1024**3, 480.0, "measured",
               "Azure/AI-benchmarking-guide ND_H200_v5_results.md: all_reduce 8 GB"),
+    Published("dgx-h100", "all_reduce", 1, None, 478.0, "statement",
+              "NVIDIA/nccl-tests#290: 476-480 GB/s on 8 H100 with NVLS, 'in the expected range' (NVIDIA)"),
+    Published("dgx-h100", "all_reduce", 2, None, 375.0, "statement",
+              "GTC'24 S62129, quoted in NVIDIA/nccl#1649: NVLS+Tree all-reduce 370-380 GB/s across 8 × H100 nodes "
+              "with 8 × 400 Gb/s NDR"),
 )
 """Figures with sources (../shared/notes/anchors-next.md). NVIDIA publishes no table of expected busbw."""
 

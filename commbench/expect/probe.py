@@ -10,6 +10,8 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
@@ -36,12 +38,12 @@ def facts_here(*, measure: bool = True, refresh: bool = False, kept_only: bool =
     from commbench.machine import usable_cpus
 
     gpus = nvml.gpu_inventory().get("gpus", [])
-    nics, nic_source = network_adapters()
-    sources = [nic_source]
-    first = gpus[0] if gpus else {}
+    topology = node_topology(gpus)
+    nics = network_adapters(gpus=len(gpus))
+    sources = [nics.source]
     if gpus:
-        sources.append("NVML: GPU name, compute capability, NVLink links up and their remote ends, PCIe max "
-                       "generation and width (GPU 0)")
+        sources.append("NVML, every GPU: name, compute capability, NVLink links present and up and their remote "
+                       "ends, PCIe max generation and width; the node's nominal topology is the most any GPU has")
     rates = host_rates(refresh=refresh, kept_only=kept_only) if measure else None
     if rates:
         sources.append(f"measured {rates[2]}: the fastest of {REPEATS} copies of {COPY_BYTES >> 20} MiB, and of "
@@ -51,14 +53,46 @@ def facts_here(*, measure: bool = True, refresh: bool = False, kept_only: bool =
         sources.append("the host's copy and loopback rates: none kept here (`commbench env` measures them)")
     copy, loopback = (rates[0], rates[1]) if rates else (None, None)
     return MachineFacts(
-        name=socket.gethostname(), gpu=first.get("name"),
-        compute_capability=tuple(first["compute_capability"]) if first.get("compute_capability") else None,
-        gpus_per_node=len(gpus), nvlink_links=int(first.get("nvlink_active_links") or 0),
-        nvswitch=bool(first.get("nvswitch")),
-        nvls=bool(first.get("nvswitch")) and bool(first.get("compute_capability")) and
-        first["compute_capability"][0] >= 9,
-        pcie_gen=first.get("pcie_gen"), pcie_width=first.get("pcie_width"), nic_gbits=tuple(nics),
-        cpu_cores=usable_cpus(), memcpy_gbps=copy, loopback_gbps=loopback, sources=tuple(sources))
+        name=socket.gethostname(), gpu=gpus[0].get("name") if gpus else None, gpus_per_node=len(gpus),
+        **topology.values, nic_gbits=tuple(nics.rates), cpu_cores=usable_cpus(), memcpy_gbps=copy,
+        loopback_gbps=loopback, sources=tuple(sources), findings=(*topology.findings, *nics.findings))
+
+
+@dataclass(frozen=True)
+class Topology:
+    values: dict
+    """MachineFacts' GPU fields: compute_capability, nvlink_links, nvswitch, nvls, pcie_gen, pcie_width."""
+    findings: tuple[str, ...]
+
+
+def node_topology(gpus: list[dict]) -> Topology:
+    """The node's nominal topology from NVML's reading of every GPU (nvml.gpu_inventory): the most links any GPU
+    has, the newest PCIe link; a GPU below it, or a reading NVML could not give, is a finding. An unknown stays
+    None, never 0 links (which would read as PCIe) or "no NVSwitch" (which would drop NVLS)."""
+    findings = []
+    capabilities = {tuple(gpu["compute_capability"]) for gpu in gpus if gpu.get("compute_capability")}
+    capability = max(capabilities) if capabilities else None
+    if gpus and not capabilities:
+        findings.append("NVML gave no compute capability for any GPU: the NVLink rate is unknown")
+    present = [gpu.get("nvlink_links", gpu.get("nvlink_active_links")) for gpu in gpus]
+    known = [count for count in present if count is not None]
+    links = max(known) if known else (None if gpus else 0)
+    for gpu, count in zip(gpus, present):
+        active = gpu.get("nvlink_active_links")
+        if count is None or active is None:
+            findings.append(f"GPU {gpu.get('index', '?')}: NVML could not read its NVLink links")
+        elif links and active < links:
+            findings.append(f"GPU {gpu.get('index', '?')}: {active} of {links} NVLink links up")
+    switches = [gpu.get("nvswitch") for gpu in gpus]
+    nvswitch = True if any(switches) else (None if gpus and None in switches and links != 0 else False)
+    if nvswitch is None:
+        findings.append("NVML could not say whether the NVLinks end at NVSwitches: NVLS left out")
+    generations = [gpu["pcie_gen"] for gpu in gpus if gpu.get("pcie_gen")]
+    widths = [gpu["pcie_width"] for gpu in gpus if gpu.get("pcie_width")]
+    values = {"compute_capability": capability, "nvlink_links": links, "nvswitch": nvswitch,
+              "nvls": bool(nvswitch) and capability is not None and capability[0] >= 9,
+              "pcie_gen": max(generations) if generations else None, "pcie_width": max(widths) if widths else None}
+    return Topology(values, tuple(findings))
 
 
 def host_rates(*, refresh: bool = False, kept_only: bool = False) -> tuple[float, float, str] | None:
@@ -101,16 +135,42 @@ def _kept(path: Path, cores: int) -> dict | None:
     return None
 
 
-def network_adapters(root: Path = Path("/sys/class")) -> tuple[list[float], str]:
-    """Each InfiniBand/RoCE/EFA port's rate in Gb/s (what NCCL uses across nodes); without any, the fastest physical
-    Ethernet interface (NCCL's and gloo's sockets), and where the rates were read."""
-    rates = []
+@dataclass(frozen=True)
+class Adapters:
+    rates: list[float]
+    """Gb/s of each adapter NCCL would use across nodes."""
+    source: str
+    findings: tuple[str, ...] = ()
+
+
+def network_adapters(root: Path = Path("/sys/class"), *, gpus: int = 0,
+                     environ: Mapping[str, str] | None = None) -> Adapters:
+    """The InfiniBand/RoCE/EFA ports NCCL would use across nodes: ACTIVE ports only (a port DOWN or INIT carries
+    nothing), those NCCL_IB_HCA names where it is set, and at most one per GPU, the fastest (NCCL gives each GPU its
+    nearest NIC; storage NICs and a DPU's ports come beyond). Without any, the fastest physical Ethernet interface
+    (NCCL's and gloo's sockets)."""
+    environ = os.environ if environ is None else environ
+    wanted = hca_filter(environ.get("NCCL_IB_HCA", ""))
+    ports, findings = [], []
     for rate_file in sorted((root / "infiniband").glob("*/ports/*/rate")):
+        port = rate_file.parent
+        device, number = port.parent.parent.name, port.name
         found = _IB_RATE.match(_read(rate_file))
-        if found and float(found.group(1)) > 0:
-            rates.append(float(found.group(1)))
-    if rates:
-        return rates, f"{root}/infiniband/*/ports/*/rate"
+        if not found or float(found.group(1)) <= 0:
+            continue
+        state = _read(port / "state").strip()
+        if state and not state.endswith("ACTIVE"):
+            findings.append(f"{device} port {number}: {state.split(':')[-1].strip() or state}, not counted")
+            continue
+        if wanted is not None and not wanted(device, number):
+            continue
+        ports.append(float(found.group(1)))
+    if ports:
+        kept = sorted(ports, reverse=True)[:gpus] if gpus else ports
+        if len(kept) < len(ports):
+            findings.append(f"{len(ports)} ACTIVE ports for {gpus} GPUs: the {gpus} fastest counted, one per GPU")
+        where = f"{root}/infiniband/*/ports/*/rate and state" + (" (NCCL_IB_HCA)" if wanted is not None else "")
+        return Adapters(kept, where, tuple(findings))
     speeds = []
     for interface in sorted((root / "net").glob("*")):
         if not (interface / "device").exists():  # lo, bridges, veth: no hardware behind them
@@ -118,7 +178,26 @@ def network_adapters(root: Path = Path("/sys/class")) -> tuple[list[float], str]
         text = _read(interface / "speed")
         if text.strip().lstrip("-").isdigit() and int(text) > 0:
             speeds.append(int(text) / 1000)
-    return ([max(speeds)] if speeds else []), f"{root}/net/*/speed (physical interfaces; no InfiniBand ports)"
+    return Adapters([max(speeds)] if speeds else [],
+                    f"{root}/net/*/speed (physical interfaces; no ACTIVE InfiniBand port)", tuple(findings))
+
+
+def hca_filter(text: str):
+    """NCCL_IB_HCA as a predicate on (device, port), None when unset. NCCL's form (env.rst): a comma list of
+    device[:port] entries matched by prefix; "^" excludes them; "=" matches names exactly."""
+    text = text.strip()
+    if not text:
+        return None
+    exclude = text.startswith("^")
+    text = text.lstrip("^")
+    exact = text.startswith("=")
+    entries = [entry.strip().partition(":") for entry in text.lstrip("=").split(",") if entry.strip()]
+
+    def listed(device: str, port: str) -> bool:
+        return any((device == name if exact else device.startswith(name)) and (not number or number == port)
+                   for name, _, number in entries)
+
+    return (lambda device, port: not listed(device, port)) if exclude else listed
 
 
 def _read(path: Path) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from commbench.expect.facts import MachineFacts
 from commbench.expect.model import expect
+from commbench.expect.nccl_choice import NcclContext
 
 COLUMNS = ("expected_busbw_gbps", "expected_basis")
 """The columns every kind that stores busbw adds to its rows (older runs lack them: they read as empty)."""
@@ -31,9 +32,16 @@ class RunExpectation:
 
         return replace(spec, expectation=self.by_collective, expectation_document=self.document)
 
-    def columns(self, collective: str) -> dict:
-        busbw, basis = self.by_collective.get(collective, (None, "no expectation for this collective"))
+    def columns(self, collective: str, env: str = "") -> dict:
+        """The figure of a collective under the row's environment label (env_axes.label_of; "" the default)."""
+        found = self.by_collective.get(env_key(collective, env)) if env else None
+        busbw, basis = found or self.by_collective.get(collective, (None, "no expectation for this collective"))
         return {"expected_busbw_gbps": busbw, "expected_basis": basis}
+
+
+def env_key(key: str, env: str) -> str:
+    """The key of a figure under an environment combination other than the run's own."""
+    return f"{key} [{env}]" if env else key
 
 
 def none_because(why: str, collectives) -> RunExpectation:
@@ -42,38 +50,51 @@ def none_because(why: str, collectives) -> RunExpectation:
 
 
 def for_run(facts: MachineFacts, origin: str, collectives, *, nodes: int, ranks_per_node: int,
-            device: str) -> RunExpectation:
+            device: str, nccl: NcclContext | None = None) -> RunExpectation:
     """Each collective at the run's scope."""
     return for_keys(facts, origin, {collective: (collective, nodes) for collective in collectives},
-                    ranks_per_node=ranks_per_node, device=device)
+                    ranks_per_node=ranks_per_node, device=device, nccl=nccl)
 
 
 def for_keys(facts: MachineFacts, origin: str, wanted: dict[str, tuple[str, int]], *, ranks_per_node: int,
-             device: str) -> RunExpectation:
+             device: str, nccl: NcclContext | None = None,
+             environments: dict[str, dict[str, str]] | None = None) -> RunExpectation:
     """key → (collective, nodes): one expectation per key (a hunt's lane is a sendrecv across 2 nodes, its node
-    test an all_reduce on 1)."""
-    found = {key: expect(facts, collective, nodes=nodes, ranks_per_node=ranks_per_node, device=device)
-             for key, (collective, nodes) in wanted.items()}
+    test an all_reduce on 1), and per environment combination of --env-axis beside the run's own (NCCL_ALGO and
+    NCCL_NVLS_ENABLE change the algorithm NCCL picks): environments maps each combination's label (env_axes.label_of)
+    to its variables, "" the run's own."""
+    nccl = nccl or NcclContext()
+    found = {}
+    for label, environment in (environments or {"": {}}).items():
+        context = NcclContext(nccl.version, {**nccl.env, **environment})
+        for key, (collective, nodes) in wanted.items():
+            found[env_key(key, label)] = expect(facts, collective, nodes=nodes,
+                                                                ranks_per_node=ranks_per_node, device=device,
+                                                                nccl=context)
     by_key: dict[str, tuple[float | None, str]] = {}
     for key, item in found.items():
         if item.busbw_gbps is None:
             by_key[key] = (None, f"none: {item.why_none}")
         else:
-            by_key[key] = (round(item.busbw_gbps, 3), f"{item.algorithm}, bound by {item.bound}; {facts.name} "
-                           f"({origin}), {item.nodes} node(s) × {ranks_per_node}")
+            by_key[key] = (round(item.busbw_gbps, 3), f"{item.algorithm}, bound by {item.bound}" +
+                           (f", ceiling {item.ceiling_gbps:.4g} GB/s" if item.ceiling_gbps != item.busbw_gbps else "")
+                           + f"; {facts.name} ({origin}), {item.nodes} node(s) × {ranks_per_node}")
     document = {"origin": origin, "facts": facts.to_json(), "ranks_per_node": ranks_per_node, "device": device,
-                "expectations": {key: item.to_json() for key, item in found.items()}}
+                "nccl": nccl.version_said(), "expectations": {key: item.to_json() for key, item in found.items()}}
     return RunExpectation(by_key, document)
 
 
-def for_sweep(machine, *, device: str, collectives, nproc: int) -> RunExpectation:
-    """The expectation of a sweep on this machine: each collective at the job's scope."""
+def for_sweep(machine, *, device: str, collectives, nproc: int,
+              environments: dict[str, dict[str, str]] | None = None) -> RunExpectation:
+    """The expectation of a sweep on this machine: each collective at the job's scope, under each environment
+    combination of the sweep."""
     per_node, nodes = _scope(machine, nproc)
-    return for_machine(machine, device=device, nproc=nproc,
+    return for_machine(machine, device=device, nproc=nproc, environments=environments,
                        wanted={collective: (collective, nodes) for collective in collectives})
 
 
-def for_machine(machine, *, device: str, nproc: int, wanted: dict[str, tuple[str, int]]) -> RunExpectation:
+def for_machine(machine, *, device: str, nproc: int, wanted: dict[str, tuple[str, int]],
+                environments: dict[str, dict[str, str]] | None = None) -> RunExpectation:
     """key → (collective, nodes) on this machine (its own facts; the host's rates from the cache on CPU). It never
     stops a run: facts that cannot be read leave every row without a figure, saying why."""
     from commbench.expect import HERE
@@ -85,7 +106,12 @@ def for_machine(machine, *, device: str, nproc: int, wanted: dict[str, tuple[str
         facts = facts_here(measure=device == CPU, kept_only=machine.in_job)
     except Exception as error:  # a sandbox without /sys, a loopback that cannot connect: no figure, and why
         return none_because(f"this machine's facts could not be read ({type(error).__name__}: {error})", wanted)
-    return for_keys(facts, HERE, wanted, ranks_per_node=per_node, device=device)
+    import os
+
+    nccl = NcclContext(machine.nccl_version, {name: value for name, value in os.environ.items()
+                                              if name.startswith("NCCL_")})
+    return for_keys(facts, HERE, wanted, ranks_per_node=per_node, device=device, nccl=nccl,
+                    environments=environments)
 
 
 def _scope(machine, nproc: int) -> tuple[int, int]:
@@ -97,7 +123,8 @@ def _scope(machine, nproc: int) -> tuple[int, int]:
 NO_FACTS = "no facts of the machine that wrote the file: pass --machine PRESET or --facts FILE (commbench expect)"
 
 
-def for_import(facts_and_origin, collectives, *, world: int | None, hosts: int, device: str) -> RunExpectation:
+def for_import(facts_and_origin, collectives, *, world: int | None, hosts: int, device: str,
+               env: dict[str, str] | None = None) -> RunExpectation:
     """An import's expectation: the facts --machine or --facts named, at the file's scope (its hosts as nodes, the
     ranks spread evenly over them; one node where the file names no hosts)."""
     if facts_and_origin is None:
@@ -108,7 +135,8 @@ def for_import(facts_and_origin, collectives, *, world: int | None, hosts: int, 
     nodes = max(1, hosts)
     if world % nodes:
         return none_because(f"{world} ranks do not spread evenly over {nodes} hosts", collectives)
-    return for_run(facts, origin, collectives, nodes=nodes, ranks_per_node=world // nodes, device=device)
+    return for_run(facts, origin, collectives, nodes=nodes, ranks_per_node=world // nodes, device=device,
+                   nccl=NcclContext(None, env or {}))
 
 
 def expected_lines(results, *, what: str = "busbw") -> list[str]:

@@ -7,8 +7,8 @@ from commbench.expect.facts import MachineFacts
 from commbench.expect.model import MODEL_DIFFERENCES, Expectation
 from commbench.expect.presets import Published
 
-HEADER = ("collective", "scope", "algorithm", "expected busbw (GB/s)", "bound by", "latency floor (us)",
-          "published busbw (GB/s)")
+HEADER = ("collective", "scope", "algorithm", "expected busbw (GB/s)", "bound by", "ceiling busbw (GB/s)",
+          "latency floor (us)", "published busbw (GB/s)")
 
 
 def facts_line(facts: MachineFacts) -> str:
@@ -21,7 +21,8 @@ def facts_line(facts: MachineFacts) -> str:
     else:
         capability = ".".join(map(str, facts.compute_capability)) if facts.compute_capability else "?"
         links = (f"{facts.nvlink_links} NVLink links per GPU" + (" via NVSwitch" if facts.nvswitch else "") +
-                 (" (NVLS)" if facts.nvls else "")) if facts.nvlink_links else "no NVLink"
+                 (" (NVLS)" if facts.nvls else "")) if facts.nvlink_links else \
+            "NVLink unknown" if facts.nvlink_links is None else "no NVLink"
         pcie = f"PCIe gen{facts.pcie_gen} x{facts.pcie_width}" if facts.pcie_gen else "PCIe unknown"
         parts = [f"{facts.gpus_per_node} × {facts.gpu} (sm {capability})", links, pcie]
     nics = f"NICs: {nic_rates(facts.nic_gbits)} Gb/s" if facts.nic_gbits else "no NICs known"
@@ -46,7 +47,8 @@ def rows(expectations: list[Expectation], published: dict[tuple[str, int], list[
         shown = "; ".join(f"{figure.busbw_gbps:g} ({figure.kind})" for figure in figures) or "-"
         found.append((item.collective, scope(item), item.algorithm or "-",
                       f"{item.busbw_gbps:.1f}" if item.busbw_gbps is not None else f"- ({item.why_none})",
-                      item.bound or "-", f"{item.latency_us:.1f}" if item.latency_us is not None else "-", shown))
+                      item.bound or "-", f"{item.ceiling_gbps:.1f}" if item.ceiling_gbps is not None else "-",
+                      f"{item.latency_us:.1f}" if item.latency_us is not None else "-", shown))
     return found
 
 
@@ -54,13 +56,19 @@ def render(facts: MachineFacts, origin: str, expectations: list[Expectation],
            published: dict[tuple[str, int], list[Published]]) -> str:
     lines = [f"machine: {facts.name} ({origin})", f"facts: {facts_line(facts)}"]
     lines += [f"  source: {source}" for source in facts.sources]
+    lines += [f"  finding: {finding}" for finding in facts.findings]
     table = [HEADER, *rows(expectations, published)]
     widths = [max(len(row[column]) for row in table) for column in range(len(HEADER))]
     lines += ["", *("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table)]
+    lines += ["", "expected: what a healthy machine reaches with the algorithm NCCL would pick (each link at its "
+              "healthy share, below); ceiling: what the links' signaling rates allow, which no machine exceeds"]
+    ruled = dict.fromkeys(reason for item in expectations for reason in item.ruled_out)
+    lines += [f"  not expected: {reason}" for reason in ruled]
     terms = {(term.name, round(term.value, 3), term.source): term for item in expectations for term in item.terms}
     if terms:
         lines += ["", "terms:"]
-        lines += [f"  {term.name}: {term.value:.1f} {term.unit} = {term.source}" for term in terms.values()]
+        lines += [f"  {term.name}: {term.value:{'.1f' if term.unit == 'GB/s' else '.3g'}} {term.unit} = {term.source}"
+                  for term in terms.values()]
     figures = {figure for found in published.values() for figure in found}
     if figures:
         lines += ["", "published figures:"]

@@ -20,7 +20,7 @@ import yaml
 
 from commbench import __version__
 from commbench.errors import CommbenchError
-from commbench.k8s import names, pod
+from commbench.k8s import names, pod, resources
 
 TRAINJOB, JOBSET = "trainjob", "jobset"
 KINDS = (TRAINJOB, JOBSET)
@@ -57,6 +57,15 @@ class JobRequest:
     namespace: str | None = None
     queue: str | None = None
     results_pvc: str | None = None
+    cpus_per_gpu: str = resources.DEFAULT_CPUS_PER_GPU
+    """A Kubernetes quantity; the pod requests G times it."""
+    memory_per_gpu: str = resources.DEFAULT_MEMORY_PER_GPU
+    rdma_resource: str | None = None
+    """An RDMA device plugin's extended resource (rdma/ib, nvidia.com/hostdev), or none."""
+    rdma_count: int | None = None
+    """Devices of rdma_resource per pod; None: 1 where rdma_resource is given."""
+    ipc_lock: bool = True
+    host_network: bool = False
 
     @property
     def run_id(self) -> str:
@@ -69,6 +78,12 @@ def validate(request: JobRequest) -> None:
         raise CommbenchError(f"--kind {request.kind!r} is not a kind commbench writes; choose {' or '.join(KINDS)}")
     names.check_count("--nodes", request.nodes)
     names.check_count("--gpus-per-node", request.gpus_per_node)
+    pod_ask(request)
+    if request.host_network and request.kind == TRAINJOB:
+        # the TrainJob's runtimePatches patch a pod's containers, volumes and scheduling, not its network
+        raise CommbenchError("--host-network needs --kind jobset: a TrainJob cannot set hostNetwork (its "
+                             "runtimePatches have no such field); or name with --runtime a ClusterTrainingRuntime "
+                             f"whose pod sets hostNetwork: true and dnsPolicy: {resources.HOST_NETWORK_DNS_POLICY}")
     names.check_image(request.image)
     names.check_job_name("--name", request.name, nodes=request.nodes)
     if request.runtime is not None:
@@ -83,6 +98,14 @@ def validate(request: JobRequest) -> None:
         names.check_subdomain("--queue", request.queue, what="a Kueue LocalQueue name", max_length=names.LABEL_MAX)
     if request.results_pvc is not None:
         names.check_subdomain("--results-pvc", request.results_pvc, what="a PersistentVolumeClaim name")
+
+
+def pod_ask(request: JobRequest) -> resources.PodAsk:
+    """What each pod asks of its node (refused in one line where Kubernetes or the ranks could not take it)."""
+    return resources.pod_ask(gpus=request.gpus_per_node, cpus_per_gpu=request.cpus_per_gpu,
+                             memory_per_gpu=request.memory_per_gpu, rdma_resource=request.rdma_resource,
+                             rdma_count=request.rdma_count, ipc_lock=request.ipc_lock,
+                             host_network=request.host_network)
 
 
 def default_name(suite_label: str, nodes: int, now: datetime) -> str:
@@ -107,8 +130,11 @@ def documents(request: JobRequest) -> list[dict]:
 
 
 def trainjob(request: JobRequest) -> dict:
-    patched_pod = {"volumes": _volumes(request),
-                   "containers": [{"name": pod.CONTAINER, "volumeMounts": pod.volume_mounts(request.suite)}]}
+    ask = pod_ask(request)
+    patched_container: dict = {"name": pod.CONTAINER, "volumeMounts": pod.volume_mounts(request.suite)}
+    if resources.security_context(ask):
+        patched_container["securityContext"] = resources.security_context(ask)
+    patched_pod = {"volumes": _volumes(request), "containers": [patched_container]}
     return {
         "apiVersion": TRAINJOB_API, "kind": "TrainJob", "metadata": _metadata(request),
         "spec": {
@@ -120,7 +146,7 @@ def trainjob(request: JobRequest) -> dict:
                 "command": [TORCHRUN, *pod.commbench_args(request.suite, request.run_id)],
                 "numNodes": request.nodes,
                 "numProcPerNode": request.gpus_per_node,
-                "resourcesPerNode": pod.gpu_resources(request.gpus_per_node),
+                "resourcesPerNode": resources.requirements(ask),
             },
             "runtimePatches": [{
                 "manager": PATCH_MANAGER,
@@ -133,6 +159,7 @@ def trainjob(request: JobRequest) -> dict:
 
 
 def jobset(request: JobRequest) -> dict:
+    ask = pod_ask(request)
     command = [TORCHRUN, f"--nnodes={request.nodes}", f"--nproc-per-node={request.gpus_per_node}",
                # $(VAR) is expanded by the kubelet from the container's env: no shell in the pod
                f"--node-rank=$({COMPLETION_INDEX_ENV})", f"--master-addr={master_host(request.name)}",
@@ -142,9 +169,11 @@ def jobset(request: JobRequest) -> dict:
         # the Job controller adds this variable too; declared here, the $(...) above resolves on any version
         "env": [{"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}}],
         "ports": [{"containerPort": pod.MASTER_PORT, "name": "rendezvous"}],
-        "resources": pod.gpu_resources(request.gpus_per_node),
+        "resources": resources.requirements(ask),
         "volumeMounts": pod.volume_mounts(request.suite),
     }
+    if resources.security_context(ask):
+        container["securityContext"] = resources.security_context(ask)
     return {
         "apiVersion": JOBSET_API, "kind": "JobSet", "metadata": _metadata(request),
         "spec": {
@@ -156,8 +185,8 @@ def jobset(request: JobRequest) -> dict:
                 "template": {"spec": {
                     "parallelism": request.nodes, "completions": request.nodes, "completionMode": "Indexed",
                     "backoffLimit": 0,
-                    "template": {"spec": {"restartPolicy": "Never", "containers": [container],
-                                          "volumes": _volumes(request)}},
+                    "template": {"spec": {"restartPolicy": "Never", **resources.network_fields(ask),
+                                          "containers": [container], "volumes": _volumes(request)}},
                 }},
             }],
         },
@@ -177,6 +206,7 @@ def header(request: JobRequest) -> list[str]:
     where = f" -n {request.namespace}" if request.namespace else ""
     lines = [f"commbench k8s {__version__}: suite {request.suite_label} as a {what} {request.name}, "
              f"{request.nodes} node(s) x {request.gpus_per_node} GPU(s), image {request.image}",
+             f"each pod asks: {resources.summary(pod_ask(request))}",
              f"apply: kubectl{where} apply -f <this file>   (docs/kubernetes.md)",
              f"watch: kubectl{where} get {request.kind} {request.name} -w; "
              f"kubectl{where} get pods -l {pods}",

@@ -3,7 +3,7 @@ here first in one line naming the option and the fix: object names, the image re
 
 The rules are Kubernetes' own: a DNS-1123 label (namespaces), a DNS-1123 subdomain (most object names), an RFC 1035
 label (TrainJob names, JobSet names: they become Service names), at most 63 characters for a label value (the Kueue
-queue), int32 for numNodes, numProcPerNode and parallelism.
+queue), int32 for numNodes, numProcPerNode and parallelism, and an extended resource's name (an RDMA device).
 """
 
 import re
@@ -22,6 +22,12 @@ IMAGE_MAX = 500
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
 """The characters of a container image reference ([registry[:port]/]path[:tag][@digest]): no spaces or quotes."""
 CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+QUALIFIED_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+"""The name part of a qualified name (after the domain's '/'): at most 63 characters."""
+RESERVED_RESOURCE_DOMAIN = "kubernetes.io"
+"""Resource names in this domain (and under it) are Kubernetes' own; a device plugin's extended resource is not."""
+QUOTA_PREFIX = "requests."
+"""The API server refuses an extended resource named requests.*: ResourceQuota spells its requests that way."""
 
 POD_NAME_SUFFIX = len("-abcde")
 """The random suffix the Job controller adds to a pod's name."""
@@ -76,6 +82,30 @@ def check_image(value: str) -> None:
     if len(value) > IMAGE_MAX or not _IMAGE.fullmatch(value):
         raise CommbenchError(f"--image {value!r} is not a container image reference (letters, digits and ._/:@-, "
                              f"no spaces or quotes, at most {IMAGE_MAX} characters); e.g. ghcr.io/you/commbench:1.0")
+
+
+def check_extended_resource(option: str, value: str, *, gpu_resource: str) -> None:
+    """A device plugin's resource, as a container's limits name it: DOMAIN/NAME (a DNS-1123 subdomain outside
+    kubernetes.io, '/', a qualified name part), e.g. rdma/ib or nvidia.com/hostdev; not the GPUs' own resource."""
+    domain, slash, name = value.partition("/")
+    example = "; e.g. rdma/ib (the RDMA shared device plugin) or nvidia.com/hostdev (SR-IOV)"
+    if not slash or not domain:
+        raise CommbenchError(f"{option} {value!r} is not an extended resource name: it needs the device plugin's "
+                             f"domain, DOMAIN/NAME{example}")
+    if len(domain) > SUBDOMAIN_MAX or not DNS1123_SUBDOMAIN.fullmatch(domain):
+        raise CommbenchError(f"{option} {value!r}: its domain {domain!r} is not a DNS-1123 subdomain (lower-case "
+                             f"letters, digits, '-' and '.'){example}")
+    if len(name) > LABEL_MAX or not QUALIFIED_NAME_PART.fullmatch(name):
+        raise CommbenchError(f"{option} {value!r}: its name {name!r} is not a qualified name (at most {LABEL_MAX} "
+                             f"letters, digits, '-', '_' and '.', starting and ending with a letter or digit, no "
+                             f"second '/'){example}")
+    if domain == RESERVED_RESOURCE_DOMAIN or domain.endswith("." + RESERVED_RESOURCE_DOMAIN) \
+            or value.startswith(QUOTA_PREFIX):
+        raise CommbenchError(f"{option} {value!r} is a name Kubernetes keeps for itself, not a device plugin's "
+                             f"resource{example}")
+    if value == gpu_resource:
+        raise CommbenchError(f"{option} {value!r} is the GPUs' resource, which --gpus-per-node sets; name the RDMA "
+                             f"device's own resource{example}")
 
 
 def as_label(text: str, *, max_length: int = LABEL_MAX) -> str:

@@ -90,8 +90,3 @@ def suite_configmap(suite: SuiteSource, *, job_name: str, metadata: dict) -> dic
             "metadata": {"name": suite_configmap_name(job_name), **metadata},
             "data": {suite.configmap_key: suite.text}}
 
-
-def gpu_resources(gpus_per_node: int) -> dict:
-    """One node's GPUs, as the NVIDIA device plugin names them: a limit (for extended resources the request equals
-    it)."""
-    return {"limits": {"nvidia.com/gpu": gpus_per_node}}

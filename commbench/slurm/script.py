@@ -17,6 +17,7 @@ from pathlib import Path
 
 from commbench import shipped
 from commbench.errors import CommbenchError
+from commbench.machine import CPUS_PER_LOCAL_RANK
 
 LOG_PATTERN = "slurm-%j.out"
 """Relative: the job runs in the run folder (sbatch is called there), so user paths never enter a directive."""
@@ -54,6 +55,8 @@ _SBATCH_SHORT_LONG = {"a": "array", "A": "account", "c": "cpus-per-task", "C": "
                       "e": "error", "G": "gpus", "J": "job-name", "n": "ntasks", "N": "nodes", "o": "output",
                       "p": "partition", "q": "qos", "t": "time", "W": "wait"}
 """The short options that spell an option in _SET_BY_COMMBENCH."""
+_USER_CPU_OPTIONS = ("cpus-per-gpu", "mincpus")
+"""sbatch options of an --sbatch-arg that say how many CPUs the job gets: given, commbench asks for none itself."""
 DEFAULT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 """Exported into the job from the submitting shell by default: the knobs that change what a collective does."""
 
@@ -203,19 +206,51 @@ def job_env(passed: tuple[str, ...], environ: dict[str, str]) -> dict[str, str]:
 
 
 def directives(request: JobRequest) -> list[str]:
-    """The #SBATCH lines: one srun task per node, which starts torchrun, which starts the node's ranks."""
+    """The #SBATCH lines: one srun task per node, which starts torchrun, which starts the node's ranks; then a
+    comment line that says what CPUs were asked for and why."""
     # --no-requeue: a requeued job would run again into the same run folder, which is filled once
     lines = [f"--job-name={request.job_name}", f"--nodes={request.nodes}", "--ntasks-per-node=1",
              f"--output={LOG_PATTERN}", "--no-requeue"]
     if request.gpus_per_node:
         lines.append(f"--gpus-per-node={request.gpus_per_node}")
-    optional = {"--cpus-per-task": request.cpus_per_task, "--time": request.time, "--partition": request.partition,
+    cpus, why = cpus_per_task(request)
+    optional = {"--cpus-per-task": cpus, "--time": request.time, "--partition": request.partition,
                 "--account": request.account, "--qos": request.qos, "--constraint": request.constraint}
     lines += [f"{option}={value}" for option, value in optional.items() if value is not None]
     if request.exclusive:
         lines.append("--exclusive")
     lines += list(request.sbatch_args)
-    return [f"#SBATCH {line}" for line in lines]
+    return [f"#SBATCH {line}" for line in lines] + [f"# CPUs: {why}"]
+
+
+def cpus_per_task(request: JobRequest) -> tuple[int | None, str]:
+    """The --cpus-per-task of the one task per node (None: not asked for), and why, for the script's comment.
+
+    The user's choice wins: --cpus-per-task, --exclusive, or an --sbatch-arg naming the CPUs (--cpus-per-gpu,
+    --mincpus). Otherwise a GPU job asks for CPUS_PER_LOCAL_RANK per rank plus one for torchrun's agent: without
+    it, a partition that is not exclusive and has no DefCpuPerGPU grants one CPU per task, and torchrun, every rank,
+    their watchdog threads and NCCL's proxy threads share one core. Not --exclusive by default: a whole node costs
+    more, waits longer and some partitions refuse it. A CPU job asks for nothing (its ranks are the load; choose
+    with --cpus-per-task), as before."""
+    if request.cpus_per_task is not None:
+        return request.cpus_per_task, f"--cpus-per-task={request.cpus_per_task}, as asked"
+    if request.exclusive:
+        return None, "--exclusive, as asked: every CPU of the nodes"
+    named = next((arg for arg in request.sbatch_args if _names_cpus(arg)), None)
+    if named is not None:
+        return None, f"{named}, as asked"
+    if request.gpus_per_node:
+        wanted = CPUS_PER_LOCAL_RANK * request.nproc_per_node + 1
+        return wanted, (f"--cpus-per-task={wanted}, {CPUS_PER_LOCAL_RANK} per rank + 1 for torchrun (without it a "
+                        "partition that is not exclusive grants 1 CPU per task); choose with --cpus-per-task or "
+                        "--exclusive")
+    return None, "none asked for (CPU ranks; Slurm's default); choose with --cpus-per-task or --exclusive"
+
+
+def _names_cpus(arg: str) -> bool:
+    """Whether an --sbatch-arg is one of _USER_CPU_OPTIONS, in any spelling sbatch reads (an abbreviation too)."""
+    name = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
+    return bool(name) and any(option.startswith(name) for option in _USER_CPU_OPTIONS)
 
 
 def render(request: JobRequest, *, suite_file: Path, run_dir: Path, template: Path | None = None) -> str:

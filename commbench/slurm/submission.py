@@ -37,7 +37,8 @@ def submit(request: script.JobRequest, *, suite_path: Path, suite_text: str, sui
         "suite": str(suite_path), "status": STATUS_SUBMITTED, "slurm_script": str(script_path),
         "slurm_request": {"nodes": request.nodes, "gpus_per_node": request.gpus_per_node,
                           "nproc_per_node": request.nproc_per_node, "partition": request.partition,
-                          "account": request.account, "time": request.time}})
+                          "account": request.account, "time": request.time,
+                          "cpus_per_task": script.cpus_per_task(request)[0], "exclusive": request.exclusive}})
     try:
         job_id = jobs.submit(script_path, cwd=run_dir)
         log_path = run_dir / script.LOG_PATTERN.replace("%j", job_id)

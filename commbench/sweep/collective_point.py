@@ -95,7 +95,7 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         "time_us_max": summary.max, "time_us_p75": None,
         "source": COMMBENCH_SOURCE, "source_file": "", "busbw_check": "",
         "root": spec.root if collective.has_root else -1, "env": point.env,
-        **RunExpectation(spec.expectation).columns(point.collective),
+        **RunExpectation(spec.expectation).columns(point.collective, point.env),
         **issue_columns(measurement.issue, seconds_per_call=seconds),
     }
     samples = [{"iteration": index, "time_us": time_us} for index, time_us in enumerate(times_us)]

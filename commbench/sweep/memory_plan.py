@@ -11,9 +11,14 @@ within the memory of the smallest device here (machine.gpu_memory_bytes, NVML's)
 NVML, no /proc/meminfo) nothing is refused, and a warning says the plan was skipped and why; a machine stated for
 other nodes (a Slurm or Kubernetes submission) is planned by its ranks when the job starts, so nothing is said there.
 
-These figures count what commbench allocates. The backend's own buffers (NCCL's channels, gloo's scratch), the CUDA
-context and the process itself come on top, so fitting is necessary, not sufficient: a refusal is certain, a pass is
-not a promise. Imports no torch (planning happens in the launching process).
+These figures count what commbench allocates. On a GPU the CUDA context of each rank on it and, with NCCL, one
+communicator's buffers come first: the plan holds them back as a stated reserve (gpu_reserve: CUDA_CONTEXT_BYTES per
+rank, NCCL_BUFFERS_BYTES per NCCL rank) and fits the point into what is left; the refusal names the reserve. The
+figures are stated, not measured: the launcher makes no CUDA context (torch.cuda.mem_get_info would make one and hold
+it for the launch's life), and NVML reports no future process's context. What the reserve leaves out (NVLS buffers,
+all_to_all's connections to every peer, gloo's scratch, the process itself) still comes on top, so fitting is
+necessary, not sufficient: a refusal is all but certain, a pass is not a promise. Imports no torch (planning happens
+in the launching process).
 """
 
 import warnings
@@ -22,18 +27,54 @@ from dataclasses import dataclass
 from commbench.collectives import check_data, get_collective
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.gpu_mapping import ranks_per_gpu
-from commbench.names import CPU, DTYPE_BYTES, FLOATING_DTYPES
+from commbench.names import CPU, DTYPE_BYTES, FLOATING_DTYPES, NCCL
 from commbench.sweep.spec import SweepSpec, impls_for, ops_for, placements_for
 from commbench.units import format_bytes, readable, round_down_to_unit, size_text
+
+MiB, GiB = 2**20, 2**30
+
+CUDA_CONTEXT_BYTES = 512 * MiB
+"""One process's CUDA context on a GPU, as torch makes it with lazy module loading (its default since torch 1.13 on
+CUDA 11.7+): 287 MB measured in pytorch/pytorch PR 86509, about 400 MB per pytorch/pytorch issue 109888 (a torch
+maintainer), 426 MiB on an RTX 6000 Ada (unslothai/unsloth-zoo PR 1053); rounded up to 512 MiB for Hopper and for the
+NCCL kernels a rank loads into it."""
+NCCL_BUFFERS_BYTES = 1 * GiB
+"""One NCCL communicator's buffers on a rank's GPU, at NCCL's defaults. Each connection of each channel holds one
+buffer per protocol: Simple 4 MiB (NCCL_BUFFSIZE's default, DEFAULT_BUFFSIZE = 1 << 22 in NCCL's src/init.cc), LL
+512 KiB (8 lines x 512 threads x 8 steps x 16 B) and LL128 4.69 MiB (120 elements x 640 threads x 8 steps x 8 B),
+9.2 MiB in all; with 32 channels (Hopper over NVLink) and the ring's and the tree's connections, about 0.9 GiB.
+NVIDIA/nccl issue 964 measured 544-688 MB per communicator on 4 x A100 after an all_reduce. Left out, so that a refusal
+stays certain: NVLink SHARP's buffers on NVSwitch systems (1 GiB bound at init on 8 x H100 in an NCCL_DEBUG log of
+NVIDIA/nccl-tests issue 216; NCCL_NVLS_ENABLE=0 drops them) and all_to_all's connections to every peer (3.3 GB more on
+8 x H100, NVIDIA/nccl issue 1685)."""
 
 
 @dataclass(frozen=True)
 class Pool:
-    """The memory a set of ranks shares: how much, how many ranks draw from it, and what it is (for messages)."""
+    """The memory a set of ranks shares: how much, how many ranks draw from it, and what it is (for messages); on a
+    GPU, less a reserve for what comes before commbench's buffers (the CUDA contexts, NCCL's buffers)."""
 
     available: int
     ranks: int
     what: str
+    reserve: int = 0
+    reserve_what: str = ""
+
+    @property
+    def usable(self) -> int:
+        """What the sweep's buffers may take: the memory less the reserve."""
+        return max(self.available - self.reserve, 0)
+
+
+def gpu_reserve(*, ranks: int, backend: str) -> tuple[int, str]:
+    """The GPU memory held back from the plan for `ranks` ranks on one GPU, and what it is (for messages): a CUDA
+    context per rank, and NCCL's buffers per rank where the backend is NCCL."""
+    contexts = (f"{ranks} CUDA contexts ({format_bytes(CUDA_CONTEXT_BYTES)} each)" if ranks > 1
+                else f"the CUDA context ({format_bytes(CUDA_CONTEXT_BYTES)})")
+    if backend != NCCL:
+        return ranks * CUDA_CONTEXT_BYTES, contexts
+    return (ranks * (CUDA_CONTEXT_BYTES + NCCL_BUFFERS_BYTES),
+            f"{contexts} and NCCL's buffers ({format_bytes(NCCL_BUFFERS_BYTES)}{' each' if ranks > 1 else ''})")
 
 
 @dataclass(frozen=True)
@@ -56,7 +97,9 @@ def pool_for(spec: SweepSpec, machine) -> Pool | None:
         return None
     sharing = ranks_per_gpu(local_ranks=ranks_here, visible=machine.gpus,
                             step_gpus=machine.step_gpus if machine.in_job else None)
-    return Pool(machine.gpu_memory_bytes, sharing, "the memory of one GPU (the smallest here, NVML's)")
+    reserve, reserve_what = gpu_reserve(ranks=sharing, backend=spec.backend)
+    return Pool(machine.gpu_memory_bytes, sharing, "the memory of one GPU (the smallest here, NVML's)", reserve,
+                reserve_what)
 
 
 def need_at(spec: SweepSpec, size_bytes: int) -> Need:
@@ -89,15 +132,17 @@ def check_fits(spec: SweepSpec, machine) -> None:
             warnings.warn(skipped_text(spec), CommbenchWarning, stacklevel=2)
         return
     need = need_at(spec, max(spec.sizes))
-    if need.per_rank * pool.ranks <= pool.available:
+    if need.per_rank * pool.ranks <= pool.usable:
         return
     parts = (f"{readable(need.per_rank)} per rank for its buffers and check data, × {pool.ranks} ranks"
              if pool.ranks > 1 else "its buffers and check data")
     fits = largest_fitting_size(spec, pool)
     advice = f"sizes up to {size_text(fits)} fit: end --sizes there" if fits else "not even the smallest size fits"
     fewer = ", or run fewer ranks on this machine" if pool.ranks > 1 else ""
+    reserved = (f", {readable(pool.usable)} after a {readable(pool.reserve)} reserve for {pool.reserve_what}"
+                if pool.reserve else "")
     raise CommbenchError(f"the sweep's largest point, {need.case}, needs {readable(need.per_rank * pool.ranks)} "
-                         f"({parts}), and {pool.what} is {readable(pool.available)}; {advice}{fewer}")
+                         f"({parts}), and {pool.what} is {readable(pool.available)}{reserved}; {advice}{fewer}")
 
 
 def skipped_text(spec: SweepSpec) -> str:
@@ -113,7 +158,7 @@ def largest_fitting_size(spec: SweepSpec, pool: Pool) -> int | None:
     (as --sizes takes it: 7G, not 7.3 GiB); None when not even one byte's worth does. The need grows with the size,
     so it is a bisection."""
     def fits(size: int) -> bool:
-        return need_at(spec, size).per_rank * pool.ranks <= pool.available
+        return need_at(spec, size).per_rank * pool.ranks <= pool.usable
 
     low, high = 0, max(spec.sizes)  # fits(low) holds by convention, fits(high) does not
     while high - low > 1:

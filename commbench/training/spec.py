@@ -179,6 +179,8 @@ class TrainSpec(Spec):
     memory_budget_bytes: float | None = None
     """Peak memory a configuration may use to count as fitting; None = the device's (GPU memory, or RAM / ranks)."""
     timeout_s: float = 300.0
+    """Seconds without a finished configuration before the launch counts as hung: --timeout, plus
+    COMPILATIONS_PER_CONFIG x COMPILE_ALLOWANCE_S when a configuration compiles (timeout_for)."""
     gpu_sample_interval_s: float = 0.05
     """NVML sampling interval while a configuration's steps are timed (GPU runs)."""
 
@@ -282,6 +284,26 @@ def _refuse_gloo_cuda(spec: TrainSpec) -> None:
         raise CommbenchError(f"gloo cannot run {', '.join(refused)} on CUDA tensors: they need {needs}, and gloo "
                              f"runs only {' and '.join(GLOO_CUDA_COLLECTIVES)} on CUDA; use --backend nccl or "
                              f"--device cpu{hint}")
+
+
+COMPILE_ALLOWANCE_S = 300.0
+"""What one cold torch.compile of a configuration's model may take on top of its steps: TorchDynamo traces it, and
+inductor builds forward and backward kernels for every piece DDP's buckets split it into (Triton on GPUs, C++ on CPU),
+with nothing in a fresh pod's or node's compile cache. Tens of seconds for the default models, minutes for larger ones
+or a slow compiler host; 300 s, the base --timeout itself, so a compile never takes more of the watchdog's time than
+the steps are given."""
+COMPILATIONS_PER_CONFIG = 2
+"""A compiled DDP configuration compiles twice before its first row: the DDP model, and the compute baseline's copy
+of it without DDP (training/compute_baseline.py), which is a different graph (one piece, no bucket split)."""
+
+
+def timeout_for(base_s: float, configs: tuple[TrainConfig, ...]) -> float:
+    """The seconds a training sweep's launch may go without a finished configuration: the base (--timeout), plus
+    COMPILATIONS_PER_CONFIG compile allowances where any configuration compiles (the watchdog's timeout is one figure
+    per launch, so one compiled configuration raises it for all)."""
+    if any(config.compile for config in configs):
+        return base_s + COMPILATIONS_PER_CONFIG * COMPILE_ALLOWANCE_S
+    return base_s
 
 
 COMPILE_FIRST_PIECE_MB = 1.0
