@@ -132,6 +132,7 @@ _FAMILIES = (("dgx-h100", "azure-nd-h100-v5", "aws-p5", "gcp-a3-mega"), ("dgx-h2
 
 def published_for(machine: str, collective: str, nodes: int) -> list[Published]:
     """The published figures for a preset (the DGX and Azure names of one machine share theirs)."""
-    names = next((family for family in _FAMILIES if machine in family), (machine,))
+    # a family shares a node, not a network: figures across nodes belong to their own machine only
+    names = next((family for family in _FAMILIES if machine in family), (machine,)) if nodes == 1 else (machine,)
     return [figure for figure in PUBLISHED
             if figure.machine in names and figure.collective == collective and figure.nodes == nodes]
