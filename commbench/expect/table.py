@@ -60,8 +60,9 @@ def render(facts: MachineFacts, origin: str, expectations: list[Expectation],
     table = [HEADER, *rows(expectations, published)]
     widths = [max(len(row[column]) for row in table) for column in range(len(HEADER))]
     lines += ["", *("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table)]
-    lines += ["", "expected: what a healthy machine reaches with the algorithm NCCL would pick (each link at its "
-              "healthy share, below); ceiling: what the links' signaling rates allow, which no machine exceeds"]
+    if facts.gpus_per_node:  # on CPU both figures are the host's measured rates
+        lines += ["", "expected: what a healthy machine reaches with the algorithm NCCL would pick (each link at its "
+                  "healthy share, below); ceiling: what the links' signaling rates allow, which no machine exceeds"]
     ruled = dict.fromkeys(reason for item in expectations for reason in item.ruled_out)
     lines += [f"  not expected: {reason}" for reason in ruled]
     terms = {(term.name, round(term.value, 3), term.source): term for item in expectations for term in item.terms}
