@@ -19,6 +19,7 @@ This module imports nothing heavy: `commbench model memory` must start in a blin
 import math
 import re
 from decimal import Decimal
+from fractions import Fraction
 
 from commbench.errors import CommbenchError
 
@@ -39,8 +40,10 @@ _MAX_POINTS = 10_000
 """The most message sizes one --sizes may name: counted before any list is built (1:64M:+1 would be 64 Mi sizes)."""
 _MAX_SIZE = 2**50
 """1 PiB: no device holds a larger message; above it a geometric range's floats overflow before they end."""
-_SPEC_HELP = ("use min:max:xF (geometric), min:max:+STEP (linear), min:max (doubling) or a comma list, e.g. "
-              "1K:64M:x2")
+_SPEC_HELP = ("use MIN:MAX:xF (geometric, e.g. 1M:16M:x2), MIN:MAX:+STEP (linear, e.g. 1M:16M:+1M), MIN:MAX "
+              "(doubling) or a comma list (e.g. 1K,64K,1M)")
+_RANGE_WORDS = re.compile(r"^\s*(\S+?)\s*(?:\.{2,3}|…|-|–|—|~|\bto\b)\s*(\S+)\s*$", re.IGNORECASE)
+"""A range written as other tools and prose write it: 1M..16M, 1M...16M, 1M-16M, 1M–16M, 1M~16M, 1M to 16M."""
 _SIZE_HELP = "write a whole number of bytes with an optional unit, e.g. 64K: K, M, G (or KiB, MiB, GiB) are 1024-based"
 _MEMORY_HELP = "write a memory size with its unit, e.g. 80GB (1e9 B), 80GiB or 80G (2^30 B)"
 
@@ -84,12 +87,13 @@ def parse_size_spec(spec: str) -> tuple[int, ...]:
     spec = spec.strip()
     if not spec:
         raise CommbenchError(f"empty --sizes: {_SPEC_HELP}")
+    _refuse_other_range_forms(spec)
     if ":" in spec:
         sizes = _range_sizes(spec)
     else:
         parts = [part for part in spec.split(",") if part.strip()]
         _check_count(spec, len(parts))
-        sizes = [_size_of(spec, part) for part in parts]
+        sizes = [_listed_size(spec, part) for part in parts]
         _check_largest(spec, max(sizes, default=0))
     if not sizes:
         raise CommbenchError(f"--sizes {spec!r} names no size: {_SPEC_HELP}")
@@ -132,8 +136,48 @@ def _range_sizes(spec: str) -> list[int]:
             raise CommbenchError(f"bad --sizes {spec!r}: the step after '+' must be above 0, e.g. +256K")
         _check_count(spec, (high - low) // increment + 1)  # before range(): 1:64M:+1 would be 64 Mi integers
         return list(range(low, high + 1, increment))
-    raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step); "
+    guess = _factor_guess(step)
+    meant = f"; for a factor write {parts[0].strip()}:{parts[1].strip()}:x{guess}" if guess else ""
+    raise CommbenchError(f"bad --sizes {spec!r}: the third part must start with 'x' (factor) or '+' (step){meant}; "
                          f"{_SPEC_HELP}")
+
+
+def _factor_guess(step: str) -> str | None:
+    """The factor a third part without its 'x' means (nccl-tests' `-f 2` is 2, `*2` is x2); None where it names
+    none."""
+    text = step.strip().lstrip("*×").strip()
+    try:
+        factor = float(text)
+    except ValueError:
+        return None
+    return text if math.isfinite(factor) and factor > 1 else None
+
+
+def _listed_size(spec: str, part: str) -> int:
+    """One size of a comma list; a part that is no quantity at all is named with the forms --sizes takes."""
+    if _parse_bytes(part) is None:
+        raise CommbenchError(f"--sizes {_brief(spec)!r}: bad size {part.strip()!r}: {_SPEC_HELP}; each size is "
+                             f"bytes with an optional K, M, G (1024-based)")
+    return _size_of(spec, part)
+
+
+def _refuse_other_range_forms(spec: str) -> None:
+    """A range written as other tools and prose write it (1M..16M, 1M-16M, 1M to 16M, 1M..16M:x4) is refused with
+    the spec --sizes reads for it: MIN:MAX:xF, the factor 2 (nccl-tests' -f 2) unless a step follows."""
+    head, _, step = spec.partition(":")
+    ranged = _RANGE_WORDS.match(head)
+    if ranged is None or _parse_bytes(head) is not None or ":" in step:
+        return
+    low, high = (end.strip() for end in ranged.groups())
+    low_bytes, high_bytes = _parse_bytes(low), _parse_bytes(high)
+    if low_bytes is None or high_bytes is None:
+        return
+    if Fraction(*low_bytes[:2]) > Fraction(*high_bytes[:2]):  # written high to low: the spec goes up
+        low, high = high, low
+    step = step.strip() or "x2"
+    raise CommbenchError(f"--sizes {_brief(spec)!r}: {head.strip()!r} is not how --sizes writes a range; write "
+                         f"--sizes {low}:{high}:{step} (MIN:MAX:xF, a factor F; or MIN:MAX:+STEP, or a comma list "
+                         f"such as {low},{high})")
 
 
 def _size_of(spec: str, part: str) -> int:

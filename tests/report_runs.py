@@ -1,4 +1,5 @@
-"""The one real suite run that the report and compare tests share, and how they open pages in headless Chromium."""
+"""The real runs that the report and compare tests share (a suite, an FSDP sweep), and how they open pages in headless
+Chromium."""
 
 import fcntl
 import os
@@ -65,16 +66,40 @@ def run_report_suite(out: Path) -> Path:
 
 
 def shared_report_suite(tmp_path_factory) -> Path:
-    """SUITE run once per test session and shared by the files that read it (read only): under pytest-xdist each
-    file runs on its own worker, and the first to ask runs the suite while the other waits on the lock (the basetemp's
-    parent is this session's folder under xdist, which every worker shares; without xdist, basetemp itself)."""
+    """SUITE run once per test session and shared by the files that read it (read only)."""
+    return _shared(tmp_path_factory, "report-suite", run_report_suite) / "suite"
+
+
+# An FSDP sweep whose configuration labels are the longest the report shows ("zero3/fsdp2 reshard=true fwd_prefetch=0
+# bwd_prefetch=default": three settings vary, six configurations), on a model small enough that it takes seconds.
+FSDP_SWEEP = ["fsdp", "--model", "mlp", "--hidden", "64", "--layers", "2", "--steps", "6", "--profile-steps", "0",
+              "--isolation", "reset", "--backend", "gloo", "--device", "cpu"]
+
+
+def run_fsdp_sweep(out: Path) -> Path:
+    completed = subprocess.run([sys.executable, "-m", "commbench", *FSDP_SWEEP, "--out", str(out), "--run-id", "fsdp",
+                                "-q"], env=commbench_env(), capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return out / "fsdp"
+
+
+def shared_fsdp_sweep(tmp_path_factory) -> Path:
+    """FSDP_SWEEP run once per test session and shared by the files that read it (read only)."""
+    return _shared(tmp_path_factory, "report-fsdp", run_fsdp_sweep) / "fsdp"
+
+
+def _shared(tmp_path_factory, name: str, make) -> Path:
+    """make(folder) run once per test session: under pytest-xdist each file runs on its own worker, and the first to
+    ask runs it while the others wait on the lock (the basetemp's parent is this session's folder under xdist, which
+    every worker shares; without xdist, basetemp itself)."""
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    folder = shared / "report-suite"
-    with open(shared / "report-suite.lock", "w") as lock:
+    folder = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not (folder / "suite" / "meta.json").exists():
+        if not (folder / "done").exists():
             shutil.rmtree(folder, ignore_errors=True)  # a run that failed part-way: run it again
             folder.mkdir()
-            run_report_suite(folder)
-    return folder / "suite"
+            make(folder)
+            (folder / "done").touch()
+    return folder

@@ -246,3 +246,21 @@ def test_an_8_gpu_pcie_node_rings_over_pcie():
     assert one.busbw_gbps == pytest.approx(48.0)  # NCCL's topo.cc: 16 lanes × 240 × 100 Mb/s
     assert expect(preset, "all_reduce", nodes=2, ranks_per_node=8).why_none == \
         "the facts list no network adapters to cross nodes with"
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_network_terms_name_n_as_ranks_and_their_arithmetic_gives_the_figure(nodes):
+    """The tree and all-to-all terms say n is the rank count (16 at 2 nodes × 8), with its value: a reader taking n
+    for the node count would compute 400 where the term says 750. Recomputing each term from the numbers its text
+    names gives the term's own figure. (From 3 nodes the ring beats NVLS-tree here, so the tree term is shown at 2.)"""
+    preset = PRESETS["dgx-h100"]
+    net = 8 * 400 / 8
+    ranks = nodes * 8
+    alltoall = {term.name: term for term in expect(preset, "all_to_all", nodes=nodes, ranks_per_node=8).terms}[
+        "all-to-all over the network"]
+    assert f"n = {ranks} ranks, G = 8 per node" in alltoall.source
+    assert alltoall.value == pytest.approx(net * (ranks - 1) / (8 * (ranks - 8)))
+    if nodes == 2:
+        tree = {term.name: term for term in expect(preset, "all_reduce", nodes=2, ranks_per_node=8).terms}[
+            "tree over the network"]
+        assert "n = 16 ranks" in tree.source and tree.value == pytest.approx(net * 2 * 15 / 16)

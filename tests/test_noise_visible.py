@@ -266,13 +266,13 @@ def test_ties_are_exactly_the_eligible_configurations_whose_cis_overlap_the_best
 def test_the_best_line_names_every_tied_configuration():
     table = format_training_table(_training_rows(TRAINING_CASES))
     [best_line] = [line for line in table.splitlines() if line.startswith("# best:")]
-    assert best_line.startswith("# best: ddp bucket_mb=1 — 20.0 samples/s, step 100.0 ms (95 % CI 96.0–104.0)")
-    assert "tie within noise: ddp bucket_mb=1, ddp bucket_mb=5 (95 % CIs of the step time overlap" in best_line
-    assert "no 95 % CI to compare with: ddp bucket_mb=100" in best_line
+    assert best_line.startswith("# best: ddp cap 1 MiB — 20.0 samples/s, step 100.0 ms (95 % CI 96.0–104.0)")
+    assert "not significantly faster than ddp cap 5 MiB (95 % CIs of the step time overlap: a tie" in best_line
+    assert "no 95 % CI to compare with: ddp cap 100 MiB" in best_line
     lines = table.splitlines()
-    assert "p50 95% CI" in lines[0] and lines[1].split().count("(ms)") == 7
-    assert [line.split()[2] for line in lines[2:8]] == ["fp32"] * 6  # each row's precision, beside its label
-    assert [line.split()[4] for line in lines[2:8]] == ["96.0–104.0", "103.0–110.0", "105.0–115.0", "99.0–103.0",
+    assert "p50 95% CI" in lines[0] and lines[1].split().count("(ms)") == 4  # step p50, CI, comm, exposed
+    assert [line.split()[4] for line in lines[2:8]] == ["fp32"] * 6  # each row's precision, beside its label
+    assert [line.split()[6] for line in lines[2:8]] == ["96.0–104.0", "103.0–110.0", "105.0–115.0", "99.0–103.0",
                                                          "99.0–103.0", "n/a"]
 
 
@@ -280,7 +280,7 @@ def test_no_tie_without_overlap_and_the_markers_stay_in_the_best_column():
     results = _training_rows(TRAINING_CASES[:1] + TRAINING_CASES[2:3])  # winner and a tight loser
     assert tied_configs(results, best_config(results)) == ([], [])
     table = format_training_table(results)
-    assert "tie within noise" not in table
+    assert "not significantly faster" not in table and "tied with" not in table
     numbers = key_numbers(results)
     assert list(numbers["best"]) == ["◀ best", ""]
     assert list(numbers["step p50 95% CI (ms)"]) == ["96.0–104.0", "105.0–115.0"]

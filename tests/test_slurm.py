@@ -97,6 +97,9 @@ def _job_id(completed: subprocess.CompletedProcess) -> str:
     (["--rdzv-port", "80"], "--rdzv-port 80 is not a usable port"),
     (["--sbatch-arg=--output=x"], "commbench sets --output itself"),
     (["--poll", "0"], "Invalid value for '--poll': '0' is not a finite number above 0"),
+    (["--container-image", "a b"], "--container-image 'a b' is not an image pyxis reads"),
+    (["--container-image", "img:1", "--container-mounts", "/a"], "--container-mounts '/a' is not one SRC:DST"),
+    (["--container-mounts", "/a:/a"], "--container-mounts needs --container-image"),
 ])
 def test_unsafe_or_impossible_submissions_are_refused(tmp_path, commbench_cli, args, fragment):
     base = {"--nodes": "1", "--gpus-per-node": "0"}
@@ -114,6 +117,18 @@ def test_submit_without_slurm_says_so_and_creates_nothing(tmp_path, commbench_cl
     outcome = commbench_cli("slurm", "submit", "cpu-ci", "--nodes", "1", "--gpus-per-node", "0", "--out",
                             str(tmp_path / "results"))
     assert outcome.returncode == 2 and "`sbatch` is not on PATH" in outcome.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_container_image_without_pyxis_is_refused_before_anything_is_made(cluster, tmp_path):
+    """The local cluster's srun has no pyxis: sbatch would take the job and its step would fail on the nodes, so
+    submit refuses first, in one line, and creates no run folder."""
+    outcome = subprocess.run([sys.executable, "-m", "commbench", "slurm", "submit", _tiny(tmp_path), "--nodes", "1",
+                              "--gpus-per-node", "0", "--container-image", "nvcr.io#nvidia/pytorch:26.07-py3",
+                              "--partition", cluster.partition, "--out", str(tmp_path / "results")],
+                             cwd=tmp_path, env=_client_env(cluster), capture_output=True, text=True, timeout=120)
+    assert outcome.returncode == 2, outcome
+    assert len(outcome.stderr.strip().splitlines()) == 1 and "pyxis" in outcome.stderr, outcome.stderr
     assert not (tmp_path / "results").exists()
 
 

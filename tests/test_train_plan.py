@@ -52,7 +52,7 @@ def test_spec_survives_json_and_labels_name_the_settings():
 
 
 @pytest.mark.parametrize("overrides, config, message", [
-    ({"steps": 3}, {}, "--steps 3 is too few"),
+    ({"steps": 1}, {}, "--steps 1 is too few"),
     ({"warmup_steps": 1}, {}, "rebuilds its buckets"),
     ({"nproc": 4}, {"strategy": "hsdp", "impl": "fsdp2", "shard_group": 3}, "--shard-group 3 must divide"),
     ({}, {"strategy": "hsdp", "impl": "fsdp2", "shard_group": 2}, "at least two replicas"),
@@ -71,7 +71,7 @@ def test_validation_names_the_fix(overrides, config, message):
     (["ddp", "--gradient-as-bucket-view", "maybe"], "is not true or false"),
     (["ddp", "--params", "lots"], "bad --params 'lots'"),
     (["ddp", "--memory-budget", "80"], "bad --memory-budget '80'"),
-    (["ddp", "--steps", "2"], "--steps 2 is too few"),
+    (["ddp", "--steps", "1"], "--steps 1 is too few"),
     (["zero", "--strategy", "zero4"], "unknown --strategy 'zero4'"),
     (["zero", "--strategy", "hsdp"], "at least two replicas"),
     (["zero", "--nproc", "4", "--oversubscribe", "--strategy", "hsdp", "--shard-group", "3"],

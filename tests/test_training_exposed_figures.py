@@ -75,22 +75,44 @@ def test_the_table_shows_the_cost_against_compute_and_says_fsdp2_cannot_overlap_
                                  compute_baseline="absent: the local copy needs 30 MiB beside ...")])
     table = format_training_table(results)
     header, _, first, second = table.splitlines()[:4]
-    assert "vs compute" in header and "31.5" in first.split() and "31.5" not in second.split()
+    # the one exposed column is the cost against compute; the trace's 28.0 is not in the short table
+    assert header.split().count("exposed") == 1 and "31.5" in first.split() and "31.5" not in second.split()
+    assert "28.0" not in first.split()
     assert f"# {FSDP2_GLOO_NOTE}" in table.splitlines()
-    assert "# vs compute absent: the local copy needs 30 MiB beside ..." in table.splitlines()
+    assert "# exposed absent: the local copy needs 30 MiB beside ... (the trace's figure, in --verbose, is the one " \
+           "left)" in table.splitlines()
     numbers = key_numbers(results)
-    assert list(numbers["exposed comm vs compute-only (ms)"])[0] == 31.5
-    assert list(numbers["exposed comm, trace max rank (ms)"])[0] == 29.0
+    assert list(numbers["exposed comm (ms)"])[0] == 31.5
+    # the other figures stay in results.csv: the report's key numbers hold one exposed column
+    assert [name for name in numbers.columns if "exposed" in name or "no_sync" in name] == ["exposed comm (ms)"]
+
+
+def _cell(table: str, row: int, name: str) -> str:
+    """The cell of column `name` in data row `row`: columns are right-aligned, so it ends where its header does."""
+    lines = table.splitlines()
+    end = lines[0].index(f" {name}") + 1 + len(name)
+    return lines[2 + row][:end].split()[-1]
+
+
+def test_verbose_shows_all_three_exposed_figures():
+    results = pd.DataFrame([_row(impl="ddp", strategy="ddp", exposed_comm_ms_baseline=31.5, exposed_comm_ms_max=29.0,
+                                 exposed_comm_ms_nosync=27.25)])
+    short, verbose = format_training_table(results), format_training_table(results, verbose=True)
+    assert [_cell(verbose, 0, name) for name in ("exposed", "trace exp", "trace max", "no_sync Δ")] == \
+        ["31.5", "28.0", "29.0", "27.2"]
+    assert _cell(short, 0, "exposed") == "31.5"
+    assert "no_sync Δ" not in short.splitlines()[0] and "trace exp" not in short.splitlines()[0]
+    assert "trace exp/max = " in verbose and "in --verbose and results.csv" in short
 
 
 def test_rows_without_the_exposed_columns_still_make_a_table():
     old = pd.DataFrame([{name: value for name, value in _row(impl="ddp", strategy="ddp").items()
                          if name not in EXPOSED_COLUMNS}])
     table = format_training_table(old)
-    assert "vs compute" in table.splitlines()[0]
+    assert _cell(table, 0, "exposed") == "-"
     assert FSDP2_GLOO_NOTE not in table  # no FSDP2 row
     assert not [note for note in table_notes(old) if "absent" in note]
-    assert math.isnan(list(key_numbers(old)["exposed comm vs compute-only (ms)"])[0])
+    assert math.isnan(list(key_numbers(old)["exposed comm (ms)"])[0])
 
 
 def test_an_older_results_file_without_the_exposed_columns_loads_with_them_missing(tmp_path):

@@ -82,6 +82,36 @@ def test_size_messages(spec, fragment):
         parse_size_spec(spec)
 
 
+@pytest.mark.parametrize("spec, meant", [
+    ("1M..16M", "1M:16M:x2"), ("1M...16M", "1M:16M:x2"), ("1M-16M", "1M:16M:x2"), ("1M to 16M", "1M:16M:x2"),
+    ("16M..1M", "1M:16M:x2"), ("1M..16M:x4", "1M:16M:x4"), ("1M..16M:+1M", "1M:16M:+1M"), ("1M:16M:2", "1M:16M:x2"),
+    ("1M:16M:*2", "1M:16M:x2")])
+def test_a_range_in_another_spelling_is_refused_with_the_spec_that_means_it(spec, meant):
+    with pytest.raises(CommbenchError) as error:
+        parse_size_spec(spec)
+    message = str(error.value)
+    assert "\n" not in message and meant in message and "MIN:MAX:xF" in message
+    sizes = parse_size_spec(meant)  # the spec offered reads, and spans the range asked for
+    assert (sizes[0], sizes[-1]) == (1024**2, 16 * 1024**2)
+
+
+@pytest.mark.parametrize("spec", ["[1M,16M]", "1M,2M..4M", "sizes", "1M 16M"])
+def test_a_spec_that_is_no_size_names_every_form_sizes_takes(spec):
+    with pytest.raises(CommbenchError) as error:
+        parse_size_spec(spec)
+    message = str(error.value)
+    assert "\n" not in message
+    assert all(form in message for form in ("MIN:MAX:xF", "1M:16M:x2", "MIN:MAX:+STEP", "comma list")), message
+
+
+def test_sweep_refuses_a_dotted_range_in_one_line_with_the_spec_to_write(tmp_path):
+    from tests.refusals import assert_refused, invoke
+
+    line = assert_refused(invoke(["sweep", "-c", "all_reduce", "--sizes", "1M..16M", "--out", str(tmp_path / "r")]),
+                          left_empty=[tmp_path])
+    assert "--sizes 1M:16M:x2" in line
+
+
 def test_format_bytes():
     assert format_bytes(1024) == "1 KiB"
     assert format_bytes(16 * 1024**2) == "16 MiB"

@@ -69,9 +69,10 @@ GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
 @dataclass(frozen=True, kw_only=True)
 class CollectiveOptions(TargetOptions):
     collectives: tuple[str, ...] = option(
-        "-c", "--collective", many=True,
+        "-c", "--collective", many=True, arguments=True,
         help="all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, sendrecv; repeat or "
-             "comma-separate [default: all_reduce, reduce_scatter, all_gather].")
+             "comma-separate, or give them as arguments (commbench sweep all_reduce all_gather) [default: "
+             "all_reduce, reduce_scatter, all_gather].")
     sizes: str = option("--sizes", default="1K:16M:x2", show_default=True,
                         help="Message sizes: min:max:xF, min:max:+STEP or a comma list; K/M/G (= KiB/MiB/GiB) are "
                              "1024-based.")
@@ -152,6 +153,9 @@ class CollectiveOptions(TargetOptions):
     tuner_config: str | None = option("--tuner-config",
                                       help="NCCL_TUNER_CONFIG_FILE for every launch (commbench tune writes one); "
                                            "recorded in meta.json with its SHA-256.")
+    left_out: tuple[tuple[str, str], ...] = ()
+    """Not an option: the (dtype, op) pairs `commbench perf -d all -o all` leaves out (perf/flags.py fit_to), which
+    a sweep's own --dtype and --op never do (a pair the backend cannot run is refused there, by name)."""
     gpu_sample_interval: float = option("--gpu-sample-interval", type=float, above_zero=True, unit="seconds",
                                         default=0.05, show_default=True,
                                         help="Seconds between NVML samples of each GPU while a point is timed.")
@@ -159,6 +163,9 @@ class CollectiveOptions(TargetOptions):
 
 class CollectiveKind(BenchKind):
     """Measure collectives at each message size with statistics and a correctness check on every point.
+
+    COLLECTIVE...: the collectives to run, as -c/--collective names them (`commbench sweep all_reduce all_gather`);
+    given both ways, the two must name the same collectives.
 
     With no option but --out, --run-id, --quiet and --launches, runs the suite suites/default.toml (`commbench run
     default`).
@@ -211,7 +218,7 @@ class CollectiveKind(BenchKind):
             timeout_s=options.timeout, root=options.root, agg_iters=options.agg_iters, average=options.average,
             blocking=options.blocking, cuda_graph=options.cuda_graph, iteration_times=options.iteration_times,
             profile_iters=options.profile_iters if options.profile else 0,
-            gpu_sample_interval_s=options.gpu_sample_interval)
+            gpu_sample_interval_s=options.gpu_sample_interval, left_out=options.left_out)
         launch_environments = environments.resolve(options, backend=target.backend, in_job=machine.in_job)
         spec = replace(spec, environments=launch_environments.combinations, tuner=launch_environments.tuner)
         validate(spec, nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
@@ -254,7 +261,7 @@ class CollectiveKind(BenchKind):
         import pandas as pd
 
         from commbench.measure.stats import stored_half_width_pct
-        from commbench.sweep.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT
+        from commbench.sweep.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT, source_average
         from commbench.units import format_bytes
 
         keys = ["source", "collective", "impl", "backend", "dtype", "env"]
@@ -267,6 +274,12 @@ class CollectiveKind(BenchKind):
         # measure bandwidth rather than latency gets a name of its own
         table = results.groupby(keys, sort=False).agg(**{
             "Avg bus bandwidth (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max")})
+        # an imported nccl-tests test: the Avg line its log printed (over unrounded busbw), where a group is whole
+        # tests of it
+        for key, group in results.groupby(keys, sort=False):
+            printed = source_average(group)
+            if printed is not None:
+                table.loc[key, "Avg bus bandwidth (GB/s)"] = printed[0]
         table["#wrong"] = self._wrong_words(results, keys).reindex(table.index)
         large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES].groupby(keys, sort=False)["busbw_gbps"]
         table.insert(1, f"mean busbw ≥ {format_bytes(AVERAGE_FROM_BYTES)} (GB/s)", large.mean().reindex(table.index))

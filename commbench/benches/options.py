@@ -40,6 +40,10 @@ class Option:
     positional: bool = False
     """On the command line the values are arguments (commbench replay TRACE...), not a flag; the suite key stays
     the flag's name."""
+    arguments: bool = False
+    """The values may also be given as the command's arguments (`commbench sweep all_reduce all_gather` is
+    `commbench sweep -c all_reduce,all_gather`), as `commbench perf COLLECTIVE` takes them; the flag stays. Both
+    given, they must name the same values (arguments_and_flag)."""
     aliases: tuple[tuple[str, str], ...] = ()
     """(another name, the choice it means): nccl-tests' type names for --dtype (float → float32)."""
     parse: Callable[[str], object] | None = None
@@ -85,6 +89,38 @@ def parse_options(cls, values: dict):
             continue  # the command line's "not given": Click hands an unused repeatable option over as ()
         parsed[f.name] = _convert(described, value)
     return cls(**parsed)
+
+
+def arguments_name(f: Field) -> str:
+    """The command-line parameter that holds an `arguments` option's values given as arguments."""
+    return f"{f.name}_arguments"
+
+
+def arguments_and_flag(cls, values: dict) -> dict:
+    """The raw command-line values with each `arguments` option's arguments moved into its field: the arguments
+    alone, the flag alone, or both naming the same values (in any order or spelling of the list); both naming
+    different values is refused in one line, since the run could only take one of them."""
+    values = dict(values)
+    for f, described in options_of(cls):
+        if not described.arguments:
+            continue
+        given = tuple(values.pop(arguments_name(f), None) or ())
+        flagged = values.get(f.name) or ()
+        if not given:
+            continue
+        if flagged:
+            as_arguments, as_flag = (_listed(value) for value in (given, flagged))
+            if set(as_arguments) != set(as_flag):
+                raise CommbenchError(f"{' '.join(as_arguments)} given as arguments and {described.flag} "
+                                     f"{','.join(as_flag)} name different {described.key}s; give them one way: "
+                                     f"the arguments or {described.flag}")
+        values[f.name] = given
+    return values
+
+
+def _listed(values) -> list[str]:
+    """Raw repeatable values as the list they name ("a,b" and "c" → a, b, c)."""
+    return [part.strip() for value in values for part in str(value).split(",") if part.strip()]
 
 
 def _convert(described: Option, value):

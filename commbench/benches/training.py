@@ -1,12 +1,13 @@
 """What the training bench kinds (ddp, fsdp, strategy) share: model and step options, their resolution into a
 TrainSpec, the result columns (the configuration's settings among them), the rank side, table and metrics."""
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
 from commbench.benches.options import TargetOptions, option
-from commbench.errors import CommbenchError
+from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA
 from commbench.training.spec import (
@@ -85,7 +86,9 @@ class TrainingOptions(TargetOptions):
     accum_steps: tuple[int, ...] = option("--accum-steps", type=int, many=True, lowest=1,
                                           help="Micro-batches per optimizer step (gradient sync on the last only), "
                                                "e.g. 1,4 [default: 1].")
-    steps: int = option("--steps", type=int, default=10, show_default=True, help="Measured optimizer steps.")
+    steps: int = option("--steps", type=int, default=10, show_default=True,
+                        help="Measured optimizer steps: 2 or more (2 with --profile-steps 1 for a quick look); a 95 % "
+                             "CI of the median step time, and a ranking beyond the point figures, need 6 or more.")
     warmup_steps: int = option("--warmup-steps", type=int, default=2, show_default=True,
                                help="Untimed steps first (DDP rebuilds its buckets at step 2).")
     profile_steps: int = option("--profile-steps", type=int, lowest=0, default=3, show_default=True,
@@ -111,6 +114,16 @@ class TrainingOptions(TargetOptions):
                                  f"where a configuration compiles (--compile true), {COMPILATIONS_PER_CONFIG} x "
                                  f"{COMPILE_ALLOWANCE_S:g} s more: it compiles the model and its compute baseline "
                                  "before its first row.")
+
+
+def _say_long_run(spec) -> None:
+    """Before a CPU run that will compute for a minute or more, one line with the estimate and how to make it quick
+    (training/time_estimate.py); said as a warning, so it comes before the run, on stderr, and in --json."""
+    from commbench.training.time_estimate import cpu_run_text
+
+    text = cpu_run_text(spec)
+    if text:
+        warnings.warn(text, CommbenchWarning, stacklevel=3)
 
 
 SELFTEST_TRAINING: dict[str, Any] = {
@@ -162,7 +175,7 @@ class TrainingKind(BenchKind):
         return self.configs(options, accum_steps, world, precisions), ()
 
     def resolve(self, options: TrainingOptions, machine) -> Bench:
-        from commbench.training.spec import TrainSpec, default_precision, timeout_for, validate
+        from commbench.training.spec import TrainSpec, default_precision, few_steps_note, timeout_for, validate
         from commbench.training.synthetic import ModelShape, shape_for_params
         from commbench.units import parse_count, parse_memory
 
@@ -194,8 +207,11 @@ class TrainingKind(BenchKind):
                          isolation=isolation, memory_budget_bytes=budget,
                          timeout_s=timeout_for(options.timeout, configs))
         validate(spec)
-        return Bench(self, spec, spec.points, notes=notes, process_per_point=spec.isolation == "process",
-                     cores=target.cores)
+        few = few_steps_note(spec.steps)
+        if spec.device == CPU and (not machine.in_job or machine.rank == 0):
+            _say_long_run(spec)
+        return Bench(self, spec, spec.points, notes=(*notes, *([few] if few else [])),
+                     process_per_point=spec.isolation == "process", cores=target.cores)
 
     def spec_from_json(self, text):
         from commbench.training.spec import TrainSpec
@@ -221,10 +237,11 @@ class TrainingKind(BenchKind):
 
         return measure_config(spec, point, run)
 
-    def table(self, results, verbose: bool = False) -> str:  # one layout: a row per configuration is short
+    def table(self, results, verbose: bool = False) -> str:
+        """A row per configuration with one exposed-communication figure; --verbose adds the trace's and no_sync's."""
         from commbench.training.table import format_training_table
 
-        return format_training_table(results)
+        return format_training_table(results, verbose=verbose)
 
     def key_numbers(self, results):
         from commbench.training.table import key_numbers

@@ -9,7 +9,7 @@ import click
 from click.core import ParameterSource
 
 from commbench.bench_kind import BenchKind
-from commbench.benches.options import default_of, options_of, parse_options
+from commbench.benches.options import arguments_and_flag, arguments_name, default_of, options_of, parse_options
 from commbench.cli.shared import (
     bench_document,
     launches_option,
@@ -33,6 +33,11 @@ def click_options(options_class):
             if described.positional:
                 decorator = click.argument(f.name, nargs=-1 if described.many else 1, type=click.STRING,
                                            metavar=f"{described.key.upper()}...")
+            elif described.arguments:  # the flag, and the same values as arguments (merged by arguments_and_flag)
+                function = click.argument(arguments_name(f), nargs=-1, type=click.STRING,
+                                          metavar=f"[{described.key.upper()}]...")(function)
+                decorator = click.option(*described.flags, f.name, type=click.STRING, multiple=True,
+                                         metavar=_metavar(described), help=described.help)
             elif described.switch:
                 flags = (f"{described.flag}/--no-{described.key}",) if described.negatable else described.flags
                 decorator = click.option(*flags, f.name, is_flag=True, default=default,
@@ -63,6 +68,8 @@ def bench_command(kind: BenchKind) -> click.Command:
     def command(ctx: click.Context, out: Path, run_id: str | None, quiet: bool, as_json: bool, verbose: bool,
                 launches: int = 1, **raw) -> None:
         from commbench.execution import torch_host
+
+        values = arguments_and_flag(kind.options, raw)  # refused here, before torch is loaded, where they differ
         if kind.bare_suite and all(ctx.get_parameter_source(name) == ParameterSource.DEFAULT for name in raw):
             from commbench.cli.run import run_suite_command
 
@@ -72,7 +79,7 @@ def bench_command(kind: BenchKind) -> click.Command:
         import pandas  # noqa: F401 - the tables' import, here on one core while the host imports torch on another
 
         machine = torch_host.machine()
-        bench = kind.resolve(parse_options(kind.options, raw), machine)
+        bench = kind.resolve(parse_options(kind.options, values), machine)
         run_resolved(bench, machine, out=out, run_id=run_id, quiet=quiet, as_json=as_json, verbose=verbose,
                      launches=launches)
 

@@ -18,7 +18,9 @@ _HELP = {
     --collective; the world size from its '#  Rank N … on HOST' lines, else from --world-size. Several files (e.g.
     all_reduce_perf.log all_gather_perf.log) make one run; lines prefixed by mpirun --tag-output or srun --label are
     read as well. Rows keep nccl-tests' time, algbw and busbw as printed; busbw_check says whether the busbw follows
-    from the size and time, and meta.json keeps the '# Avg bus bandwidth' line, checked against the rows.
+    from the size and time, and meta.json keeps the '# Avg bus bandwidth' line, checked against the rows; the tables
+    print that line's figure. meta.json's start_time is the run's own where the file records one (-J's start_time,
+    -S 1's row timestamps; start_time_source log), else the import's (start_time_source import).
     """,
     "param": """Read PARAM comms benchmark results (its COMMS-RES tables, train/comms/pt/comms.py) into a run folder.
 

@@ -4,6 +4,7 @@ The flags become the equivalent `commbench sweep` options (commbench/perf/flags.
 launch, every point checked, a run folder); the output is then nccl-tests' text of that run folder, and -J its JSON."""
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -105,8 +106,9 @@ def perf(collective, backend, device, out, run_id, quiet, as_json, launches, env
                                     nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
         environment = {"env_axes": env_axes, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto,
                        "tuner_plugin": tuner_plugin, "tuner_config": tuner_config}
-        bench = KIND.resolve(parse_options(KIND.options, {**request.options, "backend": backend, "device": device,
-                                                          **environment}), machine)
+        options = parse_options(KIND.options, {**request.options, "backend": backend, "device": device,
+                                               **environment})
+        bench = KIND.resolve(replace(options, left_out=request.left_out), machine)
     except CommbenchError as error:  # the sweep's checks name sweep options: say them as the flags given
         raise CommbenchError(perf_flags.in_flags_terms(str(error))) from None
     if bench.environments and request.json_path:

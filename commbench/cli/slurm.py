@@ -11,7 +11,7 @@ from commbench import store
 from commbench.cli.shared import POSITIVE_NUMBER
 from commbench.errors import CommbenchError, ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
-from commbench.slurm import jobs, script
+from commbench.slurm import container, jobs, script
 
 REPORT_DIR = "report"
 
@@ -46,8 +46,15 @@ def slurm() -> None:
 @click.option("--job-name", default=None, help="Slurm job name [default: commbench-<suite file name>].")
 @click.option("--rdzv-port", type=int, default=None,
               help="Port of the c10d rendezvous on the first node [default: 20000 + job id mod 20000].")
-@click.option("--python", default=sys.executable, show_default=True,
-              help="The Python (with commbench installed) that the nodes run.")
+@click.option("--python", default=None,
+              help="The Python (with commbench installed) that the nodes run [default: this one, "
+                   f"{sys.executable}; python3 with --container-image].")
+@click.option("--container-image", default=None,
+              help="Run each node's ranks in this image through pyxis (srun --container-image), e.g. one built "
+                   "from container/Dockerfile: REGISTRY#IMAGE:TAG or a .sqsh path. The run folder is mounted at its "
+                   "own path.")
+@click.option("--container-mounts", "container_mounts", multiple=True,
+              help="Another SRC:DST[:FLAGS] mount for --container-image (e.g. /data:/data:ro). Repeatable.")
 @click.option("--backend", type=click.Choice(BACKEND_CHOICES), default=None, help="Override the suite's backend.")
 @click.option("--device", type=click.Choice(DEVICE_CHOICES), default=None, help="Override the suite's device.")
 @click.option("--out", "out_text", default="results", show_default=True,
@@ -59,8 +66,8 @@ def slurm() -> None:
               help="Seconds --wait waits before giving up (the job keeps running).")
 @click.option("--poll", type=POSITIVE_NUMBER, default=2.0, show_default=True, help="Seconds between job-state polls.")
 def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time_limit, qos, constraint, exclusive,
-           cpus_per_task, sbatch_args, env, job_name, rdzv_port, python, backend, device, run_id, dry_run,
-           wait_, wait_timeout, poll, out_text) -> None:
+           cpus_per_task, sbatch_args, env, job_name, rdzv_port, python, container_image, container_mounts,
+           backend, device, run_id, dry_run, wait_, wait_timeout, poll, out_text) -> None:
     """Write the batch script for SUITE into results/<run-id>/, submit it with sbatch, and (--wait) collect it.
 
     Exit codes: 0 submitted (or, with --wait, completed with correct results), 1 (--wait) a check found wrong
@@ -75,13 +82,19 @@ def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time
     if nproc_per_node is None:  # not `or`: an explicit 0 must reach validate() and be refused, not become 2
         nproc_per_node = gpus_per_node or 2
     overrides = {"backend": backend, "device": device}
+    image = container.from_options(container_image, tuple(container_mounts))
+    if image:
+        container.check_mountable(out.resolve())
+    if python is None:  # this machine's interpreter path means nothing inside an image: the image's python3 runs
+        python = "python3" if image else sys.executable
     request = script.JobRequest(
         nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node, partition=partition,
         account=account, qos=qos, constraint=constraint, time=time_limit, cpus_per_task=cpus_per_task,
         exclusive=exclusive, sbatch_args=tuple(sbatch_args),
         env=script.job_env(tuple(env), dict(os.environ)), rdzv_port=rdzv_port, python=python,
         job_name=job_name if job_name is not None else f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
-        run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)))
+        run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)),
+        container=image)
     script.validate(request)
     # Validate the suite as it will resolve on the compute nodes, not on this (login) node.
     loaded = load_suite(suite, Machine.for_job(nodes=nodes, ranks_per_node=nproc_per_node,

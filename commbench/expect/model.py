@@ -257,9 +257,10 @@ def _candidates(facts: MachineFacts, collective: str, link: Term, net: Term | No
                     [(link.value, link.name), (net.value, "network")])
     if collective == "all_reduce":
         tree_net = net.value * 2 * (ranks - 1) / ranks / (1 if nodes == 2 else 2)
+        # n is the rank count, not the node count: a reader who takes it for 2 nodes computes NET, not 2 × NET × 15/16
         tree_term = Term("tree over the network", tree_net, "GB/s",
-                         "NET × 2(n-1)/n: each node sends S out at 2 nodes" if nodes == 2 else
-                         "NET × (n-1)/n: each node sends 2S out from 3 nodes on")
+                         f"NET × 2(n-1)/n, n = {ranks} ranks: each node sends S out at 2 nodes" if nodes == 2 else
+                         f"NET × (n-1)/n, n = {ranks} ranks: each node sends 2S out from 3 nodes on")
         channel = min(link_ok, net_ok)  # a tree channel runs at the ring's channel rate (NCCL: bwIntra at 2 nodes)
         tree_ok = healthy.TREE_NCCL.share * 2 * (ranks - 1) / ranks * channel
         found = [ring, Candidate(TREE, tree_ok, "network" if net_ok <= link_ok else link.name,
@@ -277,7 +278,8 @@ def _candidates(facts: MachineFacts, collective: str, link: Term, net: Term | No
         return found
     if collective == "all_to_all":
         off_node = net.value * (ranks - 1) / (per_node * (ranks - per_node))
-        term = Term("all-to-all over the network", off_node, "GB/s", "NET × (n-1) / (G(n-G)): S(n-G)/n leaves each GPU")
+        term = Term("all-to-all over the network", off_node, "GB/s",
+                    f"NET × (n-1) / (G(n-G)), n = {ranks} ranks, G = {per_node} per node: S(n-G)/n leaves each GPU")
         return [_bounded(P2P, [(p2p_ok, link.name), (off_node * healthy.NETWORK.share, "network")],
                          [(link.value, link.name), (off_node, "network")], (term,))]
     if collective == "sendrecv":

@@ -19,7 +19,11 @@ change this comparison could have detected (detectable_pct). Peak memory has one
 deterministic quantity here, so beyond the threshold is a regression by itself.
 
 Suite runs (`commbench run`) are compared bench by bench, matched by bench name; a folder of suite runs is a run set
-of each bench.
+of each bench. A suite run against a single run is compared through the suite's one bench of that run's kind
+(sides.paired_bench_sets; several, or none, are refused).
+
+A row whose busbw is 0 on a side (nccl-tests prints it to 0.01 GB/s: its small sizes read 0.00) is judged on its time
+instead, at the busbw threshold: at one size busbw is a fixed multiple of 1 / time (_stand_in).
 
 The gate also fails when the new side cannot show that nothing got worse: a run whose meta.json does not say
 complete (failed, or still running / killed), or a row (or bench) the baseline has and the new side lacks. Both are
@@ -171,10 +175,8 @@ def compare(baseline_dir: Path, new_dir: Path, thresholds: dict[str, float], *,
     comparable. Suite runs are compared bench by bench; their rows are labelled `bench: row`. launch_noise_pct: the
     launch noise of the floor where a side is a single launch (--launch-noise; launch_floor() says what else);
     below_expected_pct: also judge each new row against its expected busbw (--fail-below-expected, gate/expected.py)."""
-    base_sets, new_sets = sides.bench_run_sets(baseline_dir), sides.bench_run_sets(new_dir)
-    if (sides.PLAIN in base_sets) != (sides.PLAIN in new_sets):
-        raise CommbenchError(f"cannot compare a suite run with a single run ({baseline_dir} vs {new_dir}); compare "
-                             "like with like, or pass the bench's folder inside the suite run")
+    pairing = sides.paired_bench_sets(baseline_dir, new_dir)  # a suite run against a single run: its one bench
+    base_sets, new_sets = pairing.baseline, pairing.new
     sides.check_baseline_complete(baseline_dir)
     floor = launch_floor(baseline_dir, new_dir, launch_noise_pct)
     entries = [{"row": f"run {folder}", "verdict": INCOMPLETE, "why": why}
@@ -238,10 +240,23 @@ def _compare_runs(base: sides.Run, new: sides.Run, metrics: dict[str, float], fl
             entries.append({"row": label, "verdict": NO_FIGURE, "why": notes[0]})
             continue
         for name, threshold in metrics.items():
-            column = _metrics(kind)[name].column
-            entries.append(_compare_metric(name, threshold, (old, current), (base, new), label, notes,
-                                           (old_values.get(column, []), current_values.get(column, [])),
-                                           launches.get(name), floor))
+            stand_in = _stand_in(kind, name, (old, current))
+            if stand_in is not None and stand_in.name in metrics:  # gated in its own right: its entry judges it
+                entries.append({"row": label, "metric": name, "verdict": NO_FIGURE,
+                                "why": f"{_no_figure_text(name, (old, current), kind)}; its {stand_in.name} entry "
+                                       "judges the row"})
+                continue
+            judged = stand_in.name if stand_in is not None else name
+            column = _metrics(kind)[judged].column
+            entry = _compare_metric(judged, threshold, (old, current), (base, new), label, notes,
+                                    (old_values.get(column, []), current_values.get(column, [])),
+                                    launches.get(judged), floor)
+            if stand_in is not None:
+                judged_why = (f"{_no_figure_text(name, (old, current), kind)}: judged on {judged} instead, at the "
+                              f"{name} threshold")
+                entry = {**entry, "instead_of": name,
+                         "why": judged_why + (f"; {entry['why']}" if entry.get("why") else "")}
+            entries.append(entry)
     compared = [key for key in base_rows if key in new_rows and not any(
         note.startswith("no-op") for note in (_note(base_rows[key][0]), _note(new_rows[key][0])))]
     for name, threshold in metrics.items():
@@ -356,6 +371,36 @@ def _why_unmatched(row: pd.Series, other: pd.DataFrame, identity, comparability,
         if mask.any():
             return f"not comparable: dtype {row['dtype']} vs {', '.join(sorted(set(other.loc[mask, 'dtype'])))}"
     return otherwise
+
+
+def _usable(value) -> bool:
+    """A figure a ratio can be taken of: a finite number above 0."""
+    number = float(value) if value is not None else math.nan
+    return math.isfinite(number) and number > 0
+
+
+def _stand_in(kind: BenchKind, name: str, rows: tuple[pd.Series, pd.Series]) -> Metric | None:
+    """The metric that judges a row where this higher-is-better one has no figure on a side but a time does: the
+    kind's lower-is-better metric of the same samples (busbw → time). nccl-tests prints busbw to 0.01 GB/s, so its
+    small sizes read 0.00 while their times differ; at one size, busbw is a fixed multiple of 1 / time, so the time
+    carries all the row's information. None where the metric has a figure on both sides, or the time has none."""
+    metric = _metrics(kind)[name]
+    if not metric.higher_is_better or not metric.samples \
+            or all(_usable(row.get(metric.column)) for row in rows):
+        return None
+    for other in kind.metrics:
+        if other.samples == metric.samples and not other.higher_is_better \
+                and all(_usable(row.get(other.column)) for row in rows):
+            return other
+    return None
+
+
+def _no_figure_text(name: str, rows: tuple[pd.Series, pd.Series], kind: BenchKind) -> str:
+    """"busbw 0 vs 0" (the metric's value on each side, none where absent)."""
+    column = _metrics(kind)[name].column
+    values = [float(row[column]) if row.get(column) is not None else math.nan for row in rows]
+    shown = [f"{value:.4g}" if math.isfinite(value) else "none" for value in values]
+    return f"{name} {shown[0]} vs {shown[1]}"
 
 
 def _compare_metric(name: str, threshold: float, rows: tuple[pd.Series, pd.Series], runs: tuple[sides.Run, sides.Run],

@@ -32,7 +32,7 @@ from commbench.gate.compare import (
     gate_line,
 )
 from commbench.gate.expected import BELOW_EXPECTED
-from commbench.gate.sides import expected_note, run_folders, source_notes
+from commbench.gate.sides import expected_note, paired_bench_sets, run_folders, source_notes
 from commbench.measure.stats import CONFIDENCE
 
 RUN_SET_LAUNCHES = 3
@@ -51,7 +51,8 @@ def launches(path: Path) -> int:
 
 def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict], floor: Floor) -> list[str]:
     """What makes the verdicts less trustworthy than they look, and what to do about it (empty when nothing)."""
-    found = []
+    chosen = paired_bench_sets(baseline_dir, new_dir).chosen
+    found = [chosen] if chosen else []
     counts = {"baseline": launches(baseline_dir), "new": launches(new_dir)}
     names = {"baseline": "the baseline", "new": "the new side"}
     single = [side for side, count in counts.items() if count == 1]
@@ -68,6 +69,7 @@ def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict], floor: F
                      f"{floor.source}{_detectable_range(entries)}. Use run sets, tested across launches: run the "
                      f"same sweep or suite with --launches {RUN_SET_LAUNCHES} (or more) on both sides, and compare "
                      "the two run set folders")
+    found += _stand_in_notes(entries)
     found += source_notes(baseline_dir, new_dir)
     found += expected_note(new_dir, entries)
     assessed = [entry for entry in entries if entry.get("wide_ci") is not None]
@@ -80,6 +82,19 @@ def trust_notes(baseline_dir: Path, new_dir: Path, entries: list[dict], floor: F
                      f"{WIDE_CI_PCT:g} to sample until the CI is within ±{WIDE_CI_PCT:g} %; training: a larger "
                      "--steps)")
     return found
+
+
+def _stand_in_notes(entries: list[dict]) -> list[str]:
+    """Rows judged on another metric than the one gated (busbw 0 on a side: judged on time), one note per pair."""
+    pairs: dict[tuple[str, str], int] = {}
+    for entry in entries:
+        if entry.get("instead_of"):
+            key = (entry["instead_of"], entry["metric"])
+            pairs[key] = pairs.get(key, 0) + 1
+    return [f"{count} row(s) have {gated} 0 (or none) on a side, so no {gated} ratio: nccl-tests prints busbw to "
+            f"0.01 GB/s, and its small sizes read 0.00 however their times differ. At one size {gated} follows from "
+            f"the {judged}, so these rows are judged on {judged} instead (their metric column), at the {gated} "
+            "threshold" for (gated, judged), count in pairs.items()]
 
 
 def _detectable_range(entries: list[dict]) -> str:
@@ -197,7 +212,7 @@ def format_markdown(entries: list[dict], *, baseline: Path, new: Path, allow_mis
 
 ENTRY_FIELDS = ("row", "metric", "baseline", "new", "ratio", "worse_pct", "change", "threshold_pct", "p_value",
                 "test", "launches", "floor_pct", "detectable_pct", "verdict", "why", "wide_ci", "wide_ci_sides",
-                "ci_half_width_pct", "source")
+                "ci_half_width_pct", "source", "instead_of")
 """Every field of a --json entry; an entry without a figure (missing, new, ...) has null for those it lacks."""
 
 

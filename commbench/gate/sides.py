@@ -30,6 +30,9 @@ class Run:
 def run_folders(path: Path) -> list[Path]:
     """The run itself, or the run folders of a run set."""
     path = Path(path)
+    if not path.exists():
+        raise CommbenchError(f"{path} does not exist; pass a run folder or a run set, e.g. the one `commbench sweep "
+                             f"--launches 3 --out {path.parent} --run-id {path.name}` writes")
     if path.is_file():
         raise CommbenchError(f"{path} is a file; pass a run folder (results/<run-id>) or a folder holding several")
     if (path / store.META_FILE).exists() or not path.is_dir():
@@ -55,6 +58,57 @@ def bench_run_sets(path: Path) -> dict[str, list[Path]]:
     if PLAIN in sets and len(sets) > 1:
         raise CommbenchError(f"{path} mixes suite runs (commbench run) with single runs; compare like with like")
     return sets
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What compare joins: each side's run folders by bench, and, where one side is a suite run and the other a
+    single run, the line that says which bench of the suite was taken."""
+
+    baseline: dict[str, list[Path]]
+    new: dict[str, list[Path]]
+    chosen: str | None = None
+
+
+def paired_bench_sets(baseline_dir: Path, new_dir: Path) -> Pairing:
+    """bench_run_sets() of both sides, joined bench by bench. A suite run (or a set of them) against a single run (or
+    a set of them): the suite's one bench of the single run's kind is compared with it (a bare `commbench sweep` is
+    the default suite, of one collective bench, and `commbench perf` a single collective run); with none of that kind,
+    or several, it is refused, naming the benches and the folder to pass instead."""
+    base_sets, new_sets = bench_run_sets(baseline_dir), bench_run_sets(new_dir)
+    if (PLAIN in base_sets) == (PLAIN in new_sets):
+        return Pairing(base_sets, new_sets)
+    suite_side, suite_dir, suite_sets, plain_dir, plain_sets = (
+        ("baseline", baseline_dir, base_sets, new_dir, new_sets) if PLAIN in new_sets
+        else ("new side", new_dir, new_sets, baseline_dir, base_sets))
+    kind = kind_of(plain_sets[PLAIN][0])
+    kinds = {name: _bench_kind(folders) for name, folders in suite_sets.items()}
+    matching = [name for name, found in kinds.items() if found == kind.name]
+    listed = ", ".join(f"{name} ({found or 'kind not recorded'})" for name, found in kinds.items()) or "none"
+    if not matching:
+        raise CommbenchError(f"cannot compare the suite run {suite_dir} with the {kind.name} run {plain_dir}: the "
+                             f"suite holds no {kind.name} bench (its benches: {listed}); compare like with like")
+    if len(matching) > 1:
+        folders = ", ".join(str(suite_sets[name][0]) for name in matching)
+        raise CommbenchError(f"the suite run {suite_dir} holds {len(matching)} {kind.name} benches "
+                             f"({', '.join(matching)}) to compare with the single run {plain_dir}; pass the one you "
+                             f"mean: {folders}")
+    name = matching[0]
+    launches = len(suite_sets[name])
+    what = "a suite run" if launches == 1 else f"a run set of {launches} suite runs"
+    chosen = (f"the {suite_side} {suite_dir} is {what}: its only {kind.name} bench, {name} "
+              f"({suite_sets[name][0]}{' ...' if launches > 1 else ''}), is compared with {plain_dir}")
+    paired = {PLAIN: suite_sets[name]}
+    return Pairing(paired, plain_sets, chosen) if suite_side == "baseline" else Pairing(plain_sets, paired, chosen)
+
+
+def _bench_kind(folders: list[Path]) -> str | None:
+    """The bench kind of one bench of a suite run (or of each launch of a set of them), from the first of its
+    folders that has a meta.json; None where none has (a bench that failed before writing one)."""
+    for folder in folders:
+        if (folder / store.META_FILE).exists():
+            return store.kind_name(folder)
+    return None
 
 
 def load_run(path: Path, folders: list[Path] | None = None, *, allow_empty: bool = False) -> Run:

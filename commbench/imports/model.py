@@ -1,6 +1,19 @@
 """What an importer reads out of another tool's file, before it becomes a commbench run folder (write.py)."""
 
 from dataclasses import dataclass, field
+from datetime import datetime
+
+NCCL_TESTS_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+"""How nccl-tests writes a time (src/util.cu TIME_STRING_FORMAT: -J's start_time and end_time, -S 1's row
+timestamps): the local time of the machine that ran it, with no zone."""
+
+
+def nccl_tests_time(text) -> str | None:
+    """An nccl-tests time as ISO 8601 without a zone (2026-03-10T09:15:00), or None where it is not one."""
+    try:
+        return datetime.strptime(str(text).strip(), NCCL_TESTS_TIME_FORMAT).isoformat()
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -47,7 +60,8 @@ class ImportedTest:
     ranks: list[dict] = field(default_factory=list)
     """Per rank: rank, host, device, gpu (the source's device lines)."""
     closing: dict = field(default_factory=dict)
-    """The closing lines as printed, and how they check against the rows."""
+    """The closing lines as printed, and how they check against the rows; `started` (ISO 8601) and `started_from`
+    (what that time is) where the source records when the test ran."""
     rows: list[ImportedRow] = field(default_factory=list)
 
 

@@ -11,6 +11,7 @@ one a default sweep measures."""
 
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 from commbench.errors import CommbenchError
 from commbench.imports.figures import AGREES, NOT_RECOMPUTED, busbw_check, number
@@ -20,6 +21,8 @@ from commbench.measure.stats import summarize
 from commbench.names import CUDA, DTYPE_BYTES, NCCL, NO_OP, PER_ITERATION, busbw_factor
 
 TOOL = "nccl-inspector"
+STARTED_FROM = ("its first record's dump_timestamp_us (when the plugin wrote it, in UTC; the calls it holds ran up to "
+                "one dump interval before)")
 UNKNOWN = "unknown"
 """The dtype and op of rows whose job nothing states (the Inspector logs neither), and a part of algo_proto the
 log does not name (as the Inspector's own Prometheus labels write it)."""
@@ -153,6 +156,9 @@ def _test(file_name: str, context: Context, records: list[CollectiveRecord], sel
                     "dump_timestamp_us": _range(record.context.dumped_us for record in records),
                     "verbose_records": sum(record.channels is not None for record in records),
                     **({"kernel_channels": channels} if channels else {})}
+    if test.closing["dump_timestamp_us"]:
+        first = datetime.fromtimestamp(test.closing["dump_timestamp_us"][0] / 1e6, timezone.utc)
+        test.closing.update(started=first.isoformat(timespec="seconds"), started_from=STARTED_FROM)
     return test
 
 

@@ -9,9 +9,10 @@ from typing import cast
 from commbench import names
 from commbench.errors import CommbenchError
 from commbench.imports.figures import check_busbw, mean_agrees, number
-from commbench.imports.model import ImportedRow, ImportedTest
+from commbench.imports.model import ImportedRow, ImportedTest, nccl_tests_time
 
 _PLACEMENTS = (("out_of_place", False), ("in_place", True))
+STARTED_FROM = "its start_time (nccl-tests -J), the local time of the machine that ran it (the file names no zone)"
 
 
 def looks_like_json(text: str) -> bool:
@@ -125,3 +126,6 @@ def _closing(test: ImportedTest, document: dict, busbw_texts: list[str], file_na
             raise CommbenchError(f"{file_name}: average_bus_bandwidth {printed} does not match its results (they "
                                  f"average {mean:.6g} GB/s); results are missing or were edited")
     test.closing["collective"] = test.rows[0].collective if test.rows else None
+    started = nccl_tests_time(document.get("start_time"))
+    if started is not None:
+        test.closing.update(started=started, started_from=STARTED_FROM)

@@ -21,7 +21,7 @@ from commbench import names
 from commbench.errors import CommbenchError
 from commbench.imports import infer
 from commbench.imports.figures import check_busbw, mean_agrees, number
-from commbench.imports.model import ImportedRow, ImportedTest
+from commbench.imports.model import ImportedRow, ImportedTest, nccl_tests_time
 
 _PREFIX = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s)")
 _HEADER = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
@@ -41,6 +41,8 @@ NOT_MEASURED = "N/A"
 N/A only in #wrong)."""
 _COMMBENCH = re.compile(r"#\s*commbench (\S+) perf, nccl-tests \S+ output: torch \S+, (\S+)")
 _WRONG_COLUMNS = ("#wrong", "error", "res")
+STARTED_FROM = ("its first row's timestamp (nccl-tests -S 1: printed once that size had run), the local time of the "
+                "machine that ran it (the log names no zone)")
 
 
 @dataclass
@@ -208,6 +210,8 @@ def _read_row(current: _Open, fields: list[str], where: str) -> None:
                              "was truncated or edited: import the whole log")
     key = dict(zip(layout.key, fields))
     collective = test.closing["collective"]
+    if "started" not in test.closing and (stamp := nccl_tests_time(" ".join(fields[layout.width:]))) is not None:
+        test.closing.update(started=stamp, started_from=STARTED_FROM)
     size = int(key["size"] if "size" in key else key["bytes"])  # a column header starts with size (2017: bytes)
     offset = len(layout.key)
     for inplace, group in zip((False, True), layout.groups):

@@ -9,6 +9,7 @@ from commbench.benches.collective import KIND
 from commbench.errors import ExitCode
 from commbench.imports.figures import AGREES, NOT_RECOMPUTED
 from commbench.imports.model import ImportedFile
+from commbench.imports.write import START_FROM_LOG
 
 
 def wrong_reports(files: list[ImportedFile]) -> list[str]:
@@ -49,6 +50,14 @@ def _test_line(imported: ImportedFile, test) -> str:
     return text
 
 
+def _when(meta: dict) -> str:
+    """When the run ran, where its files say so, and when it was imported: `# ran at T (FILE: what T is); imported at
+    T2`, or `# imported at T2; the files record no time of their run`."""
+    if meta.get("start_time_source") == START_FROM_LOG:
+        return f"# ran at {meta['start_time']} ({meta['source']['start_time']}); imported at {meta['imported_at']}"
+    return f"# imported at {meta['imported_at']}; the files record no time of their run (start_time is this time)"
+
+
 def summary_lines(files: list[ImportedFile], run_dir: Path) -> dict[str, list[str]]:
     tests = [test for imported in files for test in imported.tests]
     ranks = tests[0].ranks
@@ -59,6 +68,7 @@ def summary_lines(files: list[ImportedFile], run_dir: Path) -> dict[str, list[st
     devices = f": {', '.join(f'{count} x {name}' for name, count in gpus.items())}" if gpus else ""
     out = [f"# {files[0].tool}: {len(tests)} table(s) from {len(files)} file(s), world size {tests[0].world_size}"
            f"{where}{devices}"]
+    out.append(_when(store.read_meta(run_dir)))
     out += [_test_line(imported, test) for imported in files for test in imported.tests]
     checks = _checks(files)
     out.append(f"# busbw vs size / time x the collective's factor: {checks['agrees']} agree, {checks['differs']} "
@@ -78,7 +88,9 @@ def summary_lines(files: list[ImportedFile], run_dir: Path) -> dict[str, list[st
 
 
 def document(files: list[ImportedFile], run_dir: Path, code: int) -> dict:
+    meta = store.read_meta(run_dir)
     return {"run_dir": run_dir, "exit_code": int(code), "tool": files[0].tool,
+            **{key: meta.get(key) for key in ("start_time", "start_time_source", "imported_at")},
             "files": [{"name": imported.name, "sha256": imported.sha256, "version": imported.version,
                        "tests": [{"program": test.program, "rows": len(test.rows), "world_size": test.world_size,
                                   **test.closing} for test in imported.tests]} for imported in files],

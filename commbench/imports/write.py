@@ -15,11 +15,15 @@ from commbench import store
 from commbench.benches.collective import KIND
 from commbench.errors import CommbenchError
 from commbench.expect.rows import RunExpectation
-from commbench.imports.model import ImportedFile, ImportedRow
+from commbench.imports.model import ImportedFile, ImportedRow, ImportedTest
 from commbench.names import BATCH, BUILTIN
 from commbench.runinfo import utc_now
+from commbench.sweep.table import SOURCE_AVERAGE, SOURCE_AVERAGE_RESULTS
 
 STOP_REASON = "imported"
+START_FROM_LOG, START_FROM_IMPORT = "log", "import"
+"""meta.json's start_time_source: start_time is the time the files record of their run, or (where they record
+none) when they were imported; imported_at is always the latter, and end_time too (commbench export's run end)."""
 ENV = "env"
 COLUMNS = KIND.result_columns if ENV in KIND.result_columns else (*KIND.result_columns, ENV)
 """The kind's columns, with `env` (the label of --env) added where the kind does not list it yet: every imported
@@ -39,7 +43,8 @@ def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, facto
         for imported in files:
             for test in imported.tests:
                 for row in test.rows:
-                    rows.append(_row(row, imported, world, run_dir.name, factor, expectation, env))
+                    rows.append({**_row(row, imported, world, run_dir.name, factor, expectation, env),
+                                 **_test_average(test)})
                     samples += [{**_keys(rows[-1]), "schema_version": store.SCHEMA_VERSION,
                                  "run_id": run_dir.name, "iteration": iteration, "time_us": time_us}
                                 for iteration, time_us in enumerate(row.samples_us)]
@@ -85,6 +90,15 @@ def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: st
     return {column: _cell(values.get(column)) for column in (*COLUMNS, *_own(row))}
 
 
+def _test_average(test: ImportedTest) -> dict:
+    """The `# Avg bus bandwidth` the row's test printed and how many results it averages (nccl-tests' figure, over
+    unrounded busbw: the tables print it, not the mean of the rounded rows); nothing where the test printed none."""
+    printed = test.closing.get("avg_busbw_gbps")
+    if printed is None or not math.isfinite(printed):
+        return {}
+    return {SOURCE_AVERAGE: printed, SOURCE_AVERAGE_RESULTS: len(test.rows)}
+
+
 def _own(row: ImportedRow) -> dict:
     """The columns a source's rows set beyond the common ones: an ImportedRow subclass's own_columns() (the NCCL
     Inspector's algo_proto, communicator and rank, and its per-call timing mode)."""
@@ -128,11 +142,15 @@ def _meta(files: list[ImportedFile], world: int | None, run_id: str, env: str) -
         "env": env,  # the --env label the rows carry ("" = the environment the tool was started in, unstated)
     }
     versions = sorted({imported.version for imported in files if imported.version})
+    now = utc_now()
+    started, started_from = log_start(files)
+    source["start_time"] = started_from
     return {
         "schema_version": store.SCHEMA_VERSION, "kind": KIND.name, "run_id": run_id,
         "status": store.STATUS_COMPLETE, "reason": None,
         "command_line": shlex.join(["commbench", *sys.argv[1:]]),
-        "start_time": utc_now(), "end_time": utc_now(),
+        "start_time": started or now, "start_time_source": START_FROM_LOG if started else START_FROM_IMPORT,
+        "imported_at": now, "end_time": now,
         "commbench_version": commbench.__version__,
         "backend": first.backend, "device_type": first.device, "world_size": world, "hosts": hosts,
         "device_names": [f"{count} x {name}" for name, count in gpus.items()],
@@ -141,6 +159,17 @@ def _meta(files: list[ImportedFile], world: int | None, run_id: str, env: str) -
                                                        for imported in files),
         "source": source,
     }
+
+
+def log_start(files: list[ImportedFile]) -> tuple[str | None, str]:
+    """When the imported run started, as its files record it: the earliest time a test of theirs names (ISO 8601)
+    and what that time is; (None, why) where no file records one (nccl-tests' text without -S 1, PARAM)."""
+    timed = sorted((test.closing["started"], imported.name, test.closing.get("started_from", ""))
+                   for imported in files for test in imported.tests if test.closing.get("started"))
+    if not timed:
+        return None, "the files record no time of their run: start_time is when they were imported"
+    started, name, what = timed[0]
+    return started, f"{name}: {what}"
 
 
 def hosts_of(files: list[ImportedFile]) -> list[str]:

@@ -106,6 +106,9 @@ class PerfRequest:
     per_iteration: bool
     """-I 1: per-iteration columns in the text and *_per_iter objects in the JSON."""
     notes: tuple[str, ...] = ()
+    left_out: tuple[tuple[str, str], ...] = ()
+    """(dtype, op) pairs of `-d all -o all` the backend cannot run while it runs both the type and the op otherwise
+    (gloo averages floating types only): the sweep leaves out these pairs, not the op for every type."""
 
 
 def collective_of(text: str) -> str:
@@ -175,7 +178,11 @@ def parse(collective_text: str, values: dict) -> PerfRequest:
 def fit_to(request: PerfRequest, *, backend: str, device: str, nccl_version: tuple[int, ...] | None = None,
            gpu_capability: tuple[int, ...] | None = None) -> PerfRequest:
     """`-d all` and `-o all` narrowed to what this backend runs, each left-out type or op named in a note (nccl-tests
-    runs every one NCCL has; a single type the backend lacks is refused by the sweep's own check, by name)."""
+    runs every one NCCL has; a single type or op the backend lacks is refused by the sweep's own check, by name).
+
+    A type is left out where the backend has no collective of it, an op where no type kept runs it; with both `all`,
+    a type and an op that each run but not together (gloo averages floating types, not integers) leave out that
+    pair only, so `-d all -o all` runs every pair `-d X -o Y` runs alone."""
     from commbench.backends import unsupported_reason
 
     def why(dtype: str, op: str) -> str | None:
@@ -184,20 +191,54 @@ def fit_to(request: PerfRequest, *, backend: str, device: str, nccl_version: tup
         return reason.split(";")[0] if reason else None
 
     options, notes = dict(request.options), list(request.notes)
-    if request.settings["datatype"] == "all":
+    every_type = request.settings["datatype"] == "all"
+    every_op = bool(options["ops"]) and request.settings["op"] == "all"
+    if every_type:
         kept = [dtype for dtype in options["dtypes"] if not why(dtype, "sum")]
         notes += [f"-d all: {names.nccl_tests_type_name(dtype)} left out ({why(dtype, 'sum')})"
                   for dtype in options["dtypes"] if dtype not in kept]
         notes += [f"-d all: {name} left out (torch's NCCL and gloo backends have no {name} collectives)"
                   for name in names.UNREDUCED_DTYPES]
         options["dtypes"] = tuple(kept)
-    if options["ops"] and request.settings["op"] == "all":
-        kept = [op for op in options["ops"] if not any(why(dtype, op) for dtype in options["dtypes"])]
-        notes += [f"-o all: {op} left out ({next(filter(None, (why(dtype, op) for dtype in options['dtypes'])))})"
-                  for op in options["ops"] if op not in kept]
-        options["ops"] = tuple(kept)
+    left_out: list[tuple[str, str]] = []
+    if options["ops"] and (every_type or every_op):
+        dtypes, ops = list(options["dtypes"]), list(options["ops"])
+        if every_op:  # an op no type of the run can take
+            runs = [op for op in ops if any(not why(dtype, op) for dtype in dtypes)]
+            notes += [f"-o all: {op} left out ({next(filter(None, (why(dtype, op) for dtype in dtypes)))})"
+                      for op in ops if op not in runs]
+            ops = runs or ops  # none left: the sweep's check refuses the first pair, by name
+        if every_type:  # a type no op of the run can take
+            runs = [dtype for dtype in dtypes if any(not why(dtype, op) for op in ops)]
+            refused = [(dtype, next(filter(None, (why(dtype, op) for op in ops)))) for dtype in dtypes
+                       if dtype not in runs]
+            if refused and runs:
+                notes.append(f"-d all: {_type_list(refused)} left out with -o {','.join(ops)}: {_reason(refused)}")
+            dtypes = runs or dtypes
+        if every_type and every_op:
+            left_out = [(dtype, op) for op in ops for dtype in dtypes if why(dtype, op)]
+            for op in dict.fromkeys(op for _, op in left_out):
+                refused = [(dtype, why(dtype, op) or "") for dtype, pair_op in left_out if pair_op == op]
+                runs = [dtype for dtype in dtypes if (dtype, op) not in left_out]
+                notes.append(f"-o all: {op} runs for {_type_list([(dtype, '') for dtype in runs])}; left out for "
+                             f"{_type_list(refused)} only: {_reason(refused)}")
+        options["dtypes"], options["ops"] = tuple(dtypes), tuple(ops)
     return PerfRequest(request.collective, options, request.settings, request.json_path, request.per_iteration,
-                       tuple(notes))
+                       tuple(notes), tuple(left_out))
+
+
+def _type_list(refused: list[tuple[str, str]]) -> str:
+    return ", ".join(names.nccl_tests_type_name(dtype) for dtype, _ in refused)
+
+
+def _reason(refused: list[tuple[str, str]]) -> str:
+    """The backend's reasons for (dtype, reason) pairs, said once where they differ only in the type's name
+    ("gloo cannot average int8, uint8, int32, int64 (it refuses AVG on integers)")."""
+    patterns = {re.sub(rf"(?<!\w){re.escape(dtype)}(?!\w)", "{types}", reason) for dtype, reason in refused}
+    pattern = next(iter(patterns))
+    if len(patterns) == 1 and "{types}" in pattern:
+        return pattern.replace("{types}", _type_list(refused))
+    return "; ".join(f"{names.nccl_tests_type_name(dtype)}: {reason}" for dtype, reason in refused)
 
 
 SWEEP_OPTIONS = {"--nproc": "-g", "--batch-calls": "-n", "--warmup": "-w", "--agg-iters": "-m",

@@ -34,11 +34,29 @@ def _series(frame: pd.DataFrame, base: list[str]) -> tuple[list[str], list[str]]
     return [*base, *(key for key in varying if key not in base)], varying
 
 
+def _in_place(value) -> bool:
+    return str(value) in ("True", "true", "1")
+
+
 def _variant_text(named: dict, varying: list[str]) -> str:
     """' in-place batch' for the varying keys of one line, '' when nothing varies."""
-    texts = [("in-place" if str(named[key]) in ("True", "true", "1") else "out-of-place") if key == "inplace"
-             else str(named[key]) for key in varying]
+    texts = [("in-place" if _in_place(named[key]) else "out-of-place") if key == "inplace" else str(named[key])
+             for key in varying]
     return "".join(f" {text}" for text in texts)
+
+
+IN_PLACE_STYLE = {"marker": "s", "markersize": 8, "markerfacecolor": "none", "markeredgewidth": 1.5,
+                  "linestyle": "--", "zorder": 3}
+OUT_OF_PLACE_STYLE = {"marker": "o", "markersize": 5, "linestyle": "-", "zorder": 2}
+"""Where a panel has both placements, they often measure the same: the in-place line is drawn dashed with hollow
+squares, on top and larger, so that the filled out-of-place circles still show through it."""
+
+
+def _placement_style(named: dict, varying: list[str]) -> dict:
+    """The marker and line style of one line: by placement where the panel holds both, else the plain circle."""
+    if "inplace" not in varying:
+        return {"marker": "o"}
+    return dict(IN_PLACE_STYLE if _in_place(named["inplace"]) else OUT_OF_PLACE_STYLE)
 
 
 def _per_collective(rows: pd.DataFrame):
@@ -106,7 +124,7 @@ def busbw_vs_size(runs: list):
             p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
             label = f"{run}: " if rows["run"].nunique() > 1 else ""
             axis.errorbar(line["size_bytes"], busbw, yerr=_errors(busbw, busbw * p50 / ci_hi, busbw * p50 / ci_lo),
-                          marker="o", capsize=3, elinewidth=1,
+                          capsize=3, elinewidth=1, **_placement_style(named, varying),
                           label=f"{label}{impl} {backend} {dtype}{_variant_text(named, varying)}")
         _draw_expected(axis, mine, several_runs=rows["run"].nunique() > 1)
         _label_axis(axis, mine["size_bytes"], title=f"{collective}: bus bandwidth ({_statistic(mine)})",
@@ -128,11 +146,19 @@ def _draw_expected(axis, rows: pd.DataFrame, *, several_runs: bool) -> None:
                      label=f"{label}expected {float(expected):.3g} GB/s ({basis})")
 
 
+FIT_CAPTION = "Latency vs message size with the α–β fit"
+NO_FIT_CAPTION = "Latency vs message size (no α–β fit drawn)"
+
+
 def latency_with_fit(runs: list):
+    """Times against size with each line's α–β fit where it describes the points; the titles (and the figure's
+    label, the report's caption) name the fit only where one is drawn."""
     rows = _rows(runs)
     figure, panels = _per_collective(rows)
+    any_fit = False
     for axis, collective, mine in panels:
         handles = []  # each line's points, then its fit
+        drawn, low = 0, 0  # fit lines drawn, fits left out for their R²
         for run, group in mine.groupby("run", sort=False):
             keys, varying = _series(group, ["impl", "backend", "dtype", "op", "inplace"])
             for values, line in group.groupby(keys, sort=False):
@@ -143,24 +169,36 @@ def latency_with_fit(runs: list):
                 fits = _fits(line)
                 prefix = f"{run}: " if rows["run"].nunique() > 1 else ""
                 p50, ci_lo, ci_hi = (line[column].to_numpy(float) for column in TIMES)
-                points = axis.errorbar(line["size_bytes"], p50, yerr=_errors(p50, ci_lo, ci_hi), fmt="o",
-                                       capsize=3, elinewidth=1,
+                points = axis.errorbar(line["size_bytes"], p50, yerr=_errors(p50, ci_lo, ci_hi), capsize=3,
+                                       elinewidth=1, **{**_placement_style(named, varying), "linestyle": "none"},
                                        label=f"{prefix}{impl} {backend} {dtype}{_variant_text(named, varying)}")
                 handles.append(points)
                 fit = fits[0] if len(fits) == 1 else None
                 if fit is not None and is_low(fit):  # the line would misdescribe its points: commbench fit's rule
+                    low += 1
                     handles += axis.plot([], [], " ", label=f"  no fit drawn: R² {fit.r2:.2f} below {LOW_R2:g} "
                                                             "(commbench fit)")
                 elif fit is not None and fit.algbw_gbps > 0 and fit.alpha_us > 0:
+                    drawn += 1
                     sizes = np.geomspace(line["size_bytes"].min(), line["size_bytes"].max(), 50)
                     handles += axis.plot(sizes, fit.alpha_us + sizes / (fit.algbw_gbps * 1e3), "-",
                                          color=points[0].get_color(),
                                          label=f"  its fit: α={fit.alpha_us:.1f} µs, algbw={fit.algbw_gbps:.2f} GB/s")
         axis.set_yscale("log")
-        _label_axis(axis, mine["size_bytes"], title=f"{collective}: time ({_statistic(mine)}) and the α–β fit "
-                    "t = α + S / algbw", ylabel=_time_label(mine), fontsize=7, handles=handles)
+        _label_axis(axis, mine["size_bytes"], title=f"{collective}: time ({_statistic(mine)}){_fit_words(drawn, low)}",
+                    ylabel=_time_label(mine), fontsize=7, handles=handles)
+        any_fit = any_fit or drawn > 0
+    figure.set_label(FIT_CAPTION if any_fit else NO_FIT_CAPTION)
     figure.tight_layout()
     return figure, None
+
+
+def _fit_words(drawn: int, low: int) -> str:
+    """What a panel's title says of its fits: the model where a fit line is drawn, why none is where all were left
+    out, nothing where there was nothing to fit (a single size)."""
+    if drawn:
+        return " and the α–β fit t = α + S / algbw"
+    return f"; no α–β fit drawn (R² below {LOW_R2:g})" if low else ""
 
 
 def _fits(line: pd.DataFrame) -> list:

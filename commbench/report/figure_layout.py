@@ -1,5 +1,6 @@
 """What every report figure shares: legends outside the axes (they used to cover points and bars), message-size
-axes labelled 1 KiB … 1 GiB, and error bars from the 95 % CI of a median."""
+axes labelled 1 KiB … 1 GiB, configuration axes whose labels fit side by side, and error bars from the 95 % CI of a
+median."""
 
 import math
 
@@ -9,6 +10,9 @@ matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.font_manager import FontProperties  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.textpath import TextToPath  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
 from commbench.units import format_bytes  # noqa: E402
@@ -62,6 +66,72 @@ def size_axis(axis, sizes) -> None:
     axis.xaxis.set_minor_formatter(NullFormatter())
     axis.tick_params(axis="x", which="major", labelsize=8)  # 11 labels of up to 7 characters beside a legend
     axis.set_xlabel("message size")
+
+
+BAR_LABEL_PT = 7
+BAR_GAP_IN = 0.15  # between two bars' labels
+FIGURE_MIN_IN, FIGURE_MAX_IN = 10.0, 14.0
+"""A bar figure is as wide as its labels need, within these: report.html shows it at most 1200 px wide (14 inches
+at 110 dpi are 1540 px, shown at 78 %), so a wider one would shrink its text below reading size; beyond the most,
+bars are numbered and the legend names them."""
+_AROUND_BARS_IN = 3.8  # the y label on the left, the legend on the right
+
+
+def wrap_label(label: str, width: int) -> str:
+    """A configuration label on lines of at most `width` characters, a longer word alone on its line ("zero3
+    fwd_prefetch=0 bwd_prefetch=default" at 20 → two lines): horizontal labels that take little width and never cut a
+    setting in two."""
+    lines: list[str] = []
+    for word in label.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return "\n".join(lines)
+
+
+def _text_width_in(text: str) -> float:
+    """The drawn width of the widest line, in inches, at BAR_LABEL_PT (matplotlib's own font metrics)."""
+    font = FontProperties(size=BAR_LABEL_PT)
+    return max(TextToPath().get_text_width_height_descent(line, font, ismath=False)[0]
+               for line in text.split("\n")) / 72
+
+
+def bar_figure_width(labels: list[str]) -> float:
+    """Inches that give each bar's wrapped label its own room, between FIGURE_MIN_IN and FIGURE_MAX_IN."""
+    return min(max(_bars_width(labels) + _AROUND_BARS_IN, FIGURE_MIN_IN), FIGURE_MAX_IN)
+
+
+def _wrapped(labels: list[str]) -> list[str]:
+    """Every label wrapped to the same width, the longest word among them all: bars side by side read alike."""
+    width = max((len(word) for label in labels for word in label.split()), default=0)
+    return [wrap_label(label, width) for label in labels]
+
+
+def _bars_width(labels: list[str]) -> float:
+    return len(labels) * (max((_text_width_in(text) for text in _wrapped(labels)), default=0) + BAR_GAP_IN)
+
+
+def numbered(labels: list[str]) -> bool:
+    """Whether the labels cannot stand side by side even at FIGURE_MAX_IN: the bars then carry numbers."""
+    return _bars_width(labels) + _AROUND_BARS_IN > FIGURE_MAX_IN
+
+
+def bar_axis(axis, labels: list[str], *, show: bool = True) -> list:
+    """Bars at 0 … n-1 labelled horizontally with their wrapped labels, or, where those would not fit side by side,
+    with 1 … n; returns the legend entries that then name each number (none otherwise). show=False: ticks without
+    labels (a panel above another with the same bars)."""
+    positions = np.arange(len(labels))
+    if not show:
+        axis.set_xticks(positions, [""] * len(labels))
+        return []
+    if numbered(labels):
+        axis.set_xticks(positions, [str(number) for number in positions + 1], fontsize=BAR_LABEL_PT + 1)
+        axis.set_xlabel("configuration (numbered: see the legend)")
+        return [Line2D([], [], linestyle="none", label=f"{number}: {label}")
+                for number, label in enumerate(labels, start=1)]
+    axis.set_xticks(positions, _wrapped(labels), rotation=0, ha="center", fontsize=BAR_LABEL_PT)
+    return []
 
 
 def ratio_axis(axis, values) -> None:

@@ -14,12 +14,14 @@ import pandas as pd
 from commbench import store
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
+from commbench.names import COMMBENCH_SOURCE
 from commbench.report.drawings import DRAW
+from commbench.report.html_tables import PAGE_PX, fitted_tables
 from commbench.runs import LoadedRun, bench_dirs, load_run
 
 META_FIELDS = ["run_id", "status", "command_line", "start_time", "end_time", "hosts", "backend", "backend_version",
                "world_size", "device_type", "device_names", "torch_version", "cuda_version", "driver_version",
-               "git_commit", "isolation", "imported_from"]
+               "git_commit", "isolation", "imported_from", "start_time_source", "imported_at"]
 SVG_EMBED_LIMIT = 1 << 20
 """An SVG up to this size rides in report.html as a download (base64 adds a third); a larger one (a sweep with
 thousands of points) would make the page slow to open and mail, so the page names its file instead."""
@@ -84,8 +86,10 @@ def render(run_dirs: list[Path], out: Path) -> Report:
             continue
         for suffix in ("png", "svg"):  # tight: the legends sit outside the axes and must not be cut off
             figure.savefig(out / f"{plot.stem}.{suffix}", dpi=110, bbox_inches="tight")
+        # a drawing that knows better than the kind's fixed caption what it drew (no α–β fit passed) names it
+        caption = figure.get_label() or plot.caption
         plt.close(figure)
-        report.drawn.append((plot.stem, plot.caption, out / f"{plot.stem}.png"))
+        report.drawn.append((plot.stem, caption, out / f"{plot.stem}.png"))
     (out / "report.html").write_text(_html(runs, report), encoding="utf-8")
     (out / "summary.md").write_text(_markdown(runs, report), encoding="utf-8")
     return report
@@ -119,8 +123,9 @@ def _svg_download(svg: Path) -> str:
             f"<code>{html.escape(str(svg.resolve()))}</code>, beside the original report.html")
 
 
-# Loaded with the page: counts images that decoded to a non-zero size and records script errors, so a headless
-# browser (and a person) can tell that the page is whole.
+# Loaded with the page: counts images that decoded to a non-zero size, records script errors, and measures whether
+# the page fits its window (scrollWidth/clientWidth; how many tables reach past the window or scroll inside), so a
+# headless browser (and a person) can tell that the page is whole and needs no sideways scrolling.
 _SELF_CHECK = """
 <script>
 window.reportErrors = [];
@@ -133,18 +138,28 @@ window.addEventListener("load", function () {
   var ok = images.filter(function (image) { return image.naturalWidth > 0 && image.naturalHeight > 0; }).length;
   document.body.setAttribute("data-images", ok + "/" + images.length);
   document.body.setAttribute("data-errors", String(window.reportErrors.length));
+  var page = document.documentElement;
+  document.body.setAttribute("data-page-width", page.scrollWidth + "/" + page.clientWidth);
+  var tables = Array.prototype.slice.call(document.querySelectorAll("table"));
+  document.body.setAttribute("data-wide-tables", String(tables.filter(function (table) {
+    return table.getBoundingClientRect().right > page.clientWidth || table.scrollWidth > table.clientWidth + 1;
+  }).length) + "/" + tables.length);
 });
 </script>
 """
-_STYLE = """
+# Table cells keep short text on one line ("◀ best", "489.5–1024.7") and wrap the long ones html_tables marks (it also
+# splits a table too wide for PAGE_PX), so the page never scrolls sideways; a continued part sits close under the
+# part before it.
+_STYLE = f"""
 <style>
-body { font-family: sans-serif; margin: 2em; max-width: 1200px; }
-table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
-th { background: #f0f0f0; }
-img { max-width: 100%; border: 1px solid #eee; }
-.needs-run-folder { color: #a04000; }
-table.key-numbers td { white-space: nowrap; }  /* a marker such as "◀ best" must not break over two lines */
+body {{ font-family: sans-serif; margin: 2em; max-width: {PAGE_PX}px; }}
+table {{ border-collapse: collapse; font-size: 0.85em; margin-bottom: 1.5em; max-width: 100%; }}
+table.split {{ margin-bottom: 0.4em; }}
+th, td {{ border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; white-space: nowrap; }}
+th.wraps, td.wraps {{ white-space: normal; }}
+th {{ background: #f0f0f0; }}
+img {{ max-width: 100%; border: 1px solid #eee; }}
+.needs-run-folder {{ color: #a04000; }}
 </style>
 """
 
@@ -155,7 +170,7 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
              "<p>This page stands alone: every plot and SVG download is embedded, so it reads the same when moved or "
              "mailed. Only the trace links below need their run folder on this machine; each says which.</p>",
              "<h2>Runs</h2>",
-             _meta_table(runs).to_html(escape=True)]
+             fitted_tables(_meta_table(runs), classes="runs", index=True)]
     for run in runs:
         parts.append(f"<h2>Key numbers: {html.escape(run.name)} ({run.kind.name})</h2>")
         parts.append(_key_numbers_html(run))
@@ -185,18 +200,42 @@ def _html(runs: list[LoadedRun], report: Report) -> str:
     return "\n".join(parts)
 
 
-NO_FIGURE_NOTE = ("-: no figure: an imported row has no samples, so no CI and no count of noisy points; or the run "
-                  "has no such figure")
+IMPORTED_NOTE = "an imported row has no samples, so no CI and no count of noisy points"
 
 
 def _key_numbers_html(run: LoadedRun) -> str:
-    """The key numbers as a table whose missing cells are a dash with a footnote (pandas writes <NA> for its
-    nullable integers whatever na_rep says)."""
+    """The key numbers as a table (or its parts) whose missing cells are a dash, with a footnote that gives the
+    reason that applies: imported rows' missing samples only where an imported row has a dash."""
     table = run.kind.key_numbers(run.results)
-    missing = table.isna().to_numpy().any()
-    table = table.astype(object).where(table.notna(), "-")
-    html_table = table.to_html(index=False, escape=True, classes="key-numbers")
-    return html_table + (f"<p class='footnote'>{html.escape(NO_FIGURE_NOTE)}</p>" if missing else "")
+    return fitted_tables(table, classes="key-numbers") + _dash_note(table, _imported(run, table))
+
+
+def _imported(run: LoadedRun, table: pd.DataFrame) -> pd.Series:
+    """Which key-number rows come from an imported file: by their source where the table names it (a collective
+    run may mix imported and measured rows), else by the run's metadata."""
+    if "source" in table.columns:
+        return table["source"].fillna(COMMBENCH_SOURCE).astype(str) != COMMBENCH_SOURCE
+    return pd.Series(bool(run.meta.get("imported_from")), index=table.index)
+
+
+def _dash_reasons(table: pd.DataFrame, imported: pd.Series) -> list[str]:
+    """Why cells of the table are '-', one reason per kind of row that has one: imported rows have no samples; a
+    measured row lacks what its run did not measure (MFU on CPU, a trace's figures without --profile-steps), named
+    by column."""
+    missing = table.isna()
+    reasons = []
+    if missing[imported.to_numpy()].to_numpy().any():
+        reasons.append(IMPORTED_NOTE)
+    measured = missing[~imported.to_numpy()]
+    columns = [str(column) for column in table.columns if measured[column].any()]
+    if columns:
+        reasons.append("not measured in this run: " + ", ".join(f'"{column}"' for column in columns))
+    return reasons
+
+
+def _dash_note(table: pd.DataFrame, imported: pd.Series) -> str:
+    reasons = _dash_reasons(table, imported)
+    return f"<p class='footnote'>{html.escape('-: no figure: ' + '; '.join(reasons))}</p>" if reasons else ""
 
 
 def _markdown(runs: list[LoadedRun], report: Report) -> str:

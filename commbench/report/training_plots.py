@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from commbench.report.figure_layout import CI_NOTE, ci_errors, legend_outside  # noqa: E402
+from commbench.report.figure_layout import CI_NOTE, bar_axis, bar_figure_width, ci_errors, legend_outside  # noqa: E402
 from commbench.training.table import short_labels  # noqa: E402
 
 
@@ -22,62 +22,83 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
 
 
-def _stacked_step_bars(axis, frame: pd.DataFrame, labels: list[str], title: str, *, legend: bool = True) -> None:
+def _width(sweeps) -> float:
+    """Inches that give every sweep's bar labels their room (the figure's panels share one width)."""
+    return max(bar_figure_width(short_labels(frame)) for _, frame in sweeps)
+
+
+def _exposed(frame: pd.DataFrame) -> tuple[np.ndarray, str]:
+    """The exposed communication the tables show (step − compute-only step, docs/training.md argues why), at least
+    0 (a negative paired difference is noise); the trace's figure for runs that have no compute-only step."""
+    if "exposed_comm_ms_baseline" in frame and frame["exposed_comm_ms_baseline"].notna().any():
+        return (np.clip(np.nan_to_num(_column(frame, "exposed_comm_ms_baseline")), 0, None),
+                "exposed communication (step − compute-only step)")
+    return np.nan_to_num(_column(frame, "exposed_comm_ms")), "exposed communication (trace)"
+
+
+def _stacked_step_bars(axis, frame: pd.DataFrame, labels: list[str], title: str, *, show_labels: bool = True) -> None:
+    """The step-time bars with the exposed communication stacked, the legend beside them (naming the bars' numbers
+    where the labels could not stand side by side)."""
     step = _column(frame, "step_time_ms_p50")
-    exposed = np.nan_to_num(_column(frame, "exposed_comm_ms"))
+    exposed, what = _exposed(frame)
     positions = np.arange(len(frame))
     axis.bar(positions, step - np.minimum(exposed, step), label="rest of the step")
-    axis.bar(positions, np.minimum(exposed, step), bottom=step - np.minimum(exposed, step),
-             label="exposed communication (trace)")
+    axis.bar(positions, np.minimum(exposed, step), bottom=step - np.minimum(exposed, step), label=what)
     axis.errorbar(positions, step, yerr=ci_errors(step, _column(frame, "step_time_ms_ci_lo"),
                                                   _column(frame, "step_time_ms_ci_hi")),
                   fmt="none", ecolor="black", capsize=5, label="95 % CI of the median step")
-    axis.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
+    key = bar_axis(axis, labels, show=show_labels)
     axis.set_ylabel(f"step time p50 (ms)\n{CI_NOTE}", fontsize=9)
     axis.set_title(title, fontsize=11)
-    if legend:
-        legend_outside(axis)
+    legend_outside(axis, handles=axis.get_legend_handles_labels()[0] + key)
 
 
 def ddp_buckets(runs: list):
-    sweeps = _sweeps(runs)
-    figure, axes = plt.subplots(len(sweeps), 1, figsize=(10, 3.8 * len(sweeps)), squeeze=False)
+    sweeps = [(name, frame.sort_values(["bucket_cap_mb", "config_index"]).reset_index(drop=True))
+              for name, frame in _sweeps(runs)]
+    figure, axes = plt.subplots(len(sweeps), 1, figsize=(_width(sweeps), 3.8 * len(sweeps)),
+                                squeeze=False)
     for axis, (name, frame) in zip(axes[:, 0], sweeps):
-        frame = frame.sort_values(["bucket_cap_mb", "config_index"]).reset_index(drop=True)
         _stacked_step_bars(axis, frame, short_labels(frame), f"{name}: DDP step time by bucket size")
     figure.tight_layout()
     return figure, None
 
 
 def strategy_steps_and_memory(runs: list):
+    """Per sweep, the step time above the peak memory, the same configuration in the same column: the labels are
+    written once, under the memory bars, horizontal and wrapped (rotated labels of two side-by-side panels crowded
+    each other and read at an angle)."""
     sweeps = _sweeps(runs)
-    figure, axes = plt.subplots(len(sweeps), 2, figsize=(14, 4 * len(sweeps)), squeeze=False)
-    for (left, right), (name, frame) in zip(axes, sweeps):
+    figure, axes = plt.subplots(2 * len(sweeps), 1, figsize=(_width(sweeps), 6 * len(sweeps)),
+                                squeeze=False, gridspec_kw={"height_ratios": [3, 2] * len(sweeps)})
+    for number, (name, frame) in enumerate(sweeps):
+        steps, memory = axes[2 * number, 0], axes[2 * number + 1, 0]
         labels = short_labels(frame)
-        _stacked_step_bars(left, frame, labels, f"{name}: step time", legend=False)
-        positions = np.arange(len(frame))
-        right.bar(positions, _column(frame, "peak_mem_bytes") / 2**20, color="tab:purple")
-        right.set_xticks(positions, labels, rotation=30, ha="right", fontsize=7)
-        right.set_ylabel("peak memory (MiB)")
-        right.set_title(f"{name}: peak memory per rank", fontsize=11)
-        # the step-time legend at the figure's right edge: between the panels it pushed them a legend apart
-        legend_outside(right, handles=left.get_legend_handles_labels()[0], title="step time (left)")
+        _stacked_step_bars(steps, frame, labels, f"{name}: step time", show_labels=False)
+        memory.bar(np.arange(len(frame)), _column(frame, "peak_mem_bytes") / 2**20, color="tab:purple")
+        memory.set_xlim(steps.get_xlim())  # each bar under its step time
+        key = bar_axis(memory, labels)
+        memory.set_ylabel("peak memory (MiB)")
+        memory.set_title(f"{name}: peak memory per rank", fontsize=11)
+        if key:
+            legend_outside(memory, handles=key, title="configurations")
     figure.tight_layout()
     return figure, None
 
 
 def model_state_vs_prediction(runs: list):
     sweeps = _sweeps(runs)
-    figure, axes = plt.subplots(len(sweeps), 1, figsize=(10, 3.8 * len(sweeps)), squeeze=False)
+    figure, axes = plt.subplots(len(sweeps), 1, figsize=(_width(sweeps), 3.8 * len(sweeps)),
+                                squeeze=False)
     for axis, (name, frame) in zip(axes[:, 0], sweeps):
         positions = np.arange(len(frame))
         axis.bar(positions - 0.27, frame["model_state_bytes"] / 2**20, width=0.27, label="measured (local tensors)")
         axis.bar(positions, frame["model_state_bytes_predicted"] / 2**20, width=0.27, label="predicted (shard layout)")
         axis.bar(positions + 0.27, frame["model_state_bytes_formula"] / 2**20, width=0.27,
                  label="paper formula (fp32 Adam)")
-        axis.set_xticks(positions, short_labels(frame), rotation=30, ha="right", fontsize=7)
+        key = bar_axis(axis, short_labels(frame))
         axis.set_ylabel("model state per rank (MiB)")
         axis.set_title(f"{name}: model state, measured vs predicted (deterministic: no error bars)", fontsize=11)
-        legend_outside(axis)
+        legend_outside(axis, handles=axis.get_legend_handles_labels()[0] + key)
     figure.tight_layout()
     return figure, None

@@ -18,6 +18,7 @@ from pathlib import Path
 from commbench import shipped
 from commbench.errors import CommbenchError
 from commbench.machine import CPUS_PER_LOCAL_RANK
+from commbench.slurm.container import Container
 
 LOG_PATTERN = "slurm-%j.out"
 """Relative: the job runs in the run folder (sbatch is called there), so user paths never enter a directive."""
@@ -80,6 +81,8 @@ class JobRequest:
     python: str = "python3"
     run_options: tuple[str, ...] = ()
     """Extra `commbench run` options (--backend/--device/--nproc overrides)."""
+    container: Container | None = None
+    """The image the step runs in (pyxis), or None: the nodes' own Python."""
 
 
 def validate(request: JobRequest) -> None:
@@ -269,6 +272,8 @@ def render(request: JobRequest, *, suite_file: Path, run_dir: Path, template: Pa
         "@SUITE@": shlex.quote(str(suite_file)),
         "@RUN_DIR@": shlex.quote(str(run_dir)),
         "@RUN_OPTIONS@": "".join(f" {shlex.quote(option)}" for option in request.run_options),
+        "@SRUN_CONTAINER@": "".join(f"{shlex.quote(option)} " for option in
+                                    (request.container.srun_options(run_dir) if request.container else ())),
     }
     text = template.read_text(encoding="utf-8") if template else shipped.sbatch_template()
     unknown = set(_PLACEHOLDER.findall(text)) - set(values)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from commbench import runinfo, store
 from commbench.errors import CommbenchError
-from commbench.slurm import jobs, script
+from commbench.slurm import container, jobs, script
 
 SCRIPT_FILE = "job.sbatch"
 STATUS_SUBMITTED = "submitted"
@@ -27,6 +27,8 @@ def submit(request: script.JobRequest, *, suite_path: Path, suite_text: str, sui
     and release it once meta.json names the job (so rank 0 finds the record). A refusal by sbatch is recorded as the
     run's failure and raised again."""
     jobs.require_client()
+    if request.container is not None:
+        container.require_pyxis()
     run_dir = store.create_run_dir(out, run_id).resolve()
     (run_dir / suite_file).write_text(suite_text, encoding="utf-8")  # the job runs this copy, edits or not
     script_path = run_dir / SCRIPT_FILE
@@ -38,7 +40,8 @@ def submit(request: script.JobRequest, *, suite_path: Path, suite_text: str, sui
         "slurm_request": {"nodes": request.nodes, "gpus_per_node": request.gpus_per_node,
                           "nproc_per_node": request.nproc_per_node, "partition": request.partition,
                           "account": request.account, "time": request.time,
-                          "cpus_per_task": script.cpus_per_task(request)[0], "exclusive": request.exclusive}})
+                          "cpus_per_task": script.cpus_per_task(request)[0], "exclusive": request.exclusive,
+                          "container_image": request.container.image if request.container else None}})
     try:
         job_id = jobs.submit(script_path, cwd=run_dir)
         log_path = run_dir / script.LOG_PATTERN.replace("%j", job_id)

@@ -83,6 +83,15 @@ class SweepSpec(Spec):
     tuner: dict = field(default_factory=dict)
     """--tuner-plugin and --tuner-config: the NCCL_TUNER_PLUGIN and NCCL_TUNER_CONFIG_FILE every launch gets, with the
     config's SHA-256, recorded in meta.json."""
+    left_out: tuple[tuple[str, str], ...] = ()
+    """(dtype, op) pairs of the dtypes × ops product that are not run: `commbench perf -d all -o all` runs avg for
+    the types its backend averages and leaves out the pairs it cannot run (perf/flags.py fit_to says which)."""
+
+    @classmethod
+    def _fields_from_json(cls, data: dict) -> dict:
+        fields = super()._fields_from_json(data)
+        fields["left_out"] = tuple(tuple(pair) for pair in fields.get("left_out") or ())  # JSON lists → pairs
+        return fields
 
     @property
     def records_traces(self) -> bool:
@@ -171,6 +180,8 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None,
                              f"ranks): give a rank from 0 to {spec.nproc - 1}")
     for name in spec.collectives:
         for impl, dtype, op in itertools.product(impls_for(spec, name), spec.dtypes, ops_for(spec, name)):
+            if (dtype, op) in spec.left_out:
+                continue
             reason = unsupported_reason(backend=spec.backend, device=spec.device, collective=name, impl=impl,
                                         dtype=dtype, op=op,
                                         nccl_version=nccl_version, gpu_capability=gpu_capability)
@@ -267,6 +278,8 @@ def plan(spec: SweepSpec, world: int) -> list[Point]:
                     elt_bytes = DTYPE_BYTES[dtype]
                     layouts = _layouts(collective, spec.sizes, elt_bytes, world, dtype)
                     for op in ops_for(spec, name):
+                        if (dtype, op) in spec.left_out:
+                            continue
                         for layout in layouts:
                             for inplace in placements_for(spec, name):
                                 for timing in spec.timings:

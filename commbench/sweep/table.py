@@ -439,12 +439,38 @@ def noise_legend(noisy: int, unknown: int, rows: int) -> str:
             "launches is not in the CI)")
 
 
+SOURCE_AVERAGE, SOURCE_AVERAGE_RESULTS = "source_avg_busbw_gbps", "source_avg_results"
+"""An imported nccl-tests row's columns: the `# Avg bus bandwidth` its test printed, and the results it averages."""
+
+
+def source_average(group: pd.DataFrame) -> tuple[float, int] | None:
+    """The Avg bus bandwidth nccl-tests printed for these imported rows, and the number of tests behind it, where the
+    rows are whole tests that printed one: a test's own figure, or several tests' weighted by their results (which
+    is nccl-tests' mean over all of them). Its figure averages unrounded busbw, so the mean of the rows' printed
+    busbw may differ in the last digit. None for rows without one or a part of a test (one dtype of `-d all`)."""
+    if group.empty or not {SOURCE_AVERAGE, SOURCE_AVERAGE_RESULTS} <= set(group.columns):
+        return None
+    figures = pd.to_numeric(group[SOURCE_AVERAGE], errors="coerce")
+    counts = pd.to_numeric(group[SOURCE_AVERAGE_RESULTS], errors="coerce")
+    if figures.isna().any() or counts.isna().any():
+        return None
+    files = group["source_file"].astype(str) if "source_file" in group.columns else pd.Series("", group.index)
+    tests = [(int(count), len(rows)) for (_, _, count), rows in group.groupby([files, figures, counts])]
+    if any(count != rows for count, rows in tests):
+        return None
+    return float(figures.mean()), len(tests)
+
+
 def average_busbw_line(group: pd.DataFrame) -> str:
     """nccl-tests' `# Avg bus bandwidth`, the mean busbw of every row and placement of the table (an imported
-    nccl-tests table: its own Avg line, which the import checked against these rows); then the mean busbw over the
-    sizes ≥ 1 MiB, where busbw measures bandwidth rather than latency."""
+    nccl-tests table: its own Avg line, as the log prints it); then the mean busbw over the sizes ≥ 1 MiB, where
+    busbw measures bandwidth rather than latency."""
     busbw = group["busbw_gbps"].dropna()
     avg_text = f"{busbw.mean():.3f} GB/s ({_results(len(busbw))})" if len(busbw) else UNKNOWN
+    printed = source_average(group)
+    if printed is not None:
+        whose = "the log's own figure" if printed[1] == 1 else f"the Avg lines of {printed[1]} tests, by results"
+        avg_text = f"{printed[0]:g} GB/s ({_results(len(group))}, {whose})"
     large = group[group["size_bytes"] >= AVERAGE_FROM_BYTES]
     large_busbw = large["busbw_gbps"].dropna()
     if large_busbw.empty:

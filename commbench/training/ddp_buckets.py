@@ -19,8 +19,8 @@ import torch.distributed as dist
 from torch.nn.parallel import distributed as torch_ddp
 
 from commbench.models.shard_layout import ready_order_buckets
+from commbench.training.bucket_caps import MIB
 
-MIB = 1024 * 1024
 _DDP_PARAMETERS = inspect.signature(torch_ddp.DistributedDataParallel.__init__).parameters
 TORCH_CAP_MB = float(getattr(torch_ddp, "_DEFAULT_BUCKET_CAP_MB", None) or 25)
 """DDP's bucket cap when no bucket argument is given: 25 MiB, named _DEFAULT_BUCKET_CAP_MB in torch 2.13 and written
@@ -29,9 +29,6 @@ FIRST_BUCKET_ARGUMENT = "bucket_cap_mb_list" in _DDP_PARAMETERS
 """Whether this torch's DDP takes a first bucket of its own size (bucket_cap_mb_list: torch 2.13 has it, 2.11 not)."""
 TORCH_FIRST_MB = dist._DEFAULT_FIRST_BUCKET_BYTES / MIB
 """DDP's first bucket when no bucket argument is given (1 MiB in torch 2.13)."""
-DEFAULT_CAP_FRACTIONS = (1 / 16, 1 / 4, 1.0)
-"""The default sweep's caps, as fractions of the model's gradient bytes: many small buckets, a few, and one (no
-overlap of the all-reduce with backward), beside DDP's own default row."""
 
 
 def is_torch_default(cap_mb: float | None, first_mb: float | None) -> bool:
@@ -95,17 +92,6 @@ def predicted_bucket_shapes(shape, cap_mb: float | None, first_mb: float | None,
     limits = rebuild_limits(cap_mb, first_mb)
     return [[shapes[index] for index in bucket]
             for bucket in group([math.prod(size) * element_bytes for size in shapes], limits)]
-
-
-def default_caps_mb(gradient_bytes: int) -> tuple[float, ...]:
-    """The default sweep's caps in MiB: DEFAULT_CAP_FRACTIONS of the gradient bytes, rounded up to two significant
-    digits (so the whole-model cap still holds every gradient)."""
-    return tuple(dict.fromkeys(_round_up(gradient_bytes * fraction / MIB) for fraction in DEFAULT_CAP_FRACTIONS))
-
-
-def _round_up(mib: float) -> float:
-    step = 10 ** (math.floor(math.log10(mib)) - 1)
-    return round(math.ceil(mib / step - 1e-9) * step, 6)
 
 
 def merge_same_buckets(configs, shape) -> tuple[tuple, tuple[str, ...]]:

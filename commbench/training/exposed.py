@@ -8,6 +8,13 @@ maximum (the worst), the same ranks the slowest-rank step time is measured over.
 The paired figure (step − compute-only baseline, commbench/training/compute_baseline.py) is a cost: the median of
 step-by-step differences between a real step and a baseline step taken right after it, so the machine's drift falls on
 both halves of every pair.
+
+The tables show the paired figure alone, as the best estimate of what communication costs a step: it is a step-time
+difference, the quantity a configuration is chosen by, and it holds what the trace cannot see (copies into and out of
+the communication's buffers, and on a machine with few cores the time the communication's threads take from the
+computation the trace calls overlapped); it is measured the same way for every implementation, where DDP's no_sync
+figure exists for DDP alone and keeps DDP's hooks in its baseline. The trace's figure says why (concurrency), with
+--verbose.
 """
 
 import math
@@ -50,14 +57,26 @@ FSDP2_GLOO_NOTE = ("FSDP2 over gloo (CPU) unshards synchronously: each all-gathe
                    "(NCCL) the all-gathers run on their own stream and prefetch overlaps them with compute")
 
 
-def table_notes(results) -> list[str]:
-    """Footnote lines about exposed communication for the rows in `results` (a DataFrame of training rows)."""
-    notes = ["exposed = the trace's exposed comm, median over ranks (the worst rank's in results.csv and the report); "
-             "vs compute = step − compute-only step (an unsharded local copy, no communication, paired step by step)"]
+EXPOSED_MEANING = ("exposed = step − compute-only step (an unsharded local copy, no communication; the median of "
+                   "paired differences): what communication costs the step, the best estimate of the three figures "
+                   "commbench records (docs/training.md, Exposed communication): unlike the trace's it holds the "
+                   "communication's copies and the cores it takes from computing, and it is measured alike for every "
+                   "implementation; below 0 it is noise larger than the cost")
+OTHER_FIGURES = "the trace's exposed time and DDP's no_sync Δ are in --verbose and results.csv"
+VERBOSE_MEANING = ("trace exp/max = the profiler trace's exposed comm, median over ranks / worst rank (concurrency "
+                   "in a few profiled steps, not cost); no_sync Δ = step − the same step under no_sync (DDP only; "
+                   "its hooks' copies stay in both halves)")
+
+
+def table_notes(results, verbose: bool = False) -> list[str]:
+    """Footnote lines about exposed communication for the rows in `results` (a DataFrame of training rows): what the
+    table's one exposed figure is and why it is the one, where the others are (or, verbose, what they are), FSDP2
+    over gloo, and a compute-only baseline that is absent and why."""
+    notes = [f"{EXPOSED_MEANING}; {VERBOSE_MEANING if verbose else OTHER_FIGURES}"]
     if "impl" in results and "device" in results and \
             ((results["impl"] == "fsdp2") & (results["device"].astype(str) == CPU)).any():
         notes.append(FSDP2_GLOO_NOTE)
     if "compute_baseline" in results:
         absent = sorted({str(text) for text in results["compute_baseline"].dropna() if str(text).startswith("absent")})
-        notes += [f"vs compute {text}" for text in absent]
+        notes += [f"exposed {text} (the trace's figure, in --verbose, is the one left)" for text in absent]
     return notes

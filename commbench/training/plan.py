@@ -42,8 +42,8 @@ def parse_reshard(value: str) -> bool | int:
 
 def ddp_default_caps(gradient_bytes: int) -> tuple[float | str, ...]:
     """The default sweep's --bucket-cap-mb: DDP's own buckets, then caps at fractions of the model's gradient bytes
-    (training/ddp_buckets.py), so the rows show different bucket counts whatever the model's size."""
-    from commbench.training.ddp_buckets import default_caps_mb
+    (training/bucket_caps.py), so the rows show different bucket counts whatever the model's size."""
+    from commbench.training.bucket_caps import default_caps_mb
 
     return (BUCKET_DEFAULT, *default_caps_mb(gradient_bytes))
 

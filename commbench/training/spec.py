@@ -209,13 +209,27 @@ class ConfigPoint:
         return self.config.label()
 
 
+MIN_STEPS = 2
+"""--steps' floor: a quick look (a smoke run) with a median of two steps; below MIN_SAMPLES_FOR_CI (6) no 95 % CI of
+the median exists, so the table ranks nothing beyond the point figures and says so (few_steps_note)."""
+
+
+def few_steps_note(steps: int) -> str | None:
+    """The note a run with too few steps for a CI gets, printed with its table; None from MIN_SAMPLES_FOR_CI up."""
+    if steps >= MIN_SAMPLES_FOR_CI:
+        return None
+    return (f"--steps {steps}: no 95 % CI of the median step time is possible below {MIN_SAMPLES_FOR_CI} steps, so the "
+            "CI reads n/a and nothing is ranked beyond the point figures (a quick look, not a comparison)")
+
+
 def validate(spec: TrainSpec) -> None:
     """Refuse anything that cannot run, naming the fix; called before any process is launched."""
     if not spec.configs:
         raise CommbenchError("the sweep has no configuration; give at least one value per axis")
-    if spec.steps < MIN_SAMPLES_FOR_CI:
-        raise CommbenchError(f"--steps {spec.steps} is too few: a 95 % CI of the median step time needs at least "
-                             f"{MIN_SAMPLES_FOR_CI}; use --steps {MIN_SAMPLES_FOR_CI} or more")
+    if spec.steps < MIN_STEPS:
+        raise CommbenchError(f"--steps {spec.steps} is too few: a step time and a paired exposed figure need at "
+                             f"least {MIN_STEPS} steps; use --steps {MIN_STEPS} for a quick look, "
+                             f"{MIN_SAMPLES_FOR_CI} or more for a 95 % CI of the median step time")
     if spec.warmup_steps < 2:
         raise CommbenchError(f"--warmup-steps {spec.warmup_steps} is too few: DDP rebuilds its buckets at step 2; "
                              "use 2 or more")

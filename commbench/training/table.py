@@ -1,36 +1,72 @@
-"""The end-of-sweep table of a training sweep, and the configuration it recommends (fastest that fits), with the
-configurations it cannot tell apart from it within the step time's noise."""
+"""The end-of-sweep table of a training sweep: a row per configuration with one exposed-communication figure (the
+paired cost against the compute-only step; --verbose adds the trace's and DDP's no_sync figures), the configuration it
+recommends (fastest that fits) and a ranking that says what the step time's noise lets it say
+(training/ranking.py)."""
 
 import math
+import textwrap
 
 import pandas as pd
 
 from commbench.measure.stats import as_number
+from commbench.training.bucket_caps import DDP_DEFAULT_CAP_MB, DDP_DEFAULT_FIRST_MB, bucket_label
 from commbench.training.exposed import table_notes as exposed_notes
-from commbench.training.spec import SETTINGS, config_label
+from commbench.training.ranking import (  # noqa: F401 - best_config, tied_configs: the report and tests use them here
+    best_config,
+    ranking_lines,
+    throughput_ci,
+    tied_configs,
+)
+from commbench.training.spec import SETTINGS, config_label, setting_text
 
-_COLUMNS = [  # (header, units, width, value of a row)
-    ("precision", "", 9, lambda r: row_precision(r)),
-    ("step p50", "(ms)", 9, lambda r: _num(r["step_time_ms_p50"], 1)),
-    ("p50 95% CI", "(ms)", 15, lambda r: step_ci_text(r)),
-    ("step p95", "(ms)", 9, lambda r: _num(r["step_time_ms_p95"], 1)),
-    ("samples/s", "(all ranks)", 11, lambda r: _num(r["samples_per_s"], 1)),
-    ("tokens/s", "(per rank)", 10, lambda r: _num(r.get("tokens_per_s_per_rank"), 0)),
-    ("MFU", "(%)", 6, lambda r: _num(r.get("mfu_pct"), 1)),
-    ("comm", "(ms)", 8, lambda r: _num(r["comm_ms"], 1)),
-    ("exposed", "(ms)", 8, lambda r: _num(r["exposed_comm_ms"], 1)),
-    ("no_sync Δ", "(ms)", 10, lambda r: _num(r["exposed_comm_ms_nosync"], 1)),
-    ("vs compute", "(ms)", 11, lambda r: _num(r.get("exposed_comm_ms_baseline"), 1)),
-    ("overlap", "(%)", 8, lambda r: _num(r["overlap_pct"], 0)),
-    ("peak mem", "(MiB)", 9, lambda r: _num(_mib(r["peak_mem_bytes"]), 0)),
-    ("state", "(MiB)", 8, lambda r: _num(_mib(r["model_state_bytes"]), 2)),
-    ("fits", "", 5, lambda r: {True: "yes", False: "NO"}.get(_bool(r["fits"]), "?")),
-    ("#wrong", "", 7, lambda r: str(int(r["n_wrong"]))),
+
+def _always(results, verbose) -> bool:
+    return True
+
+
+def _verbose(results, verbose) -> bool:
+    return verbose
+
+
+def _where_any(name: str):
+    """Shown where some row has a value (the buckets of DDP-based rows), short or verbose alike."""
+    return lambda results, verbose: _column(results, name).notna().any()
+
+
+def _verbose_or_any(name: str):
+    """Shown with --verbose, and in the short table where some row has a value (MFU: none on CPU, a footnote says
+    why)."""
+    return lambda results, verbose: verbose or _column(results, name).notna().any()
+
+
+_COLUMNS = [  # (header, units, value of a row, whether the table shows it: f(results, verbose))
+    ("precision", "", lambda r: row_precision(r), _always),
+    ("step p50", "(ms)", lambda r: _num(r["step_time_ms_p50"], 1), _always),
+    ("p50 95% CI", "(ms)", lambda r: step_ci_text(r), _always),
+    ("step p95", "(ms)", lambda r: _num(r["step_time_ms_p95"], 1), _verbose),
+    ("samples/s", "(all ranks)", lambda r: _num(r["samples_per_s"], 1), _always),
+    ("tokens/s", "(per rank)", lambda r: _num(r.get("tokens_per_s_per_rank"), 0), _always),
+    ("MFU", "(%)", lambda r: _num(r.get("mfu_pct"), 1), _verbose_or_any("mfu_pct")),  # absent on CPU: a footnote
+    ("comm", "(ms)", lambda r: _num(r["comm_ms"], 1), _always),
+    # the one exposed figure of the short table: the paired cost against the compute-only step (docs/training.md)
+    ("exposed", "(ms)", lambda r: _num(r.get("exposed_comm_ms_baseline"), 1), _always),
+    ("trace exp", "(ms)", lambda r: _num(r["exposed_comm_ms"], 1), _verbose),
+    ("trace max", "(ms)", lambda r: _num(r.get("exposed_comm_ms_max"), 1), _verbose),
+    ("no_sync Δ", "(ms)", lambda r: _num(r["exposed_comm_ms_nosync"], 1), _verbose),
+    ("overlap", "(%)", lambda r: _num(r["overlap_pct"], 0), _always),
+    ("buckets", "(count)", lambda r: _num(r.get("bucket_count"), 0), _where_any("bucket_count")),
+    ("peak mem", "(MiB)", lambda r: _num(_mib(r["peak_mem_bytes"]), 0), _always),
+    ("state", "(MiB)", lambda r: _num(_mib(r["model_state_bytes"]), 2), _always),
+    ("fits", "", lambda r: {True: "yes", False: "NO"}.get(_bool(r["fits"]), "?"), _always),
+    ("#wrong", "", lambda r: str(int(r["n_wrong"])), _always),
 ]
+WRAP = 150
+"""The ranking's lines wrap here: the table itself stays about this wide."""
 
 
 def _num(value, digits: int) -> str:
-    return "-" if _missing(value) else f"{value:.{digits}f}"
+    value = as_number(value)
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
 def _mib(value):
@@ -43,60 +79,50 @@ def _bool(value):
     return None if _missing(value) else bool(value)
 
 
-def _eligible(results: pd.DataFrame) -> pd.DataFrame:
-    return results[(results["n_wrong"] == 0) & (results["fits"].map(_bool) != False)]  # noqa: E712 (None = unknown)
-
-
-def best_config(results: pd.DataFrame) -> pd.Series | None:
-    """The highest throughput (samples/s, so that accumulation steps compare fairly) among configurations whose
-    peak memory fits and whose check found nothing wrong."""
-    eligible = _eligible(results)
-    if eligible.empty:
-        return None
-    return eligible.loc[eligible["samples_per_s"].idxmax()]
-
-
-def throughput_ci(row) -> tuple[float, float] | None:
-    """The samples/s that the ends of the median step time's 95 % CI give (samples/s = samples per step / step
-    time); None without a CI. Between configurations with the same samples per step, two of these overlap exactly
-    when their step-time CIs do; with different accumulation steps they compare the time per sample."""
-    p50, low, high = (as_number(row.get(name)) for name in ("step_time_ms_p50", "step_time_ms_ci_lo",
-                                                        "step_time_ms_ci_hi"))
-    rate = as_number(row.get("samples_per_s"))
-    if any(math.isnan(value) for value in (p50, low, high, rate)) or low <= 0:
-        return None
-    return rate * p50 / high, rate * p50 / low
-
-
-def tied_configs(results: pd.DataFrame, best: pd.Series | None) -> tuple[list, list]:
-    """(ties, unknown): the index of every other configuration that fits and is correct and whose step-time CI
-    overlaps the best one's (the measurement cannot rank them), and of those where a CI is missing, so nobody can
-    say."""
-    if best is None:
-        return [], []
-    ties, unknown = [], []
-    best_range = throughput_ci(best)
-    for index, row in _eligible(results).iterrows():
-        if index == best.name:
-            continue
-        other = throughput_ci(row)
-        if best_range is None or other is None:
-            unknown.append(index)
-        elif other[0] <= best_range[1] and best_range[0] <= other[1]:
-            ties.append(index)
-    return ties, unknown
-
-
 def step_ci_text(row) -> str:
     low, high = as_number(row.get("step_time_ms_ci_lo")), as_number(row.get("step_time_ms_ci_hi"))
     return "n/a" if math.isnan(low) or math.isnan(high) else f"{low:.1f}–{high:.1f}"
 
 
+_BUCKET_SETTINGS = ("bucket_cap_mb", "first_bucket_mb")
+
+
+_IMPLIED_RESHARD = {("zero3", "true"), ("zero2", "false")}
+"""An FSDP configuration's strategy already says whether it reshards after forward (plan.py: zero3 = true, zero2 =
+false): its label says it once."""
+
+
 def short_labels(results: pd.DataFrame) -> list[str]:
-    """Each configuration named by its strategy (and implementation) and the settings that differ in this sweep."""
-    varying = [name for name in SETTINGS if results[name].astype(str).nunique() > 1]
-    return [config_label(row["strategy"], row["impl"], {name: row[name] for name in varying if not _missing(row[name])})
-            for _, row in results.iterrows()]
+    """Each configuration named by its strategy and the settings that differ in this sweep: its implementation only
+    where rows differ in it (the footer names a shared one), reshard only where the strategy does not imply it, and a
+    DDP bucket setting by what it is (training/bucket_caps.py: "default (1 MiB first, then 25 MiB)",
+    "cap 1/16 grads = 1.3 MiB") right after the strategy."""
+    varying = [name for name in SETTINGS if name in results and results[name].astype(str).nunique() > 1]
+    one_impl = shared_impl(results) is not None
+    labels = []
+    for _, row in results.iterrows():
+        settings = {name: row[name] for name in varying if not _missing(row[name])}
+        if (row["strategy"], setting_text(settings.get("reshard_after_forward"))) in _IMPLIED_RESHARD:
+            del settings["reshard_after_forward"]
+        label = config_label(row["strategy"], row["strategy"] if one_impl else row["impl"],
+                             {name: value for name, value in settings.items() if name not in _BUCKET_SETTINGS})
+        if any(name in settings for name in _BUCKET_SETTINGS) and not _missing(row.get("bucket_cap_mb")):
+            first = row.get("first_bucket_mb")
+            strategy, _, rest = label.partition(" ")
+            label = " ".join(part for part in (strategy, bucket_label(float(row["bucket_cap_mb"]),
+                                                                      None if _missing(first) else float(first),
+                                                                      row.get("params")), rest) if part)
+        labels.append(label)
+    return labels
+
+
+def shared_impl(results: pd.DataFrame) -> str | None:
+    """The implementation every row shares where some row's strategy is not its implementation's name (zero3 on
+    fsdp2), which the labels then leave to the footer; None where rows differ or each strategy names its own."""
+    impls = set(results["impl"].astype(str))
+    if len(impls) != 1 or (results["strategy"].astype(str) == results["impl"].astype(str)).all():
+        return None
+    return next(iter(impls))
 
 
 def _column(results: pd.DataFrame, name: str) -> pd.Series:
@@ -108,26 +134,55 @@ def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def format_training_table(results: pd.DataFrame) -> str:
+def format_training_table(results: pd.DataFrame, verbose: bool = False) -> str:
+    """The rows with the short table's columns (--verbose: every exposed figure, p95 and MFU too), then the footer,
+    the footnotes, the best configuration and the ranking."""
     labels = short_labels(results)
+    columns = [(name, unit, cell) for name, unit, cell, shown in _COLUMNS if shown(results, verbose)]
+    cells = [[cell(row) for _, _, cell in columns] for _, row in results.iterrows()]
+    widths = [max(len(name), len(unit), *(len(line[i]) for line in cells)) for i, (name, unit, _) in enumerate(columns)]
     width = max(13, *(len(label) for label in labels))
-    head = f"{'configuration':<{width}} " + " ".join(f"{name:>{w}}" for name, _, w, _ in _COLUMNS)
-    units = f"{'':<{width}} " + " ".join(f"{unit:>{w}}" for _, unit, w, _ in _COLUMNS)
-    lines = [head, units]
-    for label, (_, row) in zip(labels, results.iterrows()):
-        lines.append(f"{label:<{width}} " + " ".join(f"{cell(row):>{w}}" for _, _, w, cell in _COLUMNS))
+    lines = [f"{'configuration':<{width}} " + " ".join(f"{name:>{w}}" for (name, _, _), w in zip(columns, widths)),
+             f"{'':<{width}} " + " ".join(f"{unit:>{w}}" for (_, unit, _), w in zip(columns, widths))]
+    lines += [f"{label:<{width}} " + " ".join(f"{text:>{w}}" for text, w in zip(line, widths))
+              for label, line in zip(labels, cells)]
     first = results.iloc[0]
-    lines.append(f"# {first['world_size']} ranks, {first['backend']} on {first['device']}; model "
+    impl = shared_impl(results)
+    lines.append(f"# {first['world_size']} ranks, {first['backend']} on {first['device']}"
+                 f"{f', every configuration on {impl}' if impl else ''}; model "
                  f"{first['model_kind']} {first['params'] / 1e6:.2f}M parameters{precision_text(results)}; "
-                 "step time = slowest rank; comm, "
-                 "exposed and overlap from the profiler trace; no_sync Δ = step − step without gradient sync (DDP): "
-                 "the communication the step waits for; below 0 the step without sync was the slower one, i.e. "
-                 "noise larger than the exposed communication; "
+                 "step time = slowest rank; comm and overlap from the profiler trace (median over ranks); "
                  "p50 95% CI = distribution-free 95 % CI of the median step time (n/a: fewer than 6 steps)")
+    if any(name == "buckets" for name, _, _ in columns):
+        caps_named = any(f" {word} " in f"{label} " for label in labels for word in ("default", "cap"))
+        lines.append("# buckets = DDP's buckets after its rebuild at step 2 (its own logging)" + (
+            f"; default = DDP's own, no bucket argument: a {DDP_DEFAULT_FIRST_MB:g} MiB first bucket, then "
+            f"{DDP_DEFAULT_CAP_MB:g} MiB; cap = --bucket-cap-mb for every bucket, 1/16, 1/4 and all grads being the "
+            "default sweep's fractions of the model's gradient bytes (many buckets, a few, one)" if caps_named else ""))
     lines += footnotes(results)
-    lines += [f"# {note}" for note in exposed_notes(results)]
-    lines.append(_best_line(results, labels))
+    lines += [f"# {note}" for note in exposed_notes(results, verbose=verbose)]
+    named = dict(zip(results.index, labels))
+    lines.append(_best_line(results, named))
+    for line in ranking_lines(results, named):
+        lines += _wrapped(line)
     return "\n".join(lines)
+
+
+def _wrapped(line: str) -> list[str]:
+    """A ranking line as comment lines of at most WRAP characters, broken between its "; " clauses where it can (a
+    label is not split), inside a clause only where one alone is wider."""
+    indent = "#       "
+    first, *rest = line.split("; ")
+    lines = [f"# {first}"]
+    for clause in rest:
+        if len(lines[-1]) + 2 + len(clause) <= WRAP:
+            lines[-1] += f"; {clause}"
+        else:
+            lines[-1] += ";"
+            lines.append(f"{indent}{clause.strip()}")
+    return [piece for text in lines for piece in (textwrap.wrap(text, WRAP, subsequent_indent=indent,
+                                                                break_on_hyphens=False) if len(text) > WRAP
+                                                  else [text])]
 
 
 PEAK_MEMORY_MEANING = {
@@ -178,25 +233,31 @@ def precision_text(results: pd.DataFrame) -> str:
     return text
 
 
-def _best_line(results: pd.DataFrame, labels: list[str]) -> str:
+def _best_line(results: pd.DataFrame, named: dict) -> str:
+    """The recommendation, saying at once whether the noise lets it stand alone: significantly faster than every
+    other configuration that fits, or tied with some (named; the ranking below has the steps that would decide)."""
     best = best_config(results)
     if best is None:
         return "# best: none (no configuration fits in memory with a correct check)"
     ties, unknown = tied_configs(results, best)
-    named = {index: label for index, label in zip(results.index, labels)}
     line = (f"# best: {named[best.name]} — {best['samples_per_s']:.1f} samples/s, step "
             f"{best['step_time_ms_p50']:.1f} ms (95 % CI {step_ci_text(best)}), "
             f"peak {_num(_mib(best['peak_mem_bytes']), 0)} MiB")
+    if throughput_ci(best) is None:
+        return line + "; the highest point figure only: without a 95 % CI nothing says it is faster (ranking below)"
     if ties:
-        line += (f"; tie within noise: {', '.join(named[index] for index in [best.name, *ties])} (95 % CIs of the "
-                 "step time overlap, per sample where accumulation steps differ): more --steps or a rerun decides")
+        line += (f"; not significantly faster than {', '.join(named[index] for index in ties)} (95 % CIs of the step "
+                 "time overlap: a tie; the ranking below says how many steps would separate them)")
+    elif len(results) > 1 and not unknown:
+        line += "; significantly faster than every other configuration that fits and passes"
     if unknown:
         line += f"; no 95 % CI to compare with: {', '.join(named[index] for index in unknown)}"
     return line
 
 
 def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
-    """The report's key numbers of a training run: the end table's columns, the recommended configuration marked."""
+    """The report's key numbers of a training run: the end table's columns with its one exposed figure (the others
+    stay in results.csv), the recommended configuration and its ties marked."""
     table = pd.DataFrame({
         "configuration": short_labels(results),
         "precision": [row_precision(row) for _, row in results.iterrows()],
@@ -205,14 +266,16 @@ def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
         "samples/s (all ranks)": results["samples_per_s"].round(1),
         "tokens/s per rank": _column(results, "tokens_per_s_per_rank").round(0),
         "MFU (%)": _column(results, "mfu_pct").round(1),
-        "exposed comm, trace (ms)": results["exposed_comm_ms"].round(1),
-        "exposed comm, trace max rank (ms)": _column(results, "exposed_comm_ms_max").round(1),
-        "exposed comm vs compute-only (ms)": _column(results, "exposed_comm_ms_baseline").round(1),
-        "no_sync Δ (ms)": results["exposed_comm_ms_nosync"].round(1), "overlap (%)": results["overlap_pct"],
-        "peak mem (MiB)": (results["peak_mem_bytes"] / 2**20).round(0),
-        "model state (MiB)": (results["model_state_bytes"] / 2**20).round(2),
-        "predicted state (MiB)": (results["model_state_bytes_predicted"] / 2**20).round(2),
-        "#wrong": results["n_wrong"]})
+        "exposed comm (ms)": _column(results, "exposed_comm_ms_baseline").round(1),
+        # headers over 16 characters wrap at their spaces on the report's page (report/html_tables.py): the table
+        # then fits 1200 px in one part
+        "overlap, trace (%)": _column(results, "overlap_pct").round(0)})
+    if _column(results, "bucket_count").notna().any():
+        table["DDP buckets (count)"] = _column(results, "bucket_count")
+    table["peak memory (MiB)"] = (results["peak_mem_bytes"] / 2**20).round(0)
+    table["model state (MiB)"] = (results["model_state_bytes"] / 2**20).round(2)
+    table["predicted state (MiB)"] = (results["model_state_bytes_predicted"] / 2**20).round(2)
+    table["#wrong"] = results["n_wrong"]
     best = best_config(results)
     ties, _ = tied_configs(results, best)
     table["best"] = ["◀ best" if best is not None and index == best.name else "◀ tie" if index in ties else ""
