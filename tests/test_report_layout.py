@@ -310,7 +310,7 @@ def test_the_step_bars_stack_the_exposed_figure_the_tables_show(fsdp_run):
     figure, why = training_plots.strategy_steps_and_memory([run])
     assert figure is not None, why
     stacked = [container for axis in figure.axes for container in axis.containers
-               if container.get_label() == "exposed communication (step − compute-only step)"]
+               if container.get_label() == "exposed communication\n(step − compute-only step)"]
     assert len(stacked) == 1
     heights = [patch.get_height() for patch in stacked[0]]
     frame = results.sort_values("config_index") if "config_index" in results else results

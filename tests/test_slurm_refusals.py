@@ -157,6 +157,8 @@ FIELDS = {
     "--sbatch-arg": ("--mem=0", lambda value: ["--sbatch-arg", value]),
     "--run-id": ("r1", lambda value: ["--run-id", value]),
     "--out": ("results", lambda value: ["--out", value]),
+    "--container-image": ("nvcr.io#nvidia/pytorch:26.07-py3", lambda value: ["--container-image", value]),
+    "--container-mounts": ("/data:/data:ro", lambda value: ["--container-image", "img:1", "--container-mounts", value]),
     "SUITE": (SUITE, None),
 }
 FIELD_CASES = [pytest.param(field, value, id=f"{field} {kind} {value!r}")

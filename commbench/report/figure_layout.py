@@ -3,6 +3,7 @@ axes labelled 1 KiB … 1 GiB, configuration axes whose labels fit side by side,
 median."""
 
 import math
+from typing import Any
 
 import matplotlib
 
@@ -115,6 +116,24 @@ def _bars_width(labels: list[str]) -> float:
 def numbered(labels: list[str]) -> bool:
     """Whether the labels cannot stand side by side even at FIGURE_MAX_IN: the bars then carry numbers."""
     return _bars_width(labels) + _AROUND_BARS_IN > FIGURE_MAX_IN
+
+
+def lay_out_bars(figure, labelled: list[tuple[Any, list[str]]]) -> None:
+    """tight_layout, then room for the bar labels: tight_layout gives the y label and the legend what they need and
+    the bars what is left, which a wide legend (or a two-line y label) can make less than _AROUND_BARS_IN assumed.
+    Where an axis (`labelled`: (axis, its labels)) gives a bar less room than its label needs, the figure widens by
+    the difference, up to FIGURE_MAX_IN."""
+    figure.tight_layout()
+    short = 0.0
+    for axis, labels in labelled:
+        if not labels or numbered(labels):
+            continue
+        low, high = axis.get_xlim()
+        needed = (high - low) * (max(_text_width_in(text) for text in _wrapped(labels)) + BAR_GAP_IN)
+        short = max(short, needed - axis.get_position().width * figure.get_figwidth())
+    if short > 0:
+        figure.set_figwidth(min(figure.get_figwidth() + short, FIGURE_MAX_IN))
+        figure.tight_layout()
 
 
 def bar_axis(axis, labels: list[str], *, show: bool = True) -> list:

@@ -9,7 +9,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from commbench.report.figure_layout import CI_NOTE, bar_axis, bar_figure_width, ci_errors, legend_outside  # noqa: E402
+from commbench.report.figure_layout import (  # noqa: E402
+    CI_NOTE,
+    bar_axis,
+    bar_figure_width,
+    ci_errors,
+    lay_out_bars,
+    legend_outside,
+)
 from commbench.training.table import short_labels  # noqa: E402
 
 
@@ -32,7 +39,7 @@ def _exposed(frame: pd.DataFrame) -> tuple[np.ndarray, str]:
     0 (a negative paired difference is noise); the trace's figure for runs that have no compute-only step."""
     if "exposed_comm_ms_baseline" in frame and frame["exposed_comm_ms_baseline"].notna().any():
         return (np.clip(np.nan_to_num(_column(frame, "exposed_comm_ms_baseline")), 0, None),
-                "exposed communication (step − compute-only step)")
+                "exposed communication\n(step − compute-only step)")  # two lines: as narrow as the legend allows
     return np.nan_to_num(_column(frame, "exposed_comm_ms")), "exposed communication (trace)"
 
 
@@ -58,9 +65,11 @@ def ddp_buckets(runs: list):
               for name, frame in _sweeps(runs)]
     figure, axes = plt.subplots(len(sweeps), 1, figsize=(_width(sweeps), 3.8 * len(sweeps)),
                                 squeeze=False)
+    labelled = []
     for axis, (name, frame) in zip(axes[:, 0], sweeps):
-        _stacked_step_bars(axis, frame, short_labels(frame), f"{name}: DDP step time by bucket size")
-    figure.tight_layout()
+        labelled.append((axis, short_labels(frame)))
+        _stacked_step_bars(axis, frame, labelled[-1][1], f"{name}: DDP step time by bucket size")
+    lay_out_bars(figure, labelled)
     return figure, None
 
 
@@ -71,9 +80,11 @@ def strategy_steps_and_memory(runs: list):
     sweeps = _sweeps(runs)
     figure, axes = plt.subplots(2 * len(sweeps), 1, figsize=(_width(sweeps), 6 * len(sweeps)),
                                 squeeze=False, gridspec_kw={"height_ratios": [3, 2] * len(sweeps)})
+    labelled = []
     for number, (name, frame) in enumerate(sweeps):
         steps, memory = axes[2 * number, 0], axes[2 * number + 1, 0]
         labels = short_labels(frame)
+        labelled.append((memory, labels))
         _stacked_step_bars(steps, frame, labels, f"{name}: step time", show_labels=False)
         memory.bar(np.arange(len(frame)), _column(frame, "peak_mem_bytes") / 2**20, color="tab:purple")
         memory.set_xlim(steps.get_xlim())  # each bar under its step time
@@ -82,7 +93,7 @@ def strategy_steps_and_memory(runs: list):
         memory.set_title(f"{name}: peak memory per rank", fontsize=11)
         if key:
             legend_outside(memory, handles=key, title="configurations")
-    figure.tight_layout()
+    lay_out_bars(figure, labelled)
     return figure, None
 
 
@@ -90,15 +101,17 @@ def model_state_vs_prediction(runs: list):
     sweeps = _sweeps(runs)
     figure, axes = plt.subplots(len(sweeps), 1, figsize=(_width(sweeps), 3.8 * len(sweeps)),
                                 squeeze=False)
+    labelled = []
     for axis, (name, frame) in zip(axes[:, 0], sweeps):
+        labelled.append((axis, short_labels(frame)))
         positions = np.arange(len(frame))
         axis.bar(positions - 0.27, frame["model_state_bytes"] / 2**20, width=0.27, label="measured (local tensors)")
         axis.bar(positions, frame["model_state_bytes_predicted"] / 2**20, width=0.27, label="predicted (shard layout)")
         axis.bar(positions + 0.27, frame["model_state_bytes_formula"] / 2**20, width=0.27,
                  label="paper formula (fp32 Adam)")
-        key = bar_axis(axis, short_labels(frame))
+        key = bar_axis(axis, labelled[-1][1])
         axis.set_ylabel("model state per rank (MiB)")
         axis.set_title(f"{name}: model state, measured vs predicted (deterministic: no error bars)", fontsize=11)
         legend_outside(axis, handles=axis.get_legend_handles_labels()[0] + key)
-    figure.tight_layout()
+    lay_out_bars(figure, labelled)
     return figure, None
