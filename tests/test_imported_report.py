@@ -8,12 +8,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import pytest  # noqa: E402
+import pytest
 
-from commbench.report import collective_plots  # noqa: E402
-from commbench.report.render import load_runs  # noqa: E402
-from tests.refusals import invoke  # noqa: E402
-from tests.report_runs import CHROMIUM_FLAGS, needs_chromium  # noqa: E402
+from commbench.report import collective_plots
+from commbench.report.render import load_runs
+from tests.refusals import invoke
+from tests.report_runs import CHROMIUM_FLAGS, needs_chromium
 
 LOG = Path(__file__).parent / "data" / "imports" / "nccl-tests" / "h100_2node_16rank_all_reduce.txt"
 

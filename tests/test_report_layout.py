@@ -14,18 +14,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.container import ErrorbarContainer  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.container import ErrorbarContainer
 
-from commbench.models.fit_files import LOW_R2  # noqa: E402
-from commbench.report import collective_plots, render, training_plots  # noqa: E402
-from commbench.report.figure_layout import bar_axis, bar_figure_width, numbered  # noqa: E402
-from commbench.report.html_tables import fitted_tables  # noqa: E402
-from commbench.training.table import short_labels  # noqa: E402
-from tests.refusals import invoke  # noqa: E402
-from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, shared_fsdp_sweep, shared_report_suite  # noqa: E402
+from commbench.models.fit_files import LOW_R2
+from commbench.report import collective_plots, render, training_plots
+from commbench.report.figure_layout import bar_axis, bar_figure_width, numbered
+from commbench.report.html_tables import fitted_tables
+from commbench.training.table import short_labels
+from tests.refusals import invoke
+from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, shared_fsdp_sweep, shared_report_suite
 
 WINDOW = "--window-size=1400,1000"
 LOGS = Path(__file__).parent / "data" / "imports" / "nccl-tests"

@@ -13,15 +13,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.container import ErrorbarContainer  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.container import ErrorbarContainer
 
-from commbench.report import collective_plots, render, training_plots  # noqa: E402
-from commbench.report.figure_layout import MAX_SIZE_TICKS, size_axis, size_ticks  # noqa: E402
-from commbench.units import parse_size  # noqa: E402
-from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, shared_report_suite  # noqa: E402
+from commbench.report import collective_plots, render, training_plots
+from commbench.report.figure_layout import MAX_SIZE_TICKS, size_axis, size_ticks
+from commbench.units import parse_size
+from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, needs_chromium, shared_report_suite
 
 
 @pytest.fixture(scope="module")

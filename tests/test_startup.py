@@ -1,5 +1,5 @@
-"""Start-up: `commbench --help`, `--version` and the analytic `model` commands import no torch, scipy, pandas or
-matplotlib, so they answer at once (importing those takes seconds; see benchmarks/startup.py).
+"""Start-up: `commbench --help`, `--version` and the analytic `model` commands import no torch, scipy, pandas, numpy
+or matplotlib, so they answer at once (importing those takes seconds; see benchmarks/startup.py).
 
 Each command runs in a fresh interpreter, because this test process has long imported them all. An import hook there
 records, for each heavy module, the chain of commbench modules (and functions) on the stack when it was first asked
@@ -15,7 +15,7 @@ import pytest
 import commbench
 from tests.conftest import commbench_env
 
-HEAVY = ("torch", "scipy", "pandas", "matplotlib")
+HEAVY = ("torch", "scipy", "pandas", "numpy", "matplotlib")
 
 # Runs in the child: record who imports a heavy module, run the CLI in process as conftest's commbench_cli does,
 # then print one JSON line after everything the command printed.

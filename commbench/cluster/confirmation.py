@@ -3,7 +3,10 @@
 nodes so that it runs under the load of a first-pass round, and judged against those controls: the noise bar, the
 rank test, most repeats, and for stalls the permutation test again."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commbench.cluster.diagnosis import (
     BANDWIDTH,
@@ -28,7 +31,9 @@ from commbench.cluster.pair_statistics import (
     slower_pct,
 )
 from commbench.cluster.pairing import disjoint_rounds
-from commbench.cluster.stalls import Exchanges, permutation_test
+
+if TYPE_CHECKING:  # numpy comes with stalls: imported where the second pass judges, not when the CLI lists commands
+    from commbench.cluster.stalls import Exchanges
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,8 @@ def _stalls_again(node: str, entry: dict, samples: Samples, first_samples: Sampl
                   settings: Settings) -> tuple[dict, bool]:
     """The stall test again: the node's re-pairs with known-good nodes (every repeat) against the control pairs, or
     where the second pass had none (too few known-good nodes), against the first pass's pairs without the node."""
+    from commbench.cluster.stalls import Exchanges, permutation_test
+
     def exchanges(measured: Samples, wanted) -> Exchanges:
         return Exchanges.pooled([part for pair, parts in exchanges_by_pair(measured, settings).items()
                                  if wanted(pair) for part in parts])

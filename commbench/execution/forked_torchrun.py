@@ -90,7 +90,7 @@ def run_as_child(torchrun_args: list[str], *, log_fd: int, env: dict[str, str] |
         code = 0
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    except BaseException:  # noqa: BLE001 - whatever torchrun raised ends up in the launch log, as it did before
+    except BaseException:  # whatever torchrun raised ends up in the launch log, as it did before
         import traceback
 
         traceback.print_exc()

@@ -180,7 +180,7 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
             from commbench.machine import Machine
 
             replies.write(json.dumps({"facts": Machine.facts_here()}) + "\n")
-        except BaseException:  # noqa: BLE001 - the launcher reports it
+        except BaseException:  # the launcher reports it
             replies.write(json.dumps({"error": traceback.format_exc(limit=3)}) + "\n")
             raise
         for line in commands:
@@ -189,7 +189,7 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
             replies.write(json.dumps({"pid": pid}) + "\n")
             _, status = os.waitpid(pid, 0)
             replies.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
-    except BaseException:  # noqa: BLE001 - nothing to print to: the launcher sees the pipe end
+    except BaseException:  # nothing to print to: the launcher sees the pipe end
         code = 1
     finally:
         os._exit(code)

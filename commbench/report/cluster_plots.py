@@ -6,13 +6,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from commbench.cluster.hunt_table import node_matrix  # noqa: E402
-from commbench.cluster.p2p_rows import time_column  # noqa: E402
-from commbench.cluster.p2p_table import matrix  # noqa: E402
-from commbench.units import format_bytes  # noqa: E402
+from commbench.cluster.hunt_table import node_matrix
+from commbench.cluster.p2p_rows import time_column
+from commbench.cluster.p2p_table import matrix
+from commbench.units import format_bytes
 
 
 def _heatmap(axis, grid, title: str, unit: str, *, higher_is_better: bool) -> None:

@@ -5,15 +5,15 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from commbench.errors import CommbenchError  # noqa: E402
-from commbench.models.alpha_beta import fit_results  # noqa: E402
-from commbench.models.fit_files import LOW_R2, is_low  # noqa: E402
-from commbench.names import COMMBENCH_SOURCE  # noqa: E402
-from commbench.report.figure_layout import CI_NOTE, ci_errors, legend_outside, ratio_axis, size_axis  # noqa: E402
+from commbench.errors import CommbenchError
+from commbench.models.alpha_beta import fit_results
+from commbench.models.fit_files import LOW_R2, is_low
+from commbench.names import COMMBENCH_SOURCE
+from commbench.report.figure_layout import CI_NOTE, ci_errors, legend_outside, ratio_axis, size_axis
 
 TIMES = ["time_us_p50", "time_us_ci_lo", "time_us_ci_hi"]
 

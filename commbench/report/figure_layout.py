@@ -9,14 +9,14 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.font_manager import FontProperties  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.textpath import TextToPath  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.font_manager import FontProperties
+from matplotlib.lines import Line2D
+from matplotlib.textpath import TextToPath
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from commbench.units import format_bytes  # noqa: E402
+from commbench.units import format_bytes
 
 CI_NOTE = "error bars: 95 % CI of the median"
 MAX_SIZE_TICKS = 11

@@ -4,11 +4,11 @@ agree), one marker per kind."""
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from commbench.replay.rows import SEQUENCE  # noqa: E402
-from commbench.units import format_bytes  # noqa: E402
+from commbench.replay.rows import SEQUENCE
+from commbench.units import format_bytes
 
 
 def traced_vs_replayed(runs: list):

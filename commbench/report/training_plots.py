@@ -5,11 +5,11 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from commbench.report.figure_layout import (  # noqa: E402
+from commbench.report.figure_layout import (
     CI_NOTE,
     bar_axis,
     bar_figure_width,
@@ -17,7 +17,7 @@ from commbench.report.figure_layout import (  # noqa: E402
     lay_out_bars,
     legend_outside,
 )
-from commbench.training.table import short_labels  # noqa: E402
+from commbench.training.table import short_labels
 
 
 def _sweeps(runs) -> list[tuple[str, pd.DataFrame]]:

@@ -11,7 +11,7 @@ import pandas as pd
 from commbench.measure.stats import as_number
 from commbench.training.bucket_caps import DDP_DEFAULT_CAP_MB, DDP_DEFAULT_FIRST_MB, bucket_label
 from commbench.training.exposed import table_notes as exposed_notes
-from commbench.training.ranking import (  # noqa: F401 - best_config, tied_configs: the report and tests use them here
+from commbench.training.ranking import (  # best_config, tied_configs: the report and tests use them here
     best_config,
     ranking_lines,
     throughput_ci,
