@@ -120,13 +120,13 @@ def measure_on_this_rank(*, collective: str, impl: str, inplace: bool, dtype: st
         return spec, point
 
     spec, point = point_of(WARM_UP_BYTES)
-    measure_point(spec, point, RankRun(ctx, run_id="check-memory"))
+    measure_point(spec, point, RankRun(ctx, run_id="check-memory", state=None))
     ctx.platform.release()
     ctx.barrier()
     spec, point = point_of(size_bytes)
     ctx.platform.reset_peak()
     idle = ctx.platform.peak()["peak_mem_bytes"]
-    row = measure_point(spec, point, RankRun(ctx, run_id="check-memory")).row
+    row = measure_point(spec, point, RankRun(ctx, run_id="check-memory", state=None)).row
     peak = ctx.platform.peak()["peak_mem_bytes"]
     shutdown()
     return {"rank": ctx.rank, "multiple": (peak - idle) / point.layout.size_bytes,

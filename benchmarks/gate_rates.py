@@ -32,8 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from commbench.gate.compare import DEFAULT_THRESHOLDS, REGRESSION, compare, gate_fails
+from commbench.gate.compare import compare
+from commbench.gate.gate_verdict import gate_fails
 from commbench.gate.sides import run_folders
+from commbench.gate.thresholds import DEFAULT_THRESHOLDS
+from commbench.gate.verdicts import REGRESSION
+from commbench.measure.stats import as_number
 
 NEIGHBOUR = [sys.executable, "-c", "while True: pass"]
 
@@ -78,7 +82,7 @@ def judge(baseline: Path, new: Path) -> tuple[bool, str]:
     """(the gate failed, its worst row) for `commbench compare BASELINE NEW` at its defaults."""
     entries = compare(baseline, new, dict(DEFAULT_THRESHOLDS))
     figures = [entry for entry in entries if "worse_pct" in entry]
-    worst = max(figures, key=lambda entry: entry["worse_pct"], default=None)
+    worst = max(figures, key=lambda entry: as_number(entry["worse_pct"]), default=None)
     flagged = [entry for entry in entries if entry["verdict"] == REGRESSION]
     shown = flagged[0] if flagged else worst
     if shown is None:

@@ -16,12 +16,20 @@ own code costs, on any machine.
     python benchmarks/harness_overhead.py [--rounds 7] [--iters 20] [--sizes 1,16,64] [--min-ratio R]
 """
 
+from __future__ import annotations
+
 import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from commbench.execution.launch import relaunch_script_under_torchrun
+
+if TYPE_CHECKING:  # torch comes with the ranks: imported there, after the relaunch
+    from commbench.execution.distributed import RankContext
+    from commbench.sweep.spec import Point, SweepSpec
 
 SIZES_MIB = (1, 16, 64)
 
@@ -40,30 +48,51 @@ def main() -> None:
     run_ranks(args)
 
 
-def run_ranks(args) -> None:
-    import torch
-    import torch.distributed as dist
+Busbw = dict[tuple[int, str], list[float]]
+"""(size in MiB, way) → the busbw of each round: commbench's (from the median), commbench_mean, bare."""
 
-    from commbench.bench_kind import RankRun
+
+def run_ranks(args: argparse.Namespace) -> None:
     from commbench.execution.distributed import init_group, shutdown
     from commbench.machine import Machine
-    from commbench.sweep.collective_point import measure_point
-    from commbench.sweep.spec import SweepSpec, plan
+    from commbench.sweep.spec import SweepSpec
 
     ctx = init_group(Machine.here(), backend="gloo", device_type="cpu", timeout_s=600)
     spec = SweepSpec(collectives=("all_reduce",), sizes=tuple(m * 1024**2 for m in args.sizes), dtypes=("float32",),
                      ops=("sum",), placement="in", backend="gloo", device="cpu", nproc=ctx.world,
                      warmup=args.warmup, iters=args.iters)
+    busbw = _interleaved_rounds(args, ctx, spec)
+    below = _print_ratios(args, ctx.world, busbw) if ctx.rank == 0 else []
+    failed = ctx.broadcast_object(bool(below))
+    shutdown()
+    if failed:
+        sys.exit(1)
+
+
+def _commbench_way(ctx: RankContext, spec: SweepSpec, busbw: Busbw) -> Callable[[Point], float]:
+    """The sweep's own measure_point: rank 0's busbw from the median time (and, kept aside, from the mean)."""
+    from commbench.bench_kind import RankRun
+    from commbench.measure.stats import as_number
+    from commbench.sweep.collective_point import measure_point
+
+    def way(point: Point) -> float:
+        row = ctx.broadcast_object(measure_point(spec, point, RankRun(ctx, run_id="overhead", state=None)).row)
+        assert row is not None  # rank 0's, on every rank
+        figure, p50, mean = (as_number(row[column]) for column in ("busbw_gbps", "time_us_p50", "time_us_mean"))
+        busbw[(point.layout.size_bytes // 1024**2, "commbench_mean")].append(figure * p50 / mean)
+        return figure
+
+    return way
+
+
+def _bare_way(ctx: RankContext, args: argparse.Namespace) -> Callable[[Point], float]:
+    """One barrier, N back-to-back dist.all_reduce calls, total time / N (slowest rank)."""
+    import torch
+    import torch.distributed as dist
+
     factor = 2 * (ctx.world - 1) / ctx.world
-    busbw = {(size, way): [] for size in args.sizes for way in ("commbench", "commbench_mean", "bare")}
 
-    def commbench_way(point) -> float:
-        row = ctx.broadcast_object(measure_point(spec, point, RankRun(ctx, run_id="overhead")).row)  # rank 0's
-        busbw[(point.layout.size_bytes // 1024**2, "commbench_mean")].append(
-            row["busbw_gbps"] * row["time_us_p50"] / row["time_us_mean"])
-        return row["busbw_gbps"]
-
-    def bare_way(point) -> float:
+    def way(point: Point) -> float:
         tensor = torch.ones(point.layout.count, dtype=torch.float32)
         for _ in range(args.warmup):
             dist.all_reduce(tensor)
@@ -74,36 +103,43 @@ def run_ranks(args) -> None:
         seconds = ctx.max_over_ranks([(time.perf_counter() - start) / args.iters])[0]
         return point.layout.size_bytes / seconds / 1e9 * factor
 
-    for round_index in range(args.rounds):
-        ways = [("commbench", commbench_way), ("bare", bare_way)]
-        if round_index % 2:
-            ways.reverse()
-        for point in plan(spec, ctx.world):
-            for name, way in ways:
-                busbw[(point.layout.size_bytes // 1024**2, name)].append(way(point))
+    return way
 
+
+def _interleaved_rounds(args: argparse.Namespace, ctx: RankContext, spec: SweepSpec) -> Busbw:
+    """Both ways at every size, round by round, the order flipped every round."""
+    from commbench.sweep.spec import plan
+
+    busbw: Busbw = {(size, way): [] for size in args.sizes for way in ("commbench", "commbench_mean", "bare")}
+    ways = [("commbench", _commbench_way(ctx, spec, busbw)), ("bare", _bare_way(ctx, args))]
+    for round_index in range(args.rounds):
+        ordered = ways[::-1] if round_index % 2 else ways
+        for point in plan(spec, ctx.world):
+            for name, way in ordered:
+                busbw[(point.layout.size_bytes // 1024**2, name)].append(way(point))
+    return busbw
+
+
+def _print_ratios(args: argparse.Namespace, world: int, busbw: Busbw) -> list[str]:
+    """The table of medians and ratios per size; the sizes below --min-ratio."""
     below = []
-    if ctx.rank == 0:
-        print(f"all_reduce, gloo, {ctx.world} ranks, float32, {args.rounds} interleaved rounds x {args.iters} iters")
-        print(f"{'size (MiB)':>10} {'commbench p50 busbw':>20} {'commbench mean busbw':>21} {'bare busbw':>11} "
-              f"{'ratio p50/bare':>15} {'ratio mean/bare':>16} {'per-round mean/bare':>20} "
-              f"{'median per-round':>17}   (GB/s = 1e9 B/s)")
-        for size in args.sizes:
-            ours, mean, bare = (busbw[(size, way)] for way in ("commbench", "commbench_mean", "bare"))
-            ratios = [a / b for a, b in zip(mean, bare)]
-            print(f"{size:>10} {statistics.median(ours):>20.3f} {statistics.median(mean):>21.3f} "
-                  f"{statistics.median(bare):>11.3f} {statistics.median(ours) / statistics.median(bare):>15.3f} "
-                  f"{statistics.median(mean) / statistics.median(bare):>16.3f} "
-                  f"{min(ratios):>9.3f} – {max(ratios):<8.3f} {statistics.median(ratios):>17.3f}")
-            if args.min_ratio is not None and statistics.median(ratios) < args.min_ratio:
-                below.append(f"{size} MiB: {statistics.median(ratios):.3f}")
-        if args.min_ratio is not None:
-            print(f"harness check: {'FAILED: ' + ', '.join(below) if below else 'passed'} (median per-round "
-                  f"commbench-mean / bare busbw >= {args.min_ratio:g} at every size)")
-    failed = ctx.broadcast_object(bool(below))
-    shutdown()
-    if failed:
-        sys.exit(1)
+    print(f"all_reduce, gloo, {world} ranks, float32, {args.rounds} interleaved rounds x {args.iters} iters")
+    print(f"{'size (MiB)':>10} {'commbench p50 busbw':>20} {'commbench mean busbw':>21} {'bare busbw':>11} "
+          f"{'ratio p50/bare':>15} {'ratio mean/bare':>16} {'per-round mean/bare':>20} "
+          f"{'median per-round':>17}   (GB/s = 1e9 B/s)")
+    for size in args.sizes:
+        ours, mean, bare = (busbw[(size, way)] for way in ("commbench", "commbench_mean", "bare"))
+        ratios = [a / b for a, b in zip(mean, bare)]
+        print(f"{size:>10} {statistics.median(ours):>20.3f} {statistics.median(mean):>21.3f} "
+              f"{statistics.median(bare):>11.3f} {statistics.median(ours) / statistics.median(bare):>15.3f} "
+              f"{statistics.median(mean) / statistics.median(bare):>16.3f} "
+              f"{min(ratios):>9.3f} – {max(ratios):<8.3f} {statistics.median(ratios):>17.3f}")
+        if args.min_ratio is not None and statistics.median(ratios) < args.min_ratio:
+            below.append(f"{size} MiB: {statistics.median(ratios):.3f}")
+    if args.min_ratio is not None:
+        print(f"harness check: {'FAILED: ' + ', '.join(below) if below else 'passed'} (median per-round "
+              f"commbench-mean / bare busbw >= {args.min_ratio:g} at every size)")
+    return below
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def run_ranks(args) -> None:
         for point in plan(base, ctx.world):
             for chunks in order:
                 spec = dataclasses.replace(base, ring_chunks=chunks)
-                row = ctx.broadcast_object(measure_point(spec, point, RankRun(ctx, run_id="ring-chunks")).row)
+                run = RankRun(ctx, run_id="ring-chunks", state=None)
+                row = ctx.broadcast_object(measure_point(spec, point, run).row)
                 key = (point.collective, point.layout.size_bytes, chunks)
                 busbw.setdefault(key, []).append(row["busbw_gbps"])
                 if chunks is None:

@@ -76,7 +76,7 @@ def _measure_all(ctx, args, sizes, fault) -> tuple[dict, dict]:
 
     def commbench_way(size: int, way: str) -> float:
         row = ctx.broadcast_object(
-            measure_point(spec, points[(size, way)], RankRun(ctx, run_id="timing-modes", fault=fault)).row)
+            measure_point(spec, points[(size, way)], RankRun(ctx, run_id="timing-modes", fault=fault, state=None)).row)
         wrong[(size, way)] += int(row["n_wrong"])
         return row["time_us_p50"]
 

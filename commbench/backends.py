@@ -6,20 +6,36 @@ loads torch.
 """
 
 import functools
+from typing import TYPE_CHECKING, TypedDict
 
 from commbench import names
 from commbench.names import CUDA, FLOATING_DTYPES, FP8_DTYPES, GLOO, GLOO_CUDA_COLLECTIVES, NCCL, TORCH_SPELLING
 
+if TYPE_CHECKING:
+    import torch
+    import torch.distributed as dist
 
-def __getattr__(name: str):
+    # served by __getattr__ below on first use; declared here so that importers see their types
+    DTYPES: dict[str, torch.dtype]
+    REDUCE_OPS: dict[str, dist.ReduceOp.RedOpType]
+
+
+class _TorchObjects(TypedDict):
+    DTYPES: "dict[str, torch.dtype]"
+    REDUCE_OPS: "dict[str, dist.ReduceOp.RedOpType]"
+
+
+def __getattr__(name: str) -> "dict[str, torch.dtype] | dict[str, dist.ReduceOp.RedOpType]":
     """DTYPES (name → torch.dtype) and REDUCE_OPS (name → dist.ReduceOp), built on first use (PEP 562)."""
-    if name in ("DTYPES", "REDUCE_OPS"):
-        return _torch_objects()[name]
+    if name == "DTYPES":
+        return _torch_objects()["DTYPES"]
+    if name == "REDUCE_OPS":
+        return _torch_objects()["REDUCE_OPS"]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.cache
-def _torch_objects() -> dict:
+def _torch_objects() -> _TorchObjects:
     import torch
     import torch.distributed as dist
 

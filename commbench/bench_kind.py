@@ -8,10 +8,67 @@ across runs, its compare metrics, its terminal table and key numbers, and its pl
 at the top: `commbench --help` lists the kinds without loading torch, pandas or matplotlib.
 """
 
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
+
+from commbench.names import Backend, Device, RankAverage
+from commbench.schema.common import N_WRONG
+
+if TYPE_CHECKING:  # types only: the rank side and `commbench --help` load none of these here
+    import pandas as pd
+    import torch
+
+    from commbench.faults import Fault
+    from commbench.machine import Machine
+    from commbench.platform import CpuPlatform
+    from commbench.profiling.nvml_sampler import GpuSampler
+
+_Shared = TypeVar("_Shared")
+
+
+class RankContext(Protocol):
+    """A rank's place in the job, as every kind's rank side uses it: commbench/execution/distributed.py makes it when
+    the rank joins its process group. Declared here, where the kinds meet it, so that the kinds depend on what they
+    use and not on the execution layer above them."""
+
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world(self) -> int: ...
+    @property
+    def local_rank(self) -> int: ...
+    @property
+    def local_world(self) -> int:
+        """Ranks of the job on this machine."""
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def platform(self) -> CpuPlatform:
+        """What differs between device types (timer, synchronize, memory, sampler, P2P batching)."""
+    @property
+    def device(self) -> torch.device: ...
+    def barrier(self) -> None: ...
+    def max_over_ranks(self, values: list[float]) -> list[float]: ...
+    def mean_over_ranks(self, values: list[float]) -> list[float]: ...
+    def combine_over_ranks(self, values: list[float], how: RankAverage) -> list[float]: ...
+    def sum_over_ranks(self, value: int) -> int: ...
+    def gather_objects(self, obj: _Shared) -> list[_Shared]:
+        """Every rank's value, by rank."""
+    def broadcast_object(self, obj: _Shared | None) -> _Shared:
+        """Rank 0's value on every rank."""
+
+
+Row = dict[str, object]
+"""A row as a kind makes it (a result row, a sample, a GPU sample, an iteration time): column → value."""
+ExpectedBusbw = tuple[float | None, str]
+"""The busbw a machine's topology allows (GB/s; None where there is none), and what it rests on or why there is
+none (commbench/expect/rows.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,18 +78,25 @@ class Spec:
     every kind's spec; each kind's spec adds its own. Tuples travel as JSON lists; a spec holding dataclasses rebuilds
     them in _fields_from_json."""
 
-    backend: str
-    device: str
+    backend: Backend
+    device: Device
     nproc: int
     timeout_s: float
     """Seconds a point may take before the launch counts as hung."""
     gpu_sample_interval_s: float = 0.05
     """NVML sampling interval while a point is timed (GPU runs)."""
-    expectation: dict = field(default_factory=dict)
+    expectation: dict[str, ExpectedBusbw] = field(default_factory=dict)
     """Kinds that measure busbw: key (a collective, or the kind's own) → (the busbw this machine's topology allows,
     what it rests on or why there is none), commbench/expect/rows.py; written into each row."""
-    expectation_document: dict = field(default_factory=dict)
-    """The facts, scope and terms of that expectation, for meta.json."""
+    expectation_document: dict[str, object] = field(default_factory=dict)
+    """The facts, scope and terms of that expectation, for meta.json (a JSON document: origin, facts, scope, each
+    key's expectation; or why there is none)."""
+
+    @property
+    def records_traces(self) -> bool:
+        """Whether the ranks record profiler traces (the driver then gives each rank a trace folder); a kind's spec
+        that records them says so with a field or a property of its own."""
+        return False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -42,8 +106,12 @@ class Spec:
         return cls(**cls._fields_from_json(json.loads(text)))
 
     @classmethod
-    def _fields_from_json(cls, data: dict) -> dict:
-        return {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+    def _fields_from_json(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """The constructor's arguments from the spec's JSON (values as JSON has them: Any)."""
+        fields = {key: tuple(value) if isinstance(value, list) else value for key, value in data.items()}
+        if "expectation" in data:  # each (busbw, basis) pair travels as a JSON list
+            fields["expectation"] = {key: (pair[0], pair[1]) for key, pair in data["expectation"].items()}
+        return fields
 
 
 @dataclass(frozen=True)
@@ -68,15 +136,37 @@ class Plot:
     caption: str
 
 
+class Point(Protocol):
+    """What the harness reads of every kind's points (a kind's own point type has more)."""
+
+    @property
+    def index(self) -> int:
+        """Its place in run order (--only INDEX names it)."""
+        ...
+
+    def label(self) -> str:
+        """What the progress bar shows while it runs."""
+        ...
+
+
+SpecT = TypeVar("SpecT", bound=Spec)
+"""A kind's spec type."""
+PointT = TypeVar("PointT", bound=Point)
+"""A kind's point type."""
+OptionsT = TypeVar("OptionsT")
+"""A kind's options dataclass (benches/options.py: a TargetOptions)."""
+StateT = TypeVar("StateT")
+"""What a kind's prepare() returns per launch, reaching measure() as run.state (None where it keeps nothing)."""
+
+
 @dataclass(frozen=True)
-class Bench:
+class Bench(Generic[SpecT, PointT, OptionsT, StateT]):
     """A bench resolved from its options, before anything launches: the same on every rank."""
 
-    kind: Any
-    """The BenchKind."""
-    spec: Spec
+    kind: BenchKind[SpecT, PointT, OptionsT, StateT]
+    spec: SpecT
     """What the ranks run (to_json() / the kind's spec_from_json())."""
-    points: list
+    points: list[PointT]
     """One per result row, in run order; each has .index and .label() (the progress bar's)."""
     notes: tuple[str, ...] = ()
     """Printed with the results: what was measured differently from what was asked, and why."""
@@ -84,66 +174,71 @@ class Bench:
     """Launch the ranks once per point (--only INDEX) instead of once for the whole bench."""
     cores: tuple[int, ...] | None = None
     """--bind-cores: the core each local rank is pinned to (rank.py), by local rank; None leaves them unpinned."""
-    environments: tuple[tuple[dict, tuple[int, ...]], ...] = ()
+    environments: tuple[tuple[dict[str, str], tuple[int, ...]], ...] = ()
     """Launches by environment (--env-axis): each (the variables it sets, the indexes of its points) is a launch of
     its own (--only INDEXES), since NCCL reads its environment when it creates a communicator. A launch that fails
     before storing a row (NCCL refused the combination) leaves its points as rows noted "not available", and the
     next launch runs. Empty: one launch for the whole bench."""
-    launch_env: dict = field(default_factory=dict)
+    launch_env: dict[str, str] = field(default_factory=dict)
     """Variables every launch of the bench gets (--tuner-plugin, --tuner-config)."""
 
 
 @dataclass
-class RankRun:
+class RankRun(Generic[StateT]):
     """What a kind's measure() gets on every rank besides the point."""
 
-    ctx: Any
-    """commbench.execution.distributed.RankContext."""
+    ctx: RankContext
     run_id: str
-    sampler: Any = None
+    sampler: GpuSampler | None = None
     """This rank's GPU sampler (NVML) or None."""
     trace_dir: Path | None = None
     """Where this rank writes its profiler traces, when the bench records them."""
-    fault: Any = None
+    fault: Fault | None = None
     """A test-only fault (commbench/faults.py)."""
     run_dir: Path | None = None
     """The run folder (rank 0 writes into it; a kind may write files of its own there, e.g. hunt.json)."""
-    state: Any = None
-    """What the kind's prepare() returned for this launch."""
+    state: StateT = field(kw_only=True)
+    """What the kind's prepare() returned for this launch (None for a kind that keeps nothing): given by name, so
+    that a kind's state is never left out for a default."""
 
 
 @dataclass
 class Measured:
-    row: dict | None
+    row: Row | None
     """The result row (rank 0); None on other ranks."""
-    samples: list[dict] = field(default_factory=list)
+    samples: list[Row] = field(default_factory=list)
     """Per-iteration sample rows, without the stamp (rank 0)."""
-    gpu_samples: list[dict] = field(default_factory=list)
+    gpu_samples: list[Row] = field(default_factory=list)
     """This rank's GPU samples during the point (rank 0 writes its own)."""
-    rows: list[dict] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
     """More result rows after `row`, for a point that measures several things (a hunt's phase); their samples
     carry their own key columns."""
-    iterations: list[dict] = field(default_factory=list)
+    iterations: list[Row] = field(default_factory=list)
     """Per-rank iteration times inside each batch (nccl-tests -I), without the stamp (rank 0); the kind's
     iteration_columns."""
 
 
-class BenchKind:
+class BenchKind(Generic[SpecT, PointT, OptionsT, StateT]):
+    """A bench kind, typed by its spec, its points, its options dataclass and its per-launch state: each kind
+    declares them (e.g. `BenchKind[SweepSpec, Point, CollectiveOptions, None]`), so its hooks are checked against
+    its own spec and points."""
+
     name: str = ""
     """meta.json's "kind" and the rows' `bench` value."""
     command: str = ""
     """The CLI command and a suite's `kind = ...` (collective sweeps are `commbench sweep`)."""
     title: str = ""
     """What the kind is called in messages, e.g. "DDP sweep (commbench ddp)"."""
-    options: type = object
+    options: type[OptionsT]
     """The options dataclass (fields made with benches.options.option)."""
     bare_suite: str | None = None
     """The shipped suite the command runs when it is given no bench option (bare `commbench sweep`)."""
     result_columns: tuple[str, ...] = ()
     required_columns: tuple[str, ...] = ()
     """What a results file must have; columns added later are filled in empty when an older file lacks them."""
-    column_defaults: dict = {}
-    """Values of key columns added after a results or samples file was written (older files lack them)."""
+    column_defaults: ClassVar[Mapping[str, object]] = MappingProxyType({})
+    """Values of key columns added after a results or samples file was written (older files lack them); read-only,
+    shared by every instance of the kind."""
     sample_columns: tuple[str, ...] = ()
     sample_keys: tuple[str, ...] = ()
     """Row columns copied into each of its samples (with schema_version and run_id): they join samples to rows."""
@@ -164,7 +259,7 @@ class BenchKind:
     """What exit code 1 says, with {n} the count n_wrong() returns."""
     point_noun: str = "point"
     """What one of its points is called where rows are counted (a training sweep's are configurations)."""
-    selftest_values: dict[str, Any] | None = None
+    selftest_values: Mapping[str, object] | None = None
     """The options (by field name, besides the target's) of a run small enough for `commbench selftest` to run this
     kind as a step of its own, named by its command; None: selftest does not run it on its own (the collective sweep
     has selftest's own sweep and profile steps)."""
@@ -180,82 +275,85 @@ class BenchKind:
         return type(self).__doc__ or ""
 
     # before launch (the launching process)
-    def resolve(self, options, machine) -> Bench:
+    def resolve(self, options: OptionsT, machine: Machine) -> Bench[SpecT, PointT, OptionsT, StateT]:
         raise NotImplementedError
 
-    def spec_from_json(self, text: str):
+    def spec_from_json(self, text: str) -> SpecT:
         raise NotImplementedError
 
     # on every rank
-    def points(self, spec, world: int) -> list:
+    def points(self, spec: SpecT, world: int) -> list[PointT]:
         raise NotImplementedError
 
-    def run_meta(self, spec) -> dict:
+    def run_meta(self, spec: SpecT) -> dict[str, object]:
         """Fields rank 0 adds to meta.json when the ranks start: the expectation of the kinds that measure busbw."""
         return {"expectation": spec.expectation_document} if spec.expectation_document else {}
 
-    def prepare(self, spec, ctx):
-        """Per launch, before the first point; the value reaches measure() as run.state."""
-        return None
+    def prepare(self, spec: SpecT, ctx: RankContext) -> StateT:
+        """Per launch, before the first point; the value reaches measure() as run.state (a kind that keeps nothing
+        returns None)."""
+        raise NotImplementedError
 
-    def measure(self, spec, point, run: RankRun) -> Measured:
+    def measure(self, spec: SpecT, point: PointT, run: RankRun[StateT]) -> Measured:
         raise NotImplementedError
 
     # after the run (stored files only)
-    def table(self, results, verbose: bool = False) -> str:
+    def table(self, results: pd.DataFrame, verbose: bool = False) -> str:
         """The terminal table of a run's rows: short by default, every detail with verbose (--verbose)."""
         raise NotImplementedError
 
-    def key_numbers(self, results):
-        """The report's key numbers of one run, as a DataFrame."""
+    def key_numbers(self, results: pd.DataFrame) -> pd.DataFrame:
+        """The report's key numbers of one run."""
         raise NotImplementedError
 
-    def row_label(self, row) -> str:
+    def row_label(self, row: pd.Series) -> str:
+        """One stored row (read back from results.csv) in a few words: compare's and the gate's name for it."""
         raise NotImplementedError
 
-    def unavailable_row(self, spec, point, *, run_id: str, world: int, reason: str) -> dict:
+    def unavailable_row(self, spec: SpecT, point: PointT, *, run_id: str, world: int, reason: str) -> Row:
         """The row of a point whose launch (an environment combination, Bench.environments) failed before measuring
         it: its keys, no numbers, and a note "not available: <reason>". Kinds with environment axes define it."""
         raise NotImplementedError
 
-    def samples_of(self, samples, row):
-        """The boolean mask of samples.csv rows that belong to results row `row`."""
-        mask = None
+    def samples_of(self, samples: pd.DataFrame, row: pd.Series) -> pd.Series:
+        """The boolean mask of samples.csv rows that belong to results row `row` (read back from results.csv)."""
+        import pandas as pd
+
+        mask = pd.Series(True, index=samples.index)
         for column in self.sample_keys:
             values, wanted = samples[column], row[column]
             default = self.column_defaults.get(column)
             if isinstance(default, str):  # a key written empty reads back as NaN on either side (env "")
                 values = values.astype(object).where(values.notna(), default)
                 wanted = default if wanted != wanted or wanted is None else wanted
-            match = values.astype(str) == str(wanted)
-            mask = match if mask is None else mask & match
+            mask &= values.astype(str) == str(wanted)
         return mask
 
-    def selftest_verdict(self, rows) -> tuple[bool, str]:
+    def selftest_verdict(self, rows: pd.DataFrame) -> tuple[bool, str]:
         """Selftest's verdict on this kind's run, whose rows came in full and without wrong results: whether they show
         what the kind must show, and the table's detail."""
         return True, f"{len(rows)} row(s), 0 wrong"
 
-    def n_wrong(self, results) -> int:
+    def n_wrong(self, results: pd.DataFrame | None) -> int:
         """What makes the exit code 1 (wrong results; a hunt's suspects). Counts what a check found: an unchecked row
         adds nothing here, and n_unchecked() says how many there are."""
         if results is None or results.empty:
             return 0
-        return int(results["n_wrong"].fillna(0).sum())
+        return int(results[N_WRONG].fillna(0).sum())
 
-    def unchecked(self, results):
+    def unchecked(self, results: pd.DataFrame) -> pd.Series:
         """The boolean mask of measured rows that no check verified: a figure in one of the kind's metric columns and
         an empty n_wrong (--no-check, perf -c 0, an import whose source has no #wrong). Their correctness is
         unknown, not 0 wrong. Rows without figures (a refused environment, a hunt's findings) are not counted."""
         import pandas as pd
 
         columns = [metric.column for metric in self.metrics if metric.column in results.columns]
-        if "n_wrong" not in results.columns or not columns:
+        if N_WRONG not in results.columns or not columns:
             return pd.Series(False, index=results.index)
         figures = results[columns].apply(pd.to_numeric, errors="coerce")
-        return pd.to_numeric(results["n_wrong"], errors="coerce").isna() & figures.notna().any(axis=1)
+        return pd.to_numeric(results[N_WRONG], errors="coerce").isna() & figures.notna().any(axis=1)
 
-    def n_unchecked(self, results) -> int:
+    def n_unchecked(self, results: pd.DataFrame | None) -> int:
         """How many measured rows no check verified (unchecked())."""
         if results is None or results.empty:
             return 0

@@ -36,7 +36,9 @@ import os
 import random
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar, get_args
 
 import torch
 
@@ -47,19 +49,23 @@ SLOWDOWN_ENV_VAR = "COMMBENCH_SLOWDOWN_PCT"
 SLOW_NODE_ENV_VAR = "COMMBENCH_SLOW_NODE"
 SLOW_LINK_ENV_VAR = "COMMBENCH_SLOW_LINK"
 STALL_NODE_ENV_VAR = "COMMBENCH_STALL_NODE"
-_KINDS = ("wrong", "kill", "hang", "leak", "abort", "zero", "skew")
+FaultKind = Literal["wrong", "kill", "hang", "leak", "abort", "zero", "skew"]
+"""What a COMMBENCH_FAULT does (this module's docstring says each)."""
+_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 EVERY_POINT = -1
 SKEW_S = 0.02
-_LEAKED: list = []  # what a "leak" fault keeps alive
+_LEAKED: list[object] = []  # what a "leak" fault keeps alive
+R = TypeVar("R")
+"""What a timed call returns."""
 
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str
+    kind: FaultKind
     rank: int
     point: int
 
-    def applies(self, kind: str, rank: int, point: int) -> bool:
+    def applies(self, kind: FaultKind, rank: int, point: int) -> bool:
         return (self.kind, self.rank) == (kind, rank) and self.point in (point, EVERY_POINT)
 
 
@@ -68,9 +74,10 @@ def from_env() -> Fault | None:
     if not text:
         return None
     kind, rank, point = text.split(":")
-    if kind not in _KINDS:
+    known = next((name for name in _KINDS if name == kind), None)
+    if known is None:
         raise ValueError(f"{ENV_VAR}={text!r}: kind must be one of {_KINDS}")
-    return Fault(kind, int(rank), EVERY_POINT if point == "*" else int(point))
+    return Fault(known, int(rank), EVERY_POINT if point == "*" else int(point))
 
 
 def before_point(fault: Fault | None, *, rank: int, point: int) -> None:
@@ -100,24 +107,24 @@ def zero_times(fault: Fault | None, samples_s: list[float], *, rank: int, point:
     return samples_s
 
 
-def skewed(fault: Fault | None, barrier, *, rank: int, point: int):
+def skewed(fault: Fault | None, barrier: Callable[[], None], *, rank: int, point: int) -> Callable[[], None]:
     """The barrier the timer waits on, or (skew fault) that barrier followed by SKEW_S of sleep on this rank."""
     if fault is None or not fault.applies("skew", rank, point):
         return barrier
 
-    def late_barrier():
+    def late_barrier() -> None:
         barrier()
         time.sleep(SKEW_S)
 
     return late_barrier
 
 
-def keep_alive(fault: Fault | None, obj, *, rank: int, point: int) -> None:
+def keep_alive(fault: Fault | None, obj: object, *, rank: int, point: int) -> None:
     if fault is not None and fault.applies("leak", rank, point):
         _LEAKED.append(obj)
 
 
-def slowed(run, device):
+def slowed(run: Callable[[], R], device: torch.device | str) -> Callable[[], R]:
     """run itself, or (with COMMBENCH_SLOWDOWN_PCT set) run followed by a wait of that share of its duration: a busy
     wait on CPU, a spin of the stream on CUDA (`device`: where the call's tensors are).
 
@@ -132,7 +139,7 @@ def slowed(run, device):
 
     fastest_s = math.inf
 
-    def slow_run():
+    def slow_run() -> R:
         nonlocal fastest_s
         start = time.perf_counter()
         result = run()
@@ -176,7 +183,7 @@ def _named_percent(variable: str, text: str) -> tuple[str, float]:
     return name, value
 
 
-def slowed_by(run, share: float, device):
+def slowed_by(run: Callable[[], R], share: float, device: torch.device | str) -> Callable[[], R]:
     """run itself, or run followed by a wait of `share` of its own duration (the slow-node and slow-link faults): a
     sleep on CPU, a spin of the stream on CUDA (`device`: where the transfer's tensors are)."""
     if share <= 0:
@@ -184,7 +191,7 @@ def slowed_by(run, share: float, device):
     if _on_cuda(device):
         return _DeviceShare(run, share, f"{SLOW_NODE_ENV_VAR} / {SLOW_LINK_ENV_VAR}")
 
-    def slow_run():
+    def slow_run() -> R:
         start = time.perf_counter()
         result = run()
         time.sleep((time.perf_counter() - start) * share)
@@ -217,7 +224,7 @@ def node_stall(my_node: str) -> Stall | None:
     return stall if node == my_node else None
 
 
-def stalled(run, stall: Stall | None, device):
+def stalled(run: Callable[[], R], stall: Stall | None, device: torch.device | str) -> Callable[[], R]:
     """run itself, or run followed, in stall.percent of the calls (drawn at random), by stall.seconds of delay: a
     sleep on CPU, a spin of the stream on CUDA (`device`: where the transfer's tensors are)."""
     if stall is None:
@@ -227,7 +234,7 @@ def stalled(run, stall: Stall | None, device):
     if on_cuda:
         _ready_to_spin(STALL_NODE_ENV_VAR)
 
-    def stalling_run():
+    def stalling_run() -> R:
         result = run()
         if draw.random() * 100 < stall.percent:
             if on_cuda:
@@ -239,7 +246,7 @@ def stalled(run, stall: Stall | None, device):
     return stalling_run
 
 
-def _on_cuda(device) -> bool:
+def _on_cuda(device: torch.device | str) -> bool:
     return torch.device(device).type == "cuda"
 
 
@@ -252,19 +259,20 @@ def _ready_to_spin(variable: str) -> None:
     calibrate_spin()
 
 
-class _DeviceShare:
+class _DeviceShare(Generic[R]):
     """run, then a spin of the current stream for `share` of run's own device time. That time comes from CUDA events
     around earlier calls: the fastest of those whose end event has completed, read without waiting (in
     per-iteration timing each iteration starts on an idle stream, so the previous call is read). While a CUDA graph
     is captured no event is recorded or read, and the spin is captured at the time known then."""
 
-    def __init__(self, run, share: float, variable: str):
+    def __init__(self, run: Callable[[], R], share: float, variable: str) -> None:
         _ready_to_spin(variable)
         self._run, self._share = run, share
         self._call_s = 0.0
-        self._pending = None  # (start, end) events of a call whose time has not been read yet
+        # (start, end) events of a call whose time has not been read yet
+        self._pending: tuple[torch.cuda.Event, torch.cuda.Event] | None = None
 
-    def __call__(self):
+    def __call__(self) -> R:
         stream = torch.cuda.current_stream()
         capturing = torch.cuda.is_current_stream_capturing()
         if self._pending is not None and not capturing and self._pending[1].query():

@@ -19,15 +19,21 @@ them along with the CUDA_VISIBLE_DEVICES of its GPU binding. A task where none i
 GPUs from no Slurm binding, so it is taken to see what every task of the node sees.
 """
 
-from commbench.errors import CommbenchError
-from commbench.names import NCCL
+from collections.abc import Mapping
+from typing import Final, Literal
 
-TORCHRUN, SRUN, OTHER_JOB = "torchrun", "srun", "job"
+from commbench.errors import CommbenchError
+from commbench.names import NCCL, Backend
+
+Launcher = Literal["torchrun", "srun", "job"]
 """How the ranks of a job were started (Machine.launcher): by torchrun (LOCAL_RANK set), as srun tasks running
 commbench in place (SLURM_LOCALID without LOCAL_RANK), or by another launcher that set RANK and WORLD_SIZE."""
+TORCHRUN: Final = "torchrun"
+SRUN: Final = "srun"
+OTHER_JOB: Final = "job"
 
 
-def visible_device_ids(environ) -> tuple[str, ...] | None:
+def visible_device_ids(environ: Mapping[str, str]) -> tuple[str, ...] | None:
     """The entries of CUDA_VISIBLE_DEVICES as CUDA reads them, for messages; None when it is not set (every device
     is visible). CUDA stops at the first entry it cannot read: an index like -1, or an empty entry."""
     value = environ.get("CUDA_VISIBLE_DEVICES")
@@ -42,7 +48,7 @@ def visible_device_ids(environ) -> tuple[str, ...] | None:
     return tuple(ids)
 
 
-def launcher_of(environ) -> str | None:
+def launcher_of(environ: Mapping[str, str]) -> Launcher | None:
     """TORCHRUN, SRUN or OTHER_JOB for a process that is a rank of a job (RANK and WORLD_SIZE set), None otherwise."""
     if "RANK" not in environ or "WORLD_SIZE" not in environ:
         return None
@@ -51,7 +57,7 @@ def launcher_of(environ) -> str | None:
     return SRUN if "SLURM_LOCALID" in environ else OTHER_JOB
 
 
-def slurm_step_gpus(environ) -> int | None:
+def slurm_step_gpus(environ: Mapping[str, str]) -> int | None:
     """The GPUs the Slurm step holds on this node, for a task srun started in place; None for any other process
     (torchrun's ranks inherit the Slurm variables of the one task that runs torchrun, whose binding is not theirs)."""
     if launcher_of(environ) != SRUN:
@@ -64,7 +70,7 @@ def slurm_step_gpus(environ) -> int | None:
     return int(counted) if counted.isdigit() else None
 
 
-def slurm_tasks_on_node(environ) -> int | None:
+def slurm_tasks_on_node(environ: Mapping[str, str]) -> int | None:
     """Tasks of the Slurm step on this node: SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE), e.g. "8(x2),4",
     at this node's position SLURM_NODEID; else SLURM_NTASKS_PER_NODE; None when Slurm says neither."""
     node = environ.get("SLURM_NODEID", "0")
@@ -88,8 +94,8 @@ def _expand_tasks_per_node(text: str) -> list[int]:
     return counts
 
 
-def gpu_index(*, local_rank: int, local_ranks: int | None, visible: int, backend: str,
-              step_gpus: int | None = None, launcher: str | None = None,
+def gpu_index(*, local_rank: int, local_ranks: int | None, visible: int, backend: Backend,
+              step_gpus: int | None = None, launcher: Launcher | None = None,
               visible_ids: tuple[str, ...] | None = None) -> int:
     """The index, among the devices this process sees, of the GPU local rank `local_rank` uses; a CommbenchError
     (one line, with the fix) where the ranks on this node cannot each have a GPU of their own and NCCL needs that.
@@ -120,7 +126,7 @@ def ranks_per_gpu(*, local_ranks: int, visible: int, step_gpus: int | None = Non
     return max(1, -(-local_ranks // max(1, gpus)))
 
 
-def _fewer_ranks(launcher: str | None, visible: int) -> str:
+def _fewer_ranks(launcher: Launcher | None, visible: int) -> str:
     if launcher == SRUN:
         return (f"bind a GPU to each task (srun --gpus-per-task=1 or --gpu-bind=single:1), or start {visible} task(s) "
                 "per node or fewer")

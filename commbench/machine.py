@@ -11,11 +11,13 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from types import ModuleType
+from typing import NotRequired, Protocol, TypedDict
 
 from commbench import gpu_mapping, srun_ranks
 from commbench.errors import CommbenchError, CommbenchWarning
-from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL
+from commbench.gpu_mapping import Launcher
+from commbench.names import AUTO, CPU, CUDA, GLOO, NCCL, Backend, BackendChoice, Device, DeviceChoice
 
 DEFAULT_CPU_RANKS = 2
 """Ranks of a CPU run when --nproc is not given: the smallest world in which bytes cross between ranks."""
@@ -31,10 +33,44 @@ agent. With fewer, they take turns on the cores and the times measure the schedu
 unless asked for more (commbench slurm submit asks for 2 per rank + 1, docs/slurm.md)."""
 
 
+class StartedTorchrun(Protocol):
+    """A started torchrun as the launcher watches it (execution/launch.py): subprocess.Popen's pid, returncode,
+    poll() and wait(), which execution/forked_torchrun.ForkedTorchrun and torch_host.HostedTorchrun have too."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class TorchrunStarter(Protocol):
     """What starts torchrun for a launch where torch is loaded already (execution/torch_host.TorchHost)."""
 
-    def launch(self, args: list[str], *, log_path: str, env: dict[str, str] | None): ...
+    def launch(self, args: list[str], *, log_path: str, env: dict[str, str] | None) -> StartedTorchrun: ...
+
+
+class MachineFacts(TypedDict):
+    """What torch says of a machine (Machine.facts_here), as JSON values: the torch host sends it over a pipe."""
+
+    gpus: int
+    nccl_available: bool
+    nccl_version: list[int] | None
+    gpu_capability: NotRequired[list[int] | None]  # NotRequired: facts stated without them read as unknown
+    gpu_memory_bytes: NotRequired[int | None]
+
+
+class JobCpuShare(TypedDict):
+    """meta.json's job_cpus: the CPUs a job's ranks got on rank 0's node (job_cpu_share)."""
+
+    usable_cpus: int
+    local_ranks: int
+    cpus_per_rank_wanted: int
+    shortfall: str | None
 
 
 def inside_job(environ: Mapping[str, str] | None = None) -> bool:
@@ -62,7 +98,7 @@ class Machine:
     """CPU cores this process may run on; None when not known (a machine stated for other nodes): no core limit."""
     gpu_capability: tuple[int, ...] | None = None
     """The lowest CUDA compute capability of its GPUs (NVML's), None when unknown: fp8 collectives need 9.0."""
-    launcher: str | None = None
+    launcher: Launcher | None = None
     """How the job's ranks were started, when this process is one: gpu_mapping.TORCHRUN, SRUN or OTHER_JOB."""
     step_gpus: int | None = None
     """For an srun task: the GPUs the Slurm step holds on this node (gpu_mapping.slurm_step_gpus), else None."""
@@ -90,7 +126,7 @@ class Machine:
     def in_job(self) -> bool:
         return self.world_size is not None
 
-    def gpu_index(self, backend: str) -> int:
+    def gpu_index(self, backend: Backend) -> int:
         """The device index this rank uses among the CUDA devices it sees (gpu_mapping.gpu_index, the same rule the
         launcher checks with)."""
         return gpu_mapping.gpu_index(local_rank=self.local_rank, local_ranks=self.local_world_size, visible=self.gpus,
@@ -104,14 +140,16 @@ class Machine:
         return cls.here_from(cls.facts_here(), environ)
 
     @staticmethod
-    def facts_here() -> dict:
+    def facts_here() -> MachineFacts:
         """What torch says of this machine, as JSON values: GPUs it sees, NCCL and its version."""
         import torch
         import torch.distributed as dist
 
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         nccl = bool(dist.is_available() and dist.is_nccl_available())
-        version = capability = memory = None
+        version: list[int] | None = None
+        capability: list[int] | None = None
+        memory: int | None = None
         if gpus and nccl:
             found = torch.cuda.nccl.version()
             version = list(found) if isinstance(found, tuple) else None
@@ -125,13 +163,14 @@ class Machine:
                 "gpu_memory_bytes": memory}
 
     @classmethod
-    def here_from(cls, facts: dict, environ: Mapping[str, str] | None = None, *,
+    def here_from(cls, facts: MachineFacts, environ: Mapping[str, str] | None = None, *,
                   torch_host: TorchrunStarter | None = None) -> "Machine":
         """This machine from facts_here() (read in this process or another) and this process's environment."""
         environ = os.environ if environ is None else environ
         version = tuple(facts["nccl_version"]) if facts["nccl_version"] else None
         in_job = inside_job(environ)
-        capability = tuple(facts["gpu_capability"]) if facts.get("gpu_capability") else None
+        found_capability = facts.get("gpu_capability")
+        capability = tuple(found_capability) if found_capability else None
         return cls(gpus=facts["gpus"], nccl_available=facts["nccl_available"], nccl_version=version,
                    gpu_capability=capability,
                    rank=int(environ["RANK"]) if in_job else None,
@@ -163,7 +202,7 @@ def usable_cpus() -> int:
 def available_host_memory() -> int | None:
     """Bytes this machine's processes may still take: MemAvailable, or less where this process's cgroup (a container,
     a Slurm job) has less room under its limit; None when neither can be read (not Linux)."""
-    found = []
+    found: list[int] = []
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -183,7 +222,7 @@ def _cgroup_room() -> list[int]:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return []
-    rooms = []
+    rooms: list[int] = []
     for line in lines:
         _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
         if controllers == "":  # v2, the unified hierarchy
@@ -202,7 +241,7 @@ def _rooms_under(root: Path, path: str, names: tuple[str, str, str]) -> list[int
     """names: the limit file, the usage file and the memory.stat key of the reclaimable file cache."""
     limit_name, usage_name, cache_key = names
     own = root / path.strip().lstrip("/")
-    rooms = []
+    rooms: list[int] = []
     for folder in (own, *[parent for parent in own.parents if parent.is_relative_to(root)]):
         try:
             limit, used = (folder / limit_name).read_text().strip(), int((folder / usage_name).read_text())
@@ -225,7 +264,7 @@ def smallest_gpu_memory() -> int | None:
     except Exception:  # no NVML library or driver: unknown
         return None
     try:
-        sizes = []
+        sizes: list[int] = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             instances = _mig_instances(pynvml, handle)
@@ -237,7 +276,7 @@ def smallest_gpu_memory() -> int | None:
         pynvml.nvmlShutdown()
 
 
-def _mig_instances(pynvml, handle) -> list:
+def _mig_instances(pynvml: ModuleType, handle: object) -> list[object]:
     """The MIG devices of a GPU in MIG mode (each a CUDA device of its own), [] when MIG is off or unsupported."""
     try:
         current, _ = pynvml.nvmlDeviceGetMigMode(handle)
@@ -245,7 +284,7 @@ def _mig_instances(pynvml, handle) -> list:
         return []
     if current != getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
         return []
-    instances = []
+    instances: list[object] = []
     for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
         try:
             instances.append(pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
@@ -267,7 +306,7 @@ def cpu_shortfall(cpus: int | None, local_ranks: int | None) -> str | None:
             "per node")
 
 
-def job_cpu_share(environ: Mapping[str, str], cpus: int | None) -> dict | None:
+def job_cpu_share(environ: Mapping[str, str], cpus: int | None) -> JobCpuShare | None:
     """For meta.json, inside a job (torchrun, srun, a k8s pod's torchrun): this node's usable CPUs, the job's ranks
     on it and, when they are too few, the warning; None outside a job, or where the ranks on the node are unknown."""
     if not inside_job(environ):
@@ -279,7 +318,7 @@ def job_cpu_share(environ: Mapping[str, str], cpus: int | None) -> dict | None:
             "shortfall": cpu_shortfall(cpus, local_ranks)}
 
 
-def _local_world_size(environ) -> int | None:
+def _local_world_size(environ: Mapping[str, str]) -> int | None:
     """Ranks of the job on this machine: torchrun's LOCAL_WORLD_SIZE, else the Slurm step's tasks on this node."""
     value = environ.get("LOCAL_WORLD_SIZE", "")
     if value.isdigit():
@@ -291,64 +330,93 @@ def _local_world_size(environ) -> int | None:
 class Target:
     """Where a bench runs: the resolved backend, device type and number of ranks."""
 
-    backend: str
-    device: str
+    backend: Backend
+    device: Device
     nproc: int
     cores: tuple[int, ...] | None = None
     """With --bind-cores: the core each local rank is pinned to, by local rank."""
 
 
-def resolve_target(machine: Machine, *, backend: str = AUTO, device: str = AUTO, nproc: int | None = None,
-                   oversubscribe: bool = False, bind_cores: bool = False) -> Target:
+def resolve_target(machine: Machine, *, backend: BackendChoice = AUTO, device: DeviceChoice = AUTO,
+                   nproc: int | None = None, oversubscribe: bool = False, bind_cores: bool = False) -> Target:
     """Turn `auto` choices into concrete ones for this machine and refuse impossible combinations before anything
     launches. Inside a job the rank count is the job's, and the ranks on one machine share its GPUs. Ranks that
     commbench launches here must fit its cores (more with oversubscribe, up to MAX_RANKS_PER_CORE each, and a
     CommbenchWarning then says that they share cores)."""
-    gpus = machine.gpus
+    device_type = _resolve_device(machine, backend=backend, device=device)
+    backend_name = _resolve_backend(machine, backend=backend, device=device_type)
+    ranks_here: int | None
+    if machine.world_size is not None:  # in a job: its ranks are the ones there are
+        nproc, ranks_here = _job_ranks(machine, machine.world_size, nproc=nproc)
+    else:
+        nproc = ranks_here = _launched_ranks(machine, device=device_type, nproc=nproc, oversubscribe=oversubscribe)
+    if nproc < 1:
+        raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
+    if device_type == CUDA:
+        _check_gpu_per_rank(machine, backend=backend_name, ranks_here=ranks_here)
+    cores = _cores_to_bind(machine, device=device_type, nproc=nproc) if bind_cores else None
+    return Target(backend=backend_name, device=device_type, nproc=nproc, cores=cores)
+
+
+def _resolve_device(machine: Machine, *, backend: BackendChoice, device: DeviceChoice) -> Device:
+    """--device auto: CUDA where there are GPUs, unless gloo is asked for by name (gloo on CUDA tensors must be asked
+    for with --device cuda); CUDA asked for without a GPU is refused."""
     if device == AUTO:
-        # gloo asked for by name means CPU tensors; gloo on CUDA tensors must be asked for with --device cuda
-        device = CUDA if gpus and backend != GLOO else CPU
-    if device == CUDA and not gpus:
+        return CUDA if machine.gpus and backend != GLOO else CPU
+    if device == CUDA and not machine.gpus:
         raise CommbenchError("--device cuda asked for, but no CUDA GPU is visible; use --device cpu (gloo)")
-    if backend == AUTO:
-        backend = NCCL if device == CUDA else GLOO
-    if backend == NCCL:
+    return device
+
+
+def _resolve_backend(machine: Machine, *, backend: BackendChoice, device: Device) -> Backend:
+    """--backend auto: NCCL on CUDA tensors, gloo on CPU ones; NCCL, chosen or asked for, needs both CUDA tensors
+    and a torch built with it."""
+    chosen: Backend = (NCCL if device == CUDA else GLOO) if backend == AUTO else backend
+    if chosen == NCCL:
         if device != CUDA:
             raise CommbenchError("NCCL runs on CUDA tensors only; use --backend gloo with --device cpu")
         if not machine.nccl_available:
             raise CommbenchError("this torch build has no NCCL; use --backend gloo")
-    if machine.world_size is not None:  # in a job: its ranks are the ones there are
-        if nproc is not None and nproc != machine.world_size:
-            raise CommbenchError(f"--nproc {nproc} conflicts with WORLD_SIZE={machine.world_size} of the job "
-                                 "commbench runs in; drop --nproc inside torchrun/srun")
-        nproc, ranks_here = machine.world_size, machine.local_world_size
-        shortfall = cpu_shortfall(machine.cpus, ranks_here)
-        if shortfall:  # the launcher placed the ranks: say it, the run goes on (meta.json records it too)
-            warnings.warn(shortfall, CommbenchWarning, stacklevel=2)
-    else:
-        if machine.launch_refused:
-            raise CommbenchError(machine.launch_refused)
-        chosen = nproc is not None
-        nproc = (gpus if device == CUDA else DEFAULT_CPU_RANKS) if nproc is None else nproc
-        ranks_here = nproc
-        if nproc < 1:
-            raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
-        if machine.cpus is not None and (chosen or device == CPU):
-            # the default 2 CPU ranks run even on a 1-core machine (bytes must cross between ranks), with the warning
-            _check_cores(nproc, machine.cpus, oversubscribe=oversubscribe or not chosen)
-    if nproc < 1:
-        raise CommbenchError(f"--nproc {nproc} is not a rank count; use 1 or more")
-    if device == CUDA:
-        # the rule each rank picks its GPU by, here for every local rank at once (they differ only in local rank)
-        gpu_mapping.gpu_index(local_rank=0, local_ranks=ranks_here, visible=gpus, backend=backend,
-                              step_gpus=machine.step_gpus if machine.in_job else None,
-                              launcher=machine.launcher if machine.in_job else None,
-                              visible_ids=machine.visible_gpu_ids)
-    cores = _cores_to_bind(machine, device=device, nproc=nproc) if bind_cores else None
-    return Target(backend=backend, device=device, nproc=nproc, cores=cores)
+    return chosen
 
 
-def _cores_to_bind(machine: Machine, *, device: str, nproc: int) -> tuple[int, ...]:
+def _job_ranks(machine: Machine, world_size: int, *, nproc: int | None) -> tuple[int, int | None]:
+    """(ranks, ranks on this machine) inside a job: the job's own, which --nproc may only repeat. Too few CPUs for
+    them is said as a warning: the launcher placed the ranks, and the run goes on (meta.json records it too)."""
+    if nproc is not None and nproc != world_size:
+        raise CommbenchError(f"--nproc {nproc} conflicts with WORLD_SIZE={world_size} of the job "
+                             "commbench runs in; drop --nproc inside torchrun/srun")
+    shortfall = cpu_shortfall(machine.cpus, machine.local_world_size)
+    if shortfall:
+        warnings.warn(shortfall, CommbenchWarning, stacklevel=3)  # at resolve_target's caller
+    return world_size, machine.local_world_size
+
+
+def _launched_ranks(machine: Machine, *, device: Device, nproc: int | None, oversubscribe: bool) -> int:
+    """The ranks commbench launches here: --nproc, else one per GPU (CUDA) or DEFAULT_CPU_RANKS (CPU); they must fit
+    this machine's cores (_check_cores)."""
+    if machine.launch_refused:
+        raise CommbenchError(machine.launch_refused)
+    chosen = nproc is not None
+    count = (machine.gpus if device == CUDA else DEFAULT_CPU_RANKS) if nproc is None else nproc
+    if count < 1:
+        raise CommbenchError(f"--nproc {count} is not a rank count; use 1 or more")
+    if machine.cpus is not None and (chosen or device == CPU):
+        # the default 2 CPU ranks run even on a 1-core machine (bytes must cross between ranks), with the warning
+        _check_cores(count, machine.cpus, oversubscribe=oversubscribe or not chosen)
+    return count
+
+
+def _check_gpu_per_rank(machine: Machine, *, backend: Backend, ranks_here: int | None) -> None:
+    """The rule each rank picks its GPU by (gpu_mapping.gpu_index), here for every local rank at once (they differ
+    only in local rank): refuses ranks that cannot each have a GPU where the backend needs one."""
+    gpu_mapping.gpu_index(local_rank=0, local_ranks=ranks_here, visible=machine.gpus, backend=backend,
+                          step_gpus=machine.step_gpus if machine.in_job else None,
+                          launcher=machine.launcher if machine.in_job else None,
+                          visible_ids=machine.visible_gpu_ids)
+
+
+def _cores_to_bind(machine: Machine, *, device: Device, nproc: int) -> tuple[int, ...]:
     """A core of its own for each rank commbench launches on this machine, from the cores this process may use."""
     if machine.in_job:
         raise CommbenchError("--bind-cores pins ranks that commbench launches; inside torchrun or srun, bind with "
@@ -364,6 +432,8 @@ def _cores_to_bind(machine: Machine, *, device: str, nproc: int) -> tuple[int, .
 
 
 def _check_cores(nproc: int, cpus: int, *, oversubscribe: bool) -> None:
+    """Refuse more ranks than this machine's cores can run; warn where oversubscribed ranks share cores (the warning
+    points at resolve_target's caller, through _launched_ranks)."""
     ceiling = MAX_RANKS_PER_CORE * cpus
     if nproc > ceiling:
         raise CommbenchError(f"--nproc {nproc} is more ranks than this machine can run: at most {ceiling} on its "
@@ -376,4 +446,4 @@ def _check_cores(nproc: int, cpus: int, *, oversubscribe: bool) -> None:
     if nproc > cpus:
         warnings.warn(f"{nproc} ranks share this machine's {cpus} CPU core(s): a rank waits for a core as well as "
                       "for its peers, so the times measure the OS scheduler too; compare them only with runs "
-                      "oversubscribed alike", CommbenchWarning, stacklevel=3)
+                      "oversubscribed alike", CommbenchWarning, stacklevel=4)

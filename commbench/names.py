@@ -1,6 +1,7 @@
 """commbench's vocabulary, in one place: the names a user chooses from (backends, devices, dtypes, reductions,
 placements, implementations), the dtypes' element sizes and their spellings in torch, in profiler traces and in
-nccl-tests, the collectives' busbw factors, and nccl-tests' names for its tests, types and ops.
+nccl-tests, the collectives' busbw factors, nccl-tests' names for its tests, types and ops, NCCL's names for its
+collectives (NCCL Inspector's labels, kernel names), how a row says each rank average, and DDP's default buckets.
 
 Plain data and small lookups, no torch: the command line, suites and importers list and check them without loading
 torch; the modules that run them map the names to torch objects (commbench/backends.py). tests/test_names.py checks
@@ -8,16 +9,29 @@ the tables against torch and against the collectives registry.
 """
 
 import re
+from typing import Final, Literal, get_args
 
 from commbench.errors import CommbenchError
 
-NCCL, GLOO = "nccl", "gloo"
-CUDA, CPU = "cuda", "cpu"
-AUTO = "auto"
-BACKENDS = (NCCL, GLOO)
-DEVICES = (CUDA, CPU)
-BACKEND_CHOICES = (AUTO, *BACKENDS)
-DEVICE_CHOICES = (AUTO, *DEVICES)
+Backend = Literal["nccl", "gloo"]
+"""A process-group backend commbench runs (BACKENDS lists them)."""
+Device = Literal["cuda", "cpu"]
+"""A tensor device type commbench runs on (DEVICES lists them)."""
+Auto = Literal["auto"]
+"""An option left for commbench to choose (resolved against the machine: machine.resolve_target, timing.measure)."""
+NCCL: Final = "nccl"
+GLOO: Final = "gloo"
+CUDA: Final = "cuda"
+CPU: Final = "cpu"
+AUTO: Final = "auto"
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+DEVICES: tuple[Device, ...] = get_args(Device)
+BackendChoice = Auto | Backend
+"""What --backend takes."""
+DeviceChoice = Auto | Device
+"""What --device takes."""
+BACKEND_CHOICES: tuple[BackendChoice, ...] = (AUTO, *BACKENDS)
+DEVICE_CHOICES: tuple[DeviceChoice, ...] = (AUTO, *DEVICES)
 
 DTYPES = ("float32", "float64", "bfloat16", "float16", "int32", "int64", "int8", "uint8", "float8_e4m3", "float8_e5m2")
 """float8_e4m3 is torch.float8_e4m3fn (nccl-tests' f8e4m3); the fp8 types run on NCCL 2.24+ only."""
@@ -57,33 +71,59 @@ def trace_dtype(torch_name: object) -> str:
     return TRACE_DTYPES.get(str(torch_name), str(torch_name).lower())
 
 
-REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
-NO_OP = "none"
+ReduceOp = Literal["sum", "prod", "max", "min", "avg"]
+"""A reduction a reducing collective runs (--op)."""
+REDUCE_OPS: tuple[ReduceOp, ...] = get_args(ReduceOp)
+NoOp = Literal["none"]
+NO_OP: Final = "none"
 """The op column of collectives that do not reduce, as nccl-tests prints it."""
+OpName = ReduceOp | NoOp
+"""A row's op: a reduction, or none."""
 GLOO_CUDA_COLLECTIVES = ("all_reduce", "broadcast")
 """The only collectives gloo runs on CUDA tensors (PyTorch's backend table in the torch.distributed documentation)."""
 PLACEMENTS = {"out": (False,), "in": (True,), "both": (False, True)}
 """--placement: which of out-of-place (False) and in-place (True) buffers to measure."""
-PER_ITERATION, BATCH = "per-iteration", "batch"
-TIMINGS = (PER_ITERATION, BATCH)
+Timing = Literal["per-iteration", "batch"]
+PER_ITERATION: Final = "per-iteration"
+BATCH: Final = "batch"
+TIMINGS: tuple[Timing, ...] = get_args(Timing)
 """The timing modes of a row (its `timing` column): a barrier before every timed call (per-call distribution), or
 nccl-tests' back-to-back batches."""
-TIMING_CHOICES = (*TIMINGS, AUTO)
+TimingChoice = Timing | Auto
+TIMING_CHOICES: tuple[TimingChoice, ...] = (*TIMINGS, AUTO)
 """What --timing takes: a mode, or auto (per point, from 5 calls after the warm-up: commbench/measure/timing.py)."""
-RANK0, MEAN, MIN, MAX = "rank0", "mean", "min", "max"
-RANK_AVERAGES = (RANK0, MEAN, MIN, MAX)
+RankAverage = Literal["rank0", "mean", "min", "max"]
+RANK0: Final = "rank0"
+MEAN: Final = "mean"
+MIN: Final = "min"
+MAX: Final = "max"
+RANK_AVERAGES: tuple[RankAverage, ...] = get_args(RankAverage)
 """How batch timing combines the ranks' times per call (nccl-tests -a 0/1/2/3): rank 0's, the mean, the fastest
 rank's or the slowest rank's."""
-BLOCKING_MODES = (0, 1, 2, 3)
+RANK_AVERAGE_TEXT: dict[RankAverage, str] = {RANK0: "rank 0's time", MEAN: "mean over ranks", MIN: "fastest rank",
+                                             MAX: "slowest rank"}
+"""How a row's timing_method says each rank average (commbench/measure/timing.py writes it, the sweep's tables find
+it there again)."""
+BlockingMode = Literal[0, 1, 2, 3]
+BLOCKING_MODES: tuple[BlockingMode, ...] = get_args(BlockingMode)
 """Batch timing's waits inside a batch (nccl-tests -z): 0 none; 1 wait for the device and a barrier after each
 iteration; 2 the wait only; 3 the wait and a barrier after each iteration, the barrier's time not counted."""
-STOP_ITERS = "iters"  # stop_reason: the fixed number of iterations ran
-STOP_CI = "ci"  # adaptive: the median's confidence interval reached the target
-STOP_MAX_TIME = "max_time"  # adaptive: the time budget of the point was spent first
-BUILTIN = "builtin"
+StopReason = Literal["iters", "ci", "max_time"]
+"""Why a point's sampling stopped (its stop_reason column)."""
+STOP_ITERS: Final = "iters"  # stop_reason: the fixed number of iterations ran
+STOP_CI: Final = "ci"  # adaptive: the median's confidence interval reached the target
+STOP_MAX_TIME: Final = "max_time"  # adaptive: the time budget of the point was spent first
+Implementation = Literal["builtin", "ring"]
+BUILTIN: Final = "builtin"
 """The backend's own collective (torch.distributed's call), as opposed to commbench's ring over send/recv."""
-IMPLEMENTATIONS = (BUILTIN, "ring")
+IMPLEMENTATIONS: tuple[Implementation, ...] = get_args(Implementation)
 """builtin: the backend's own collective; ring: the hand-written ring over send/recv (collectives/ring.py)."""
+DDP_DEFAULT_FIRST_MB = 1.0
+DDP_DEFAULT_CAP_MB = 25.0
+"""DDP's own buckets when no bucket argument is given (a 1 MiB first bucket, then 25 MiB each), as results.csv
+records them (bucket_cap_mb 25, first_bucket_mb 1): torch's _DEFAULT_FIRST_BUCKET_BYTES and its default cap, which
+training/ddp_buckets.py reads from torch (the tests check the two agree). The partitioned ZeRO-2's buckets default to
+the same cap (models/shard_layout.py)."""
 BIND_CORES_ENV = "COMMBENCH_BIND_CORES"
 """--bind-cores: the cores of a launch's local ranks, comma-separated, by local rank (set by the launcher, read by
 rank.py)."""
@@ -127,6 +167,23 @@ TRACE_COLLECTIVES = {
     "allgatherintotensor": "all_gather", "reducescattertensor": "reduce_scatter"}
 """NCCL kernel kinds (AllReduce), gloo span names (all_reduce) and torch collective names (_allgather_base), reduced
 to letters → the collective's name in commbench rows (nccl-tests' where commbench runs none)."""
+
+
+# NCCL's own names of its collectives (ncclFuncToString), as NCCL Inspector and NCCL's kernel names spell them
+
+NCCL_FUNCTIONS = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
+                  "broadcast": "Broadcast", "reduce": "Reduce", "all_to_all": "All2All", "sendrecv": "SendRecv"}
+"""commbench's collective → NCCL's name of the function that runs it, as NCCL Inspector logs and labels it
+(inspector.cc ncclFuncToString) and as NCCL's kernels are named (ncclDevKernel_AllReduce_Sum_f32_RING_LL).
+nccl-tests' sendrecv is NCCL's grouped send and receive, ncclFuncSendRecv. Collectives NCCL has no function of its
+own for (nccl-tests' gather, scatter, alltoallv, hypercube) are not listed."""
+NCCL_KERNEL_KINDS = {**{name: NCCL_FUNCTIONS[name] for name in ("all_reduce", "all_gather", "reduce_scatter",
+                                                                 "broadcast", "reduce")},
+                     "barrier": NCCL_FUNCTIONS["all_reduce"],
+                     **dict.fromkeys(("all_to_all", "gather", "scatter", "send", "recv"), NCCL_FUNCTIONS["sendrecv"])}
+"""A collective torch issues → the NCCL function whose kernels run it (the kind in the kernel's name): torch runs
+barrier as a one-element all-reduce, and all-to-all, gather, scatter, send and recv as grouped NCCL sends and
+receives."""
 
 
 # nccl-tests (src/*.cu getBw, src/common.cu, doc/PERFORMANCE.md)

@@ -1,7 +1,36 @@
-"""GPU facts from NVML (package nvidia-ml-py); on a machine without an NVIDIA driver it says so instead of failing."""
+"""GPU facts from NVML (package nvidia-ml-py); on a machine without an NVIDIA driver it says so instead of failing.
+
+pynvml has no type information: its module is passed around as a ModuleType (whose attributes mypy reads as Any) and
+its device handles as opaque objects."""
+
+from types import ModuleType
+from typing import NotRequired, TypedDict
 
 
-def gpu_inventory() -> dict:
+class GpuFacts(TypedDict):
+    """One GPU as NVML reads it (meta.json's nvml.gpus, `commbench env`)."""
+
+    index: int
+    name: str
+    memory_total_bytes: int
+    nvlink_links: int | None
+    nvlink_active_links: int | None
+    nvswitch: bool | None
+    compute_capability: list[int] | None
+    pcie_gen: int | None
+    pcie_width: int | None
+
+
+class GpuInventory(TypedDict):
+    """This machine's GPUs from NVML, or why NVML could not say (available False, and the reason)."""
+
+    available: bool
+    reason: NotRequired[str]
+    driver_version: NotRequired[str]
+    gpus: NotRequired[list[GpuFacts]]
+
+
+def gpu_inventory() -> GpuInventory:
     """Driver version and, per GPU, name, memory and active NVLink links; {"available": False, ...} without NVML."""
     try:
         import pynvml
@@ -10,15 +39,17 @@ def gpu_inventory() -> dict:
     except Exception as error:  # NVMLError_LibraryNotFound, ImportError, driver mismatch: all mean "not here"
         return {"available": False, "reason": f"NVML not available ({type(error).__name__})"}
     try:
-        gpus = []
+        gpus: list[GpuFacts] = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            links, active_links = nvlinks(pynvml, handle)
             gpus.append({
                 "index": index,
                 "name": _text(pynvml.nvmlDeviceGetName(handle)),
                 "memory_total_bytes": int(memory.total),
-                **dict(zip(("nvlink_links", "nvlink_active_links"), nvlinks(pynvml, handle))),
+                "nvlink_links": links,
+                "nvlink_active_links": active_links,
                 "nvswitch": _links_to_switch(pynvml, handle),
                 "compute_capability": _capability(pynvml, handle),
                 "pcie_gen": _optional(pynvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),
@@ -29,7 +60,7 @@ def gpu_inventory() -> dict:
         pynvml.nvmlShutdown()
 
 
-def nvlinks(pynvml, handle) -> tuple[int | None, int | None]:
+def nvlinks(pynvml: ModuleType, handle: object) -> tuple[int | None, int | None]:
     """(links the GPU has, links up). A GPU without NVLink answers NotSupported on link 0: (0, 0). Any other error
     leaves both unknown (None): a driver fault must not read as "no NVLink, so PCIe"."""
     present = active = 0
@@ -45,13 +76,13 @@ def nvlinks(pynvml, handle) -> tuple[int | None, int | None]:
     return present, active
 
 
-def _links_to_switch(pynvml, handle) -> bool | None:
+def _links_to_switch(pynvml: ModuleType, handle: object) -> bool | None:
     """Whether the GPU's NVLinks end at NVSwitches (NVML_NVLINK_DEVICE_TYPE_SWITCH), not at another GPU: the first
     link that answers decides. False without NVLink; None when NVML cannot say."""
     switch = getattr(pynvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
     for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
         try:
-            return pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link) == switch
+            return bool(pynvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link) == switch)
         except Exception as error:
             if link == 0 and _not_supported(pynvml, error):
                 return False
@@ -61,15 +92,15 @@ def _links_to_switch(pynvml, handle) -> bool | None:
     return None
 
 
-def _not_supported(pynvml, error: Exception) -> bool:
+def _not_supported(pynvml: ModuleType, error: Exception) -> bool:
     return isinstance(error, getattr(pynvml, "NVMLError_NotSupported", ()))
 
 
-def _invalid_argument(pynvml, error: Exception) -> bool:
+def _invalid_argument(pynvml: ModuleType, error: Exception) -> bool:
     return isinstance(error, getattr(pynvml, "NVMLError_InvalidArgument", ()))
 
 
-def _optional(pynvml, call: str, handle) -> int | None:
+def _optional(pynvml: ModuleType, call: str, handle: object) -> int | None:
     """An NVML reading a driver or GPU may lack (NotSupported, or the call missing from nvidia-ml-py): None then."""
     try:
         return int(getattr(pynvml, call)(handle))
@@ -77,7 +108,7 @@ def _optional(pynvml, call: str, handle) -> int | None:
         return None
 
 
-def _capability(pynvml, handle) -> list[int] | None:
+def _capability(pynvml: ModuleType, handle: object) -> list[int] | None:
     """(major, minor), from NVML: no CUDA context is made (the torch host reads it before it forks launchers)."""
     try:
         return list(pynvml.nvmlDeviceGetCudaComputeCapability(handle))
@@ -88,9 +119,10 @@ def _capability(pynvml, handle) -> list[int] | None:
 def lowest_capability() -> tuple[int, int] | None:
     """The lowest compute capability among this machine's GPUs (what every rank can run), None when unknown."""
     inventory = gpu_inventory()
-    found = [tuple(gpu["compute_capability"]) for gpu in inventory.get("gpus", []) if gpu.get("compute_capability")]
+    found = [(capability[0], capability[1]) for gpu in inventory.get("gpus", [])
+             if (capability := gpu.get("compute_capability"))]
     return min(found) if found else None
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)

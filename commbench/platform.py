@@ -6,16 +6,23 @@ torch.cuda.max_memory_allocated() silently returns 0 without CUDA, so the CPU pl
 writing "5" to /proc/self/clear_refs resets to the current RSS (it includes torch's own ~0.5 GiB baseline).
 """
 
+from __future__ import annotations
+
 import ctypes
 import gc
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from commbench.measure.timers import CpuTimer, CudaTimer
-from commbench.names import CPU, CUDA, GLOO, NCCL
+from commbench.measure.timers import CpuTimer, CudaTimer, Timer
+from commbench.names import CPU, CUDA, GLOO, NCCL, Backend, Device
+
+if TYPE_CHECKING:
+    from commbench.machine import Machine
+    from commbench.profiling.nvml_sampler import GpuSampler
 
 
 class CpuPlatform:
@@ -23,7 +30,7 @@ class CpuPlatform:
 
     has_gpu = False
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: Backend):
         self.backend = backend
         self.device = torch.device(CPU)
 
@@ -32,13 +39,13 @@ class CpuPlatform:
         """NCCL pairs a ring step's send and receive in one group (batch_isend_irecv); gloo posts them apart."""
         return self.backend == NCCL
 
-    def timer(self, barrier: Callable[[], None]):
+    def timer(self, barrier: Callable[[], None]) -> Timer:
         return CpuTimer(barrier)
 
     def synchronize(self) -> None:
         """Wait until the device has finished what was queued (nothing is queued on CPU)."""
 
-    def profiler_activities(self) -> list:
+    def profiler_activities(self) -> list[torch.profiler.ProfilerActivity]:
         return [torch.profiler.ProfilerActivity.CPU]
 
     def device_name(self) -> str:
@@ -52,7 +59,7 @@ class CpuPlatform:
         cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
         return cores[0], "cpu"
 
-    def gpu_sampler(self, interval_s: float):
+    def gpu_sampler(self, interval_s: float) -> tuple[GpuSampler | None, str]:
         """(sampler or None, what meta.json says about GPU sampling)."""
         return None, "not sampled: the run is on CPU tensors"
 
@@ -66,7 +73,7 @@ class CpuPlatform:
         except OSError:  # not Linux, or not allowed: the peak then counts from process start
             pass
 
-    def peak(self) -> dict:
+    def peak(self) -> dict[str, int | None]:
         """Peak bytes since the last reset_peak: the resident set size (no reserved figure on CPU)."""
         return {"peak_mem_bytes": _status_bytes("VmHWM:"), "peak_mem_reserved_bytes": None}
 
@@ -104,20 +111,20 @@ class CudaPlatform(CpuPlatform):
 
     has_gpu = True
 
-    def __init__(self, backend: str, device_index: int):
+    def __init__(self, backend: Backend, device_index: int):
         self.backend = backend
         # the index machine.gpu_index gave (commbench/gpu_mapping.py): the rule the launcher checked the ranks with
         self.device = torch.device(CUDA, device_index)
         torch.cuda.set_device(self.device)
 
-    def timer(self, barrier: Callable[[], None]):
+    def timer(self, barrier: Callable[[], None]) -> Timer:
         # gloo's calls on CUDA tensors return when done: nothing to cover with a spin (CudaTimer)
         return CudaTimer(barrier, host_blocking=self.backend == GLOO)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)
 
-    def profiler_activities(self) -> list:
+    def profiler_activities(self) -> list[torch.profiler.ProfilerActivity]:
         return [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
 
     def device_name(self) -> str:
@@ -130,7 +137,7 @@ class CudaPlatform(CpuPlatform):
         text = "unknown" if None in bus else f"{bus[0]:04x}:{bus[1]:02x}:{bus[2]:02x}"
         return self.device.index, text
 
-    def gpu_sampler(self, interval_s: float):
+    def gpu_sampler(self, interval_s: float) -> tuple[GpuSampler | None, str]:
         from commbench.profiling.nvml_sampler import GpuSampler, nvml_unavailable_reason
 
         reason = nvml_unavailable_reason()
@@ -149,7 +156,7 @@ class CudaPlatform(CpuPlatform):
     def reset_peak(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.device)
 
-    def peak(self) -> dict:
+    def peak(self) -> dict[str, int | None]:
         """Peak bytes since the last reset_peak: allocated and reserved by torch's caching allocator."""
         return {"peak_mem_bytes": torch.cuda.max_memory_allocated(self.device),
                 "peak_mem_reserved_bytes": torch.cuda.max_memory_reserved(self.device)}
@@ -169,7 +176,7 @@ class CudaPlatform(CpuPlatform):
         return torch.cuda.get_device_properties(self.device).total_memory // max(1, ranks_sharing)
 
 
-def platform_for(*, backend: str, device_type: str, machine):
+def platform_for(*, backend: Backend, device_type: Device, machine: Machine) -> CpuPlatform:
     """This rank's platform (on CUDA it also makes the rank's GPU, machine.gpu_index's, the current device)."""
     return CudaPlatform(backend, machine.gpu_index(backend)) if device_type == CUDA else CpuPlatform(backend)
 

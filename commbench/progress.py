@@ -1,7 +1,10 @@
 """The terminal progress bars: a sweep's (point i of N, collective, size), fed by the rows rank 0 appends, and a run
 set's (launch k of N), under which each launch's sweep bar shows."""
 
+from collections.abc import Sequence
+from contextvars import ContextVar, Token
 from pathlib import Path
+from typing import Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -38,23 +41,24 @@ def _bars(enabled: bool) -> Progress:
 
 class LaunchProgress:
     """The bar of a run set's launches (`--launches N`). Rich draws one live display at a time, so while it is open
-    each launch's SweepProgress is a second bar of the same display."""
-
-    _open: "LaunchProgress | None" = None
+    each launch's SweepProgress is a second bar of the same display (found through _OPEN_LAUNCHES)."""
 
     def __init__(self, launches: int, *, enabled: bool):
         self._launches = launches
         self.bars = _bars(enabled)
         self._task: TaskID | None = None
+        self._opened: Token[LaunchProgress | None] | None = None
 
     def __enter__(self) -> "LaunchProgress":
         self.bars.start()
         self._task = self.bars.add_task(self._describe(0), total=self._launches)
-        LaunchProgress._open = self
+        self._opened = _OPEN_LAUNCHES.set(self)
         return self
 
-    def __exit__(self, *exc) -> None:
-        LaunchProgress._open = None
+    def __exit__(self, *exc: object) -> None:
+        if self._opened is not None:
+            _OPEN_LAUNCHES.reset(self._opened)
+            self._opened = None
         self.bars.stop()
 
     def show(self, done: int) -> None:
@@ -65,13 +69,24 @@ class LaunchProgress:
         return "launches done" if done >= self._launches else f"launch {done + 1}/{self._launches}"
 
 
+_OPEN_LAUNCHES: ContextVar[LaunchProgress | None] = ContextVar("open_launches", default=None)
+"""The launches' bar while its `with` block runs (LaunchProgress sets and resets it): the display a sweep's bar
+joins. A context variable, not a module global: nothing assigns it, each `with` block scopes its value."""
+
+
+class Labelled(Protocol):
+    """A point as the sweep's bar names it."""
+
+    def label(self) -> str: ...
+
+
 class SweepProgress:
     """A sweep's bar on stderr (beneath the launches' bar inside a run set); disabled by --quiet."""
 
-    def __init__(self, points: list, *, enabled: bool):
+    def __init__(self, points: Sequence[Labelled], *, enabled: bool):
         """points: what each row is (each has .label()), in run order."""
         self._points = points
-        self._outer = LaunchProgress._open
+        self._outer = _OPEN_LAUNCHES.get()
         self._progress = self._outer.bars if self._outer else _bars(enabled)
         self._task: TaskID | None = None
 
@@ -81,7 +96,7 @@ class SweepProgress:
         self._task = self._progress.add_task(self._describe(0), total=len(self._points))
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._outer:
             assert self._task is not None
             self._progress.remove_task(self._task)

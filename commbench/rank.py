@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from commbench import faults, store
+from commbench.bench_kind import BenchKind, Spec
 from commbench.benches import get_kind
 from commbench.execution import driver
 from commbench.machine import Machine
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     _threads_as_torchrun_set()
     machine = Machine.here()
-    benches = []
+    benches: list[tuple[BenchKind, Spec, Path]] = []
     for run_dir in args.run_dir:
         kind = get_kind(store.read_meta(run_dir)["kind"])
         benches.append((kind, kind.spec_from_json((run_dir / store.SPEC_FILE).read_text(encoding="utf-8")), run_dir))

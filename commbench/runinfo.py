@@ -13,7 +13,7 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import commbench
 from commbench import nvml
@@ -71,7 +71,7 @@ def relevant_env() -> dict[str, str]:
             if name.startswith(_ENV_PREFIXES) or name in _ENV_NAMES}
 
 
-def launch_meta(argv: list[str], run_id: str) -> dict:
+def launch_meta(argv: list[str], run_id: str) -> dict[str, object]:
     """What the launching process knows before any rank starts (in place, rank 0 of the job is that process)."""
     cpu_share = job_cpu_share(os.environ, usable_cpus())
     return {
@@ -94,7 +94,25 @@ def launch_meta(argv: list[str], run_id: str) -> dict:
     }
 
 
-def rank_facts(device_platform) -> dict:
+class RankFacts(TypedDict):
+    """What one rank knows of itself (rank_facts); rank 0 gathers these from every rank."""
+
+    host: str
+    device: str
+    cores: list[int] | None
+    pid: int
+    device_index: int
+    bus: str
+
+
+class RankDevice(Protocol):
+    """What rank_facts asks of a rank's platform (commbench/platform.py, which takes cpu_model from here)."""
+
+    def device_name(self) -> str: ...
+    def device_slot(self) -> tuple[int, str]: ...
+
+
+def rank_facts(device_platform: RankDevice) -> RankFacts:
     """What one rank knows of itself; rank 0 gathers these from every rank."""
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     index, bus = device_platform.device_slot()
@@ -113,7 +131,7 @@ def installed_torch_version() -> str | None:
         return None
 
 
-def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict]) -> dict:
+def job_meta(*, backend: str, world: int, device: torch.device, facts: list[RankFacts]) -> dict[str, object]:
     """What rank 0 records once the process group is up."""
     import torch
 
@@ -137,8 +155,9 @@ def job_meta(*, backend: str, world: int, device: torch.device, facts: list[dict
     }
 
 
-def environment_report() -> dict:
-    """What a sweep on this machine would use (`commbench env`)."""
+def environment_report() -> dict[str, Any]:
+    """What a sweep on this machine would use (`commbench env`): a JSON document (Any: `commbench env` prints its
+    nested values and adds its own)."""
     import torch
     import torch.distributed as dist
 

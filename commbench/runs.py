@@ -3,7 +3,7 @@ compare and `slurm submit --wait` read. Nothing here touches torch.distributed."
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from commbench import store
 from commbench.bench_kind import BenchKind
@@ -21,7 +21,8 @@ class LoadedRun:
     kind: BenchKind
     results: "pd.DataFrame"
     """The rows, a DataFrame."""
-    meta: dict
+    meta: dict[str, Any]
+    """meta.json as written (store.read_meta: JSON values, which each reader checks as it uses them)."""
 
 
 def kind_of(run_dir: Path) -> BenchKind:
@@ -43,7 +44,7 @@ def load_run(run_dir: Path, name: str | None = None, *, allow_empty: bool = Fals
     return LoadedRun(name or run_dir.name, run_dir, kind, results, store.read_meta(run_dir))
 
 
-def load_results_of(run_dir: Path, kind: BenchKind):
+def load_results_of(run_dir: Path, kind: BenchKind) -> "pd.DataFrame":
     """The rows of a run of this kind (the α–β fits read a collective sweep's); a run of another kind is refused in
     one line that names the command making the right one."""
     run = load_run(run_dir, allow_empty=True)
@@ -66,8 +67,8 @@ class Outcome:
     status: str | None
     """meta.json's status; None when the file names none."""
     reason: str | None
-    results: object | None
-    """Its rows (a DataFrame), or None when it wrote none."""
+    results: "pd.DataFrame | None"
+    """Its rows, or None when it wrote none."""
     teardown: str | None = None
     """How ranks failed after the run had stored and checked everything (the run is still complete)."""
     n_wrong: int = 0

@@ -5,6 +5,7 @@ the repository's suites/ and slurm/ are symlinks to these folders. Light on purp
 """
 
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 _DATA = files("commbench") / "data"
@@ -37,7 +38,7 @@ def sbatch_template_name() -> str:
     return str(_SBATCH_TEMPLATE)
 
 
-def _real_path(resource) -> Path:
+def _real_path(resource: Traversable) -> Path:
     # A suite's path is recorded and its file copied into the run folder, so it must be a file on disk; pip installs
     # packages as files (a zipped package would need importlib.resources.as_file and a temporary copy).
     if not isinstance(resource, Path):

@@ -5,6 +5,8 @@ Rank 0 appends and flushes one row per finished point, so a crash loses nothing 
 torn last line. Every file carries schema_version: newer files are refused, foreign ones named as such.
 """
 
+from __future__ import annotations
+
 import csv
 import errno
 import io
@@ -12,10 +14,17 @@ import json
 import os
 import platform
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from commbench.errors import CommbenchError
+from commbench.schema import common
+from commbench.schema.files import NUMERIC_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = 1
 META_FILE, RESULTS_FILE, SAMPLES_FILE, GPU_SAMPLES_FILE, SPEC_FILE, LAUNCH_LOG = (
@@ -30,17 +39,17 @@ SUITE_KIND = "suite"
 class RowWriter:
     """Appends rows to one CSV, writing the header once; each row reaches the disk before the call returns."""
 
-    def __init__(self, path: Path, columns):
+    def __init__(self, path: Path, columns: Sequence[str]) -> None:
         self._columns = columns
         new_file = not path.exists() or path.stat().st_size == 0
         self._file = open(path, "a", newline="", encoding="utf-8")
         if new_file:
             self._write([columns])
 
-    def write(self, rows: list[dict]) -> None:
+    def write(self, rows: Iterable[Mapping[str, object]]) -> None:
         self._write([[row[column] for column in self._columns] for row in rows])  # a missing column is a bug
 
-    def _write(self, rows: list[list]) -> None:
+    def _write(self, rows: Iterable[Sequence[object]]) -> None:
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerows(rows)
         self._file.write(buffer.getvalue())  # one write per batch keeps a killed writer from interleaving rows
@@ -81,7 +90,8 @@ def remove_stray_temporaries(run_dir: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def read_meta(run_dir: Path) -> dict:
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """meta.json as written: a JSON object whose fields each reader checks as it uses them (Any: JSON values)."""
     path = Path(run_dir) / META_FILE
     try:
         meta = json.loads(read_text(path))
@@ -144,14 +154,14 @@ def _first_file(path: Path) -> Path:
     return path
 
 
-def update_meta(run_dir: Path, **fields) -> dict:
+def update_meta(run_dir: Path, **fields: object) -> dict[str, Any]:
     meta = read_meta(run_dir)
     meta.update(fields)
     write_meta(run_dir, meta)
     return meta
 
 
-def read_rows(path: Path, required, numeric=()):
+def read_rows(path: Path, required: Sequence[str], numeric: Sequence[str] = ()) -> pd.DataFrame:
     """A results or samples CSV as a DataFrame; a torn last line from a crash is dropped. Every other row must have
     the header's fields, and the columns in `numeric` (those present) numbers or nothing: a damaged or edited file
     is refused at the line that is wrong, not read into wrong numbers."""
@@ -181,7 +191,7 @@ def read_rows(path: Path, required, numeric=()):
 
 
 _NOT_MEASURED = ["", "nan", "NaN"]
-NEVER_EMPTY = ("schema_version", "world_size", "size_bytes")
+NEVER_EMPTY = (common.SCHEMA_VERSION, common.WORLD_SIZE, common.SIZE_BYTES)
 """Numbers every row that has the column states: the version it was written in and the keys a row is matched and
 fitted by (an empty one would drop the row from a fit or a comparison without a word)."""
 
@@ -204,7 +214,7 @@ def _record_lines(path: Path, text: str) -> list[int]:
     return starts
 
 
-def _check_numbers(path: Path, frame, column: str, lines: list[int]) -> None:
+def _check_numbers(path: Path, frame: pd.DataFrame, column: str, lines: list[int]) -> None:
     import pandas as pd
 
     values = frame[column]
@@ -217,13 +227,13 @@ def _check_numbers(path: Path, frame, column: str, lines: list[int]) -> None:
                              "the file was damaged or edited: re-record the run")
 
 
-def _check_keys_and_versions(path: Path, frame, lines: list[int]) -> None:
+def _check_keys_and_versions(path: Path, frame: pd.DataFrame, lines: list[int]) -> None:
     for column in [column for column in NEVER_EMPTY if column in frame.columns]:
         absent = frame[column].isna().to_numpy().nonzero()[0]
         if len(absent):
             raise CommbenchError(f"{path} line {lines[int(absent[0])]} has no {column}: it was not written by "
                                  "commbench or was edited: re-record the run")
-    versions = frame["schema_version"]
+    versions = frame[common.SCHEMA_VERSION]
     for version in versions.unique():
         first = int((versions == version).to_numpy().nonzero()[0][0])
         _check_version(f"{path} line {lines[first]}", version.item() if hasattr(version, "item") else version)
@@ -239,8 +249,8 @@ def kind_name(run_dir: Path) -> str:
     path = Path(run_dir) / RESULTS_FILE
     if path.exists():
         first = next(csv.DictReader(io.StringIO(read_text(path))), None)
-        if first and first.get("bench"):
-            return first["bench"]
+        if first and first.get(common.BENCH):
+            return first[common.BENCH]
     raise CommbenchError(f"{Path(run_dir) / META_FILE} does not name its bench kind and has no rows to tell it; "
                          "pass a run folder written by commbench")
 
@@ -262,20 +272,27 @@ def suite_bench_dirs(run_dir: Path) -> dict[str, Path] | None:
     return {bench["name"]: Path(run_dir) / bench["name"] for bench in meta.get("benches", [])}
 
 
-NUMERIC_COLUMNS = (
-    "schema_version", "world_size", "size_bytes", "count", "iters", "warmup", "n_wrong", "iteration", "time_us",
-    "time_us_p50", "time_us_p75", "time_us_p95", "time_us_min", "time_us_max", "time_us_mean", "time_us_ci_lo",
-    "time_us_ci_hi", "issue_us_per_call", "algbw_gbps", "busbw_gbps", "config_index", "step", "step_time_ms",
-    "step_time_ms_p50", "step_time_ms_p95", "samples_per_s",
-    "comm_ms", "exposed_comm_ms", "exposed_comm_ms_nosync", "overlap_pct", "peak_mem_bytes", "model_state_bytes",
-    "comm_ms_max", "exposed_comm_ms_max", "exposed_comm_ms_baseline", "step_time_ms_baseline_p50",
-    "tokens_per_s_per_rank", "mfu_pct",
-    "model_state_bytes_predicted", "model_state_bytes_formula")
-"""Columns that compare, fit, report and the tables compute with: a value there that is not a number (or empty) is
-refused at its line by the reader, instead of surfacing as a TypeError in pandas or a wrong figure."""
+# NUMERIC_COLUMNS (commbench/schema/files.py): every column declared int or float, which compare, fit, report and the
+# tables compute with: a value there that is not a number (or empty) is refused at its line by the reader, instead of
+# surfacing as a TypeError in pandas or a wrong figure.
 
 
-def read_results(run_dir: Path, kind):
+class KindColumns(Protocol):
+    """What the readers need of a bench kind (commbench/bench_kind.py BenchKind): its files' columns."""
+
+    @property
+    def required_columns(self) -> tuple[str, ...]: ...
+    @property
+    def result_columns(self) -> tuple[str, ...]: ...
+    @property
+    def sample_columns(self) -> tuple[str, ...]: ...
+    @property
+    def identity(self) -> tuple[str, ...]: ...
+    @property
+    def column_defaults(self) -> Mapping[str, object]: ...
+
+
+def read_results(run_dir: Path, kind: KindColumns) -> pd.DataFrame:
     """The rows of a run of this bench kind (a BenchKind); columns added after a file was written come back
     empty."""
     frame = read_rows(Path(run_dir) / RESULTS_FILE, kind.required_columns, NUMERIC_COLUMNS)
@@ -288,16 +305,17 @@ def imported_without_samples(run_dir: Path) -> bool:
     return not (Path(run_dir) / SAMPLES_FILE).exists() and bool(read_meta(run_dir).get("source"))
 
 
-def read_samples(run_dir: Path, kind):
+def read_samples(run_dir: Path, kind: KindColumns) -> pd.DataFrame:
     required = [column for column in kind.sample_columns if column not in kind.column_defaults]
     frame = read_rows(Path(run_dir) / SAMPLES_FILE, required, NUMERIC_COLUMNS)
     return _fill_absent(frame, kind.sample_columns, kind)
 
 
-def _fill_absent(frame, columns, kind):
+def _fill_absent(frame: pd.DataFrame, columns: Sequence[str], kind: KindColumns) -> pd.DataFrame:
     for column in columns:
         if column not in frame.columns:
-            frame[column] = kind.column_defaults.get(column)
+            default = kind.column_defaults.get(column)  # a scalar every row of an older file gets
+            frame[column] = default if isinstance(default, (str, int, float)) else None
         elif column in kind.identity and isinstance(kind.column_defaults.get(column), str):
             # a key written empty (the default environment's env "") reads back as NaN: a NaN key would drop the
             # row from groupings and joins
@@ -309,28 +327,30 @@ def _not_found(path: Path) -> CommbenchError:
     return CommbenchError(f"{path} does not exist: point at a results/<run-id> folder written by commbench")
 
 
-def _check_version(path: Path | str, version) -> None:
+def _check_version(path: Path | str, version: object) -> None:
     if version is None:
         raise CommbenchError(f"{path} has no schema_version: it was not written by commbench")
-    if not _is_whole_number(version):
+    number = _whole_number(version)
+    if number is None:
         raise CommbenchError(f"{path} has schema_version {version!r}, not a whole number: it was not written by "
                              "commbench or was edited: re-record the run")
-    if int(version) > SCHEMA_VERSION:
+    if number > SCHEMA_VERSION:
         raise CommbenchError(f"{path} has schema_version {version}, newer than this commbench reads "
                              f"({SCHEMA_VERSION}); upgrade commbench")
-    if int(version) < 1:
+    if number < 1:
         raise CommbenchError(f"{path} has schema_version {version}; commbench numbers them from 1: the file was "
                              "edited: re-record the run")
 
 
-def _is_whole_number(value) -> bool:
-    """An int as JSON or pandas holds it (a CSV column of whole numbers may be read as floats next to NaN)."""
-    if isinstance(value, bool):
-        return False
+def _whole_number(value: object) -> int | None:
+    """The int of a whole number as JSON or pandas holds it (a CSV column of whole numbers may be read as floats next
+    to NaN); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
     try:
-        return float(value) == int(value)
+        return int(value) if float(value) == int(value) else None
     except (TypeError, ValueError, OverflowError):
-        return False
+        return None
 
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

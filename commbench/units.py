@@ -9,6 +9,8 @@
 | `K`, `M`, `B`, `T`        | 1e3, 1e6, 1e9, 1e12      | `--params` (a count: `B` is billion)         |
 
 Bare K/M/G follow nccl-tests (`-e 8G` is 8 GiB); with a B they are SI, as disks and GPU data sheets print them.
+`commbench perf` reads its -b/-e/-i as nccl-tests does (parse_nccl_tests_size): the letter alone counts (8KB is
+8 KiB there), there is no T and no B, and a fraction of a byte is cut off (0.1K is 102).
 Message sizes refuse the SI forms: commbench once read `64KB` as 65536 B there, and a size that silently changed
 would also change every row's identity against older runs; `64K`, `64KiB` or `64000` say it without doubt.
 Letters are case-insensitive; only the `i` decides between 1024 and 1000. Sizes are whole bytes (`1.5K` is 1536,
@@ -23,7 +25,8 @@ from fractions import Fraction
 
 from commbench.errors import CommbenchError
 
-_NUMBER = r"([0-9]*\.?[0-9]+(?:e[+-]?[0-9]{1,4})?)"  # exponent capped: 1e99999999 would be a huge exact integer
+# 64, 1.5, .5 and 1. (nccl-tests' strtod reads "1." too); the exponent capped: 1e99999999 would be a huge integer
+_NUMBER = r"((?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]{1,4})?)"
 _BYTES = re.compile(rf"^\s*{_NUMBER}\s*(?:([KMGT])(i?B)?|(B))?\s*$", re.IGNORECASE)
 _COUNT = re.compile(rf"^\s*{_NUMBER}\s*([KMBT]?)\s*$", re.IGNORECASE)
 
@@ -80,6 +83,25 @@ def parse_size(text: str) -> int:
     if numerator % denominator:
         raise CommbenchError(f"bad size {text!r}: not a whole number of bytes; {_SIZE_HELP}")
     return numerator // denominator
+
+
+_NCCL_TESTS_UNITS = ("", "K", "M", "G")
+"""The units nccl-tests' parsesize (src/common.cu) knows: bytes, or K, M, G, all 1024-based."""
+
+
+def parse_nccl_tests_size(text: str) -> int | None:
+    """A size as nccl-tests' -b, -e and -i read it (parsesize: strtod, then the letter after the number): K, M or G
+    1024-based however the B after it is written (8K = 8KB = 8KiB = 8192), a fraction of a byte cut off (1.5K =
+    1536, 0.1K = 102); None where nccl-tests reads no size (T, a bare B, a negative number, other words)."""
+    parsed = _parse_bytes(text)
+    if parsed is None:
+        return None
+    numerator, denominator, unit = parsed
+    letter = unit[:1] if unit != "B" else "B"
+    if letter not in _NCCL_TESTS_UNITS:
+        return None
+    # the quantity again with the letter 1024-based (the SI units' scale undone): exact, then cut to whole bytes
+    return int(Fraction(numerator * _BYTE_SCALE[letter], denominator * _BYTE_SCALE[unit]))
 
 
 def parse_size_spec(spec: str) -> tuple[int, ...]:

@@ -1,6 +1,7 @@
-"""The structure the code promises: no import cycles (function-level imports included) and no loop between folders,
-at most 20 top-level modules, every bench kind declared completely in the registry, and the command line and suites
-made from the same options dataclasses."""
+"""The structure the code promises: no import cycles (function-level and type-only imports included) and no loop
+between folders, at most 20 top-level modules, a command line that parses and prints (no execution layer, no store
+internals), every bench kind declared completely in the registry, and the command line and suites made from the same
+options dataclasses."""
 
 import ast
 from dataclasses import dataclass
@@ -115,6 +116,71 @@ def test_no_loop_between_packages():
     packages = _package_graph(_import_graph())
     assert {"commbench.sweep", "commbench.training", "commbench.cli"} <= set(packages)
     assert _cycles(packages) == []
+
+
+def _imports_of(source: str) -> list[tuple[str, str | None]]:
+    """(module, name) of every import in source, top level or inside functions: (module, None) for `import module`,
+    (module, name) for `from module import name`."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.extend((node.module, alias.name) for alias in node.names)
+    return found
+
+
+def _reaches_in(module: str, name: str | None, forbidden: str) -> bool:
+    """Whether importing name from module (or module itself) imports forbidden or a module inside it."""
+    full = module if name is None else f"{module}.{name}"
+    return any(target == forbidden or target.startswith(forbidden + ".") for target in (module, full))
+
+
+def _cli_breaches(sources: dict[str, str]) -> list[str]:
+    """What the cli modules (module name -> source) import that a command that parses and prints must not: the
+    execution layer (any of its modules), or a store internal (a name starting with _ from commbench.store, or
+    store._name read off the module)."""
+    breaches = []
+    for module, source in sorted(sources.items()):
+        for target, name in _imports_of(source):
+            if _reaches_in(target, name, "commbench.execution"):
+                breaches.append(f"{module} imports {target if name is None else f'{target}.{name}'}")
+            elif target == "commbench.store" and name is not None and name.startswith("_"):
+                breaches.append(f"{module} imports commbench.store.{name}")
+        breaches += [f"{module} reads store.{node.attr}" for node in ast.walk(ast.parse(source))
+                     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                     and node.value.id == "store" and node.attr.startswith("_")]
+    return breaches
+
+
+def test_the_cli_parses_and_prints_it_imports_no_execution_and_no_store_internals():
+    """Each command calls one function below cli/ (commbench/running/, slurm/collect.py, ...) that does the work;
+    no cli module imports the execution layer or the store's internals, at its top or inside a function."""
+    sources = {_module_name(path): path.read_text(encoding="utf-8") for path in (PACKAGE / "cli").rglob("*.py")}
+    assert len(sources) > 10 and "commbench.cli.perf" in sources
+    assert _cli_breaches(sources) == []
+
+
+def test_the_cli_check_finds_an_execution_import_or_a_store_internal():
+    bad = {
+        "commbench.cli.a": "from commbench.execution import torch_host\n",
+        "commbench.cli.b": "def command():\n    from commbench.execution.session import run_bench\n",
+        "commbench.cli.c": "def command():\n    import commbench.execution.stopping\n",
+        "commbench.cli.d": "from commbench import execution\n",
+        "commbench.cli.e": "def command():\n    from commbench.store import _lock\n",
+        "commbench.cli.f": "from commbench import store\n\n\ndef command():\n    return store._lock\n",
+    }
+    assert _cli_breaches(bad) == [
+        "commbench.cli.a imports commbench.execution.torch_host",
+        "commbench.cli.b imports commbench.execution.session.run_bench",
+        "commbench.cli.c imports commbench.execution.stopping",
+        "commbench.cli.d imports commbench.execution",
+        "commbench.cli.e imports commbench.store._lock",
+        "commbench.cli.f reads store._lock",
+    ]
+    fine = {"commbench.cli.g": "from commbench.running.bench import run_bench_command\nfrom commbench import store\n"
+                                "import commbench.executions_elsewhere\n\nstore.read_meta\n"}
+    assert _cli_breaches(fine) == []
 
 
 MAX_TOP_LEVEL_MODULES = 20

@@ -25,7 +25,7 @@ import pytest
 
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.errors import CommbenchWarning
-from commbench.gate.compare import NO_FIGURE, OK, REGRESSION
+from commbench.gate.verdicts import NO_FIGURE, OK, REGRESSION
 from commbench.machine import Machine
 from commbench.suite.load import load_suite
 from tests.conftest import commbench_env

@@ -14,8 +14,8 @@ import pytest
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.gate.compare import WIDE_CI_PCT, change_text
 from commbench.gate.priors import CPU_PRIOR
+from commbench.gate.verdicts import WIDE_CI_PCT, change_text
 from tests.conftest import commbench_env
 
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K,64K", "--iters", "8", "--warmup", "2")

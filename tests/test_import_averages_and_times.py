@@ -12,7 +12,7 @@ import pytest
 
 from commbench import store
 from commbench.benches.collective import KIND
-from commbench.sweep.table import source_average
+from commbench.sweep.table_averages import source_average
 from tests.refusals import invoke
 
 DATA = Path(__file__).parent / "data" / "imports"

@@ -11,7 +11,8 @@ import pytest
 from commbench.benches.collective import RESULT_COLUMNS as COLLECTIVE_COLUMNS
 from commbench.benches.training import RESULT_COLUMNS as TRAINING_COLUMNS
 from commbench.measure.stats import summarize
-from commbench.sweep.table import NOISY_CI_PCT, ci_half_width_pct, format_tables
+from commbench.sweep.table import format_tables
+from commbench.sweep.table_cells import NOISY_CI_PCT, ci_half_width_pct
 from commbench.training.table import best_config, format_training_table, key_numbers, tied_configs
 from tests.report_runs import shared_report_suite
 

@@ -20,10 +20,11 @@ from scipy.stats import t as student_t
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.gate import compare, machine_noise, run_set
-from commbench.gate.compare import ALL_ROWS, ALPHA
+from commbench.gate import launch_values, machine_noise, run_set
+from commbench.gate.launch_tests import ALL_ROWS
 from commbench.gate.priors import CPU_PRIOR
 from commbench.gate.run_set import RUN_SET_FILE
+from commbench.gate.verdicts import ALPHA
 from tests.conftest import commbench_env, machine_share
 from tests.refusals import assert_refused, invoke
 
@@ -47,7 +48,7 @@ def slowdown_pct_for(base: Path) -> float:
     sd_slow^2 / n), with sd_slow up to SLOW_SIDE_SPREAD * sd_base. The fault adds P % of the rank's fastest call, and
     a row's median is up to p50/min times that call, so the row's time grows by at least 1 + P / 100 / (p50/min):
     P = (exp(needed) - 1) * (the largest p50/min of the base's rows) * 100."""
-    values = compare.launch_values(base)
+    values = launch_values.launch_values(base)
     logs = [run_set.log_values(row) for (_, metric), row in values.items() if metric == "busbw"]
     pooled, _ = run_set.pooled_log_sd(logs)
     t_needed = student_t.isf(ALPHA / ROWS, 2)

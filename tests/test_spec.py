@@ -1,5 +1,7 @@
 import pytest
 
+from commbench.benches.collective import CollectiveOptions
+from commbench.benches.options import parse_options
 from commbench.errors import CommbenchError
 from commbench.sweep.spec import SweepSpec, placement_notes, plan, validate
 
@@ -35,15 +37,11 @@ def test_in_place_only_collectives_fall_back_and_say_so():
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(collectives=("all_reduce", "allreduce")), "unknown collective 'allreduce'"),
-    (dict(dtypes=("float8",)), "unknown --dtype 'float8'"),
-    (dict(ops=("mulsum",)), "unknown --op 'mulsum'"),
-    (dict(iters=0), "at least 1 sample"),
-    (dict(average="median"), "unknown --average 'median'"),
-    (dict(agg_iters=0), "--agg-iters 0 must be 1 or more"),
     (dict(timings=("per-iteration",), iteration_times=True), "--iteration-times shapes batch timing"),
     (dict(timings=("auto",), agg_iters=4), "--agg-iters change what a batch issues"),
     (dict(collectives=("reduce",), root=2), "--root 2 is not a rank of this run"),
-    (dict(warmup=-1), "negative"),
+    (dict(blocking=4), "--blocking 4: choose 0"),
+    (dict(batch_calls=0), "--batch-calls 0 must be 1 or more calls per batch"),
     (dict(target_ci_pct=2.0), "--max-time"),
     (dict(max_time_s=2.0), "--target-ci"),
     (dict(target_ci_pct=2.0, max_time_s=500.0, timeout_s=300.0), "below --timeout"),
@@ -54,3 +52,19 @@ def test_in_place_only_collectives_fall_back_and_say_so():
 def test_invalid_specs_are_refused_before_launch(overrides, message):
     with pytest.raises(CommbenchError, match=message.replace("(", r"\(")):
         validate(make_spec(**overrides))
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(dtypes=("float8",)), "unknown --dtype 'float8'"),
+    (dict(ops=("mulsum",)), "unknown --op 'mulsum'"),
+    (dict(iters="0"), "--iters 0 must be 1 or more"),
+    (dict(average="median"), "unknown --average 'median'"),
+    (dict(agg_iters="0"), "--agg-iters 0 must be 1 or more"),
+    (dict(warmup="-1"), "--warmup -1 must be 0 or more"),
+    (dict(timeout="0"), "--timeout 0 must be above 0 seconds"),
+])
+def test_each_value_on_its_own_is_refused_by_its_option_declaration(values, message):
+    """A choice or bound of one option is declared once, on CollectiveOptions, and checked while the options are
+    read (the command line and suites alike); validate() checks what relates options to each other."""
+    with pytest.raises(CommbenchError, match=message):
+        parse_options(CollectiveOptions, values)

@@ -10,8 +10,9 @@ import pytest
 from commbench import faults, store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.faults import SKEW_S
-from commbench.gate.compare import NO_FIGURE, OK, compare
+from commbench.gate.compare import compare
 from commbench.gate.compare_output import format_terminal
+from commbench.gate.verdicts import NO_FIGURE, OK
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.timing import BATCH_TARGET_S, MAX_AUTO_BATCH_CALLS, auto_batch_calls
 from commbench.sweep.table import format_tables

@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from commbench.benches.training import EXPOSED_COLUMNS, RESULT_COLUMNS
+from commbench.schema.training import EXPOSED_COLUMNS, RESULT_COLUMNS
 from commbench.training.compute_baseline import extra_bytes, refusal
 from commbench.training.exposed import FSDP2_GLOO_NOTE, median_and_max, paired_cost, table_notes, trace_figures
 from commbench.training.table import format_training_table, key_numbers

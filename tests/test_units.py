@@ -8,7 +8,15 @@ from click.testing import CliRunner
 
 from commbench.cli import main
 from commbench.errors import CommbenchError
-from commbench.units import UNITS, format_bytes, parse_count, parse_memory, parse_size, parse_size_spec
+from commbench.units import (
+    UNITS,
+    format_bytes,
+    parse_count,
+    parse_memory,
+    parse_nccl_tests_size,
+    parse_size,
+    parse_size_spec,
+)
 
 GB, GIB = 10**9, 2**30
 
@@ -43,6 +51,16 @@ def test_whole_bytes_from_fractions():
     assert parse_memory("1.1MB", option="--fit") == 1_100_000  # exact, not 1100000.0000000002
     with pytest.raises(CommbenchError, match="not a whole number of bytes"):
         parse_size("0.1K")
+
+
+@pytest.mark.parametrize("text, size", [
+    ("8", 8), ("128M", 128 * 2**20), ("8G", 8 * 2**30), (" 32M ", 32 * 2**20), ("8 K", 8192),
+    ("8KB", 8192), ("8KiB", 8192), ("8kb", 8192),  # nccl-tests reads the letter alone: KB is 1024-based there
+    ("1.5K", 1536), ("0.1K", 102), (".5K", 512), ("1.", 1), ("1.5", 1),  # a fraction of a byte is cut off
+    ("1T", None), ("8B", None), ("-8", None), ("0x10", None), ("8X", None), ("", None)])
+def test_nccl_tests_sizes_read_as_nccl_tests_reads_them(text, size):
+    """commbench perf's -b/-e/-i: nccl-tests' parsesize (strtod, then K, M or G), through the one byte parser."""
+    assert parse_nccl_tests_size(text) == size
 
 
 def test_geometric_range():

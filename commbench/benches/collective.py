@@ -1,9 +1,13 @@
 """Bench kind `collective` (`commbench sweep`): every collective at every message size, checked on every point."""
 
+from __future__ import annotations
+
 import warnings
 from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun
+from commbench.bench_kind import Bench, BenchKind, Measured, Metric, Plot, RankRun, Row
 from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.machine import resolve_target
@@ -24,46 +28,40 @@ from commbench.names import (
     RANK_AVERAGES,
     REDUCE_OPS,
     TIMING_CHOICES,
+    Implementation,
+    RankAverage,
+    ReduceOp,
+    Timing,
+    TimingChoice,
 )
 from commbench.names import NCCL_TESTS_DTYPES as NCCL_TESTS_TYPES
-from commbench.profiling.nvml_sampler import SAMPLE_FIELDS, SUMMARY_COLUMNS
+from commbench.schema import collective as col
+from commbench.schema import common
+from commbench.schema.collective import (  # the kind's files, declared in commbench/schema/collective.py
+    GPU_SAMPLE_COLUMNS,
+    ITERATION_COLUMNS,
+    KEY_COLUMNS,
+    REQUIRED_COLUMNS,
+    RESULT_COLUMNS,
+    SAMPLE_COLUMNS,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from commbench.bench_kind import RankContext
+    from commbench.machine import Machine
+    from commbench.sweep.spec import Point, SweepSpec
 
 DEFAULT_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 DEFAULT_PLACEMENT = "out"
 """Without --placement: out-of-place where torch has it; the in-place-only collectives (all_reduce, broadcast, reduce)
 in place, without a note (the table's header says which)."""
-DEFAULT_TIMING = BATCH
+DEFAULT_TIMING: Timing = BATCH
 """nccl-tests' method (a sample is the time per call of back-to-back calls); per-iteration is asked for."""
 DEFAULT_MAX_TIME_S = 5.0
 """--target-ci without --max-time: each point's budget. A point whose samples are bimodal (scheduler stalls on a
 shared CPU) may never reach a tight CI; the budget bounds it and its row says so (stop_reason max_time)."""
-KEY_COLUMNS = ("bench", "collective", "impl", "backend", "device", "world_size", "dtype", "op", "inplace",
-               "size_bytes", "timing", "env")
-"""One row per collective × impl × dtype × op × placement × size × timing mode × environment combination (and where
-it ran); env is the combination's label (commbench/sweep/env_axes.py), "" without --env-axis."""
-# A results file must have these; columns added later (ring bytes, GPU sampling, timing, env) are filled in when
-# absent.
-REQUIRED_COLUMNS = ("schema_version", *KEY_COLUMNS[:-2], "count", "iters", "warmup", "time_us_p50", "time_us_p95",
-                    "time_us_min", "time_us_mean", "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps",
-                    "n_wrong")
-RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "count", "iters", "warmup", "stop_reason",
-                  "time_us_p50", "time_us_p95", "time_us_min", "time_us_mean", "time_us_stdev",
-                  "time_us_ci_lo", "time_us_ci_hi", "algbw_gbps", "busbw_gbps", "bytes_sent_per_rank", "bytes_source",
-                  "ring_chunks", "n_wrong", "calls_per_sample", "timing_method", "note", *SUMMARY_COLUMNS,
-                  "time_us_max", "time_us_p75", "source", "source_file", "busbw_check", "root",
-                  "expected_busbw_gbps", "expected_basis", "issue_us_per_call", "spin_covered", "host_bound")
-"""source is commbench for a sweep's rows, the tool for imported ones (commbench import); source_file, busbw_check
-and time_us_p75 are an import's: the file a row came from, whether its printed busbw follows from its size and
-time, and PARAM's p75. root is the root rank of broadcast and reduce, -1 for the others (as nccl-tests prints).
-expected_busbw_gbps is the busbw the machine's topology allows at large messages (commbench expect), expected_basis
-what it rests on or why there is none. issue_us_per_call is the host's time to issue one call (the slowest rank's),
-spin_covered whether the spin ahead of the calls outlasted it, host_bound yes where the host could not stay ahead of
-the device (its issue reaches 0.8 × the time per call, or a spin ended first), not applicable where nothing runs
-ahead of the host (gloo, -z's waits), empty where not recorded (imports, older runs)."""
-SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
-ITERATION_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "batch", "rank", "iteration", "time_us")
-"""--iteration-times: each rank's time per call in each iteration of each batch (nccl-tests -I 1)."""
-GPU_SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, *SAMPLE_FIELDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,12 +78,12 @@ class CollectiveOptions(TargetOptions):
                                      aliases=tuple(NCCL_TESTS_TYPES.items()),
                                      help=f"{', '.join(DTYPES)} (or nccl-tests' names: float, half, double, ...); "
                                           "repeatable [default: float32].")
-    ops: tuple[str, ...] = option("--op", many=True, choices=REDUCE_OPS,
+    ops: tuple[ReduceOp, ...] = option("--op", many=True, choices=REDUCE_OPS,
                                   help="Reduction for reducing collectives: sum, prod, max, min, avg; repeatable "
                                        "[default: sum].")
     root: int = option("--root", type=int, lowest=0, default=0, show_default=True,
                        help="The root rank of broadcast and reduce.")
-    impls: tuple[str, ...] = option("--impl", many=True, choices=IMPLEMENTATIONS,
+    impls: tuple[Implementation, ...] = option("--impl", many=True, choices=IMPLEMENTATIONS,
                                     help="builtin (the backend's own) and/or ring (hand-written over send/recv; "
                                          "all_reduce, reduce_scatter, all_gather) [default: builtin].")
     ring_chunks: int | None = option("--ring-chunks", type=int, lowest=1,
@@ -96,7 +94,7 @@ class CollectiveOptions(TargetOptions):
     iters: int = option("--iters", type=int, lowest=1, default=20, show_default=True,
                         help="Timed samples per point; in adaptive mode the samples before the stopping rule is "
                              "first tested. A 95% CI of the median needs 6 or more.")
-    timings: tuple[str, ...] = option(
+    timings: tuple[TimingChoice, ...] = option(
         "--timing", many=True, choices=TIMING_CHOICES,
         help="batch (nccl-tests': a sample is the time per call of back-to-back calls, combined over ranks as "
              "--average says) and/or per-iteration (a barrier before each timed call; the slowest rank's time: the "
@@ -107,7 +105,7 @@ class CollectiveOptions(TargetOptions):
                                    "about 5 ms.")
     agg_iters: int = option("--agg-iters", type=int, lowest=1, default=1, show_default=True,
                             help="Batch timing: calls per iteration, issued as one group (nccl-tests -m).")
-    average: str = option("--average", choices=RANK_AVERAGES, default=MEAN, show_default=True,
+    average: RankAverage = option("--average", choices=RANK_AVERAGES, default=MEAN, show_default=True,
                           help="Batch timing: the ranks' time per call combined as rank 0's, their mean, the fastest "
                                "(min) or the slowest (max) (nccl-tests -a 0/1/2/3).")
     blocking: int = option("--blocking", type=int, lowest=0, default=0, show_default=True,
@@ -161,7 +159,7 @@ class CollectiveOptions(TargetOptions):
                                         help="Seconds between NVML samples of each GPU while a point is timed.")
 
 
-class CollectiveKind(BenchKind):
+class CollectiveKind(BenchKind["SweepSpec", "Point", CollectiveOptions, None]):
     """Measure collectives at each message size with statistics and a correctness check on every point.
 
     COLLECTIVE...: the collectives to run, as -c/--collective names them (`commbench sweep all_reduce all_gather`);
@@ -181,22 +179,26 @@ class CollectiveKind(BenchKind):
     sample_keys = KEY_COLUMNS
     gpu_sample_columns = GPU_SAMPLE_COLUMNS
     iteration_columns = ITERATION_COLUMNS
-    identity = ("bench", "collective", "impl", "op", "inplace", "size_bytes", "dtype", "timing", "env")
+    identity = (common.BENCH, col.COLLECTIVE, col.IMPL, col.OP, col.INPLACE, common.SIZE_BYTES, common.DTYPE,
+                col.TIMING, col.ENV)
     # runs written before these columns
-    column_defaults = {"timing": PER_ITERATION, "note": "", "source": COMMBENCH_SOURCE, "env": "",
-                       "expected_basis": "none: the run was written before commbench expected bandwidths"}
+    column_defaults = MappingProxyType({
+        col.TIMING: PER_ITERATION, common.NOTE: "", col.SOURCE: COMMBENCH_SOURCE, col.ENV: "",
+        common.EXPECTED_BASIS: "none: the run was written before commbench expected bandwidths"})
     # root: the rows of runs written before it leave it empty (broadcast's root was rank 0 then)
-    comparability = ("schema_version", "backend", "device", "world_size")
-    cross_source_identity = ("bench", "collective", "op", "inplace", "size_bytes", "dtype", "env")
+    comparability = (common.SCHEMA_VERSION, common.BACKEND, common.DEVICE, common.WORLD_SIZE)
+    cross_source_identity = (common.BENCH, col.COLLECTIVE, col.OP, col.INPLACE, common.SIZE_BYTES, common.DTYPE,
+                             col.ENV)
     """The same collective, op, placement, size, dtype and environment (the world size must agree too, as
     comparability says); not impl or timing, which name commbench's own variants."""
-    metrics = (Metric("busbw", "busbw_gbps", True, "time_us", 5.0), Metric("time", "time_us_p50", False, "time_us"))
+    metrics = (Metric("busbw", common.BUSBW_GBPS, True, common.TIME_US, 5.0),
+               Metric("time", common.TIME_US_P50, False, common.TIME_US))
     plots = (Plot("busbw_vs_size", "Bus bandwidth vs message size"),
              Plot("latency_fit", "Latency vs message size with the α–β fit"),
              Plot("ring_vs_builtin", "Ring / builtin busbw ratio"))
     wrong_message = "{n} wrong element(s) in the check (see #wrong); results are not valid"
 
-    def resolve(self, options: CollectiveOptions, machine) -> Bench:
+    def resolve(self, options: CollectiveOptions, machine: Machine) -> Bench[SweepSpec, Point, CollectiveOptions, None]:
         from commbench.expect.rows import for_sweep
         from commbench.sweep import environments
         from commbench.sweep.env_axes import label_of
@@ -237,31 +239,37 @@ class CollectiveKind(BenchKind):
                                  + few), cores=target.cores, environments=by_environment,
                      launch_env=launch_environments.launch_env)
 
-    def spec_from_json(self, text):
+    def spec_from_json(self, text: str) -> SweepSpec:
         from commbench.sweep.spec import SweepSpec
 
         return SweepSpec.from_json(text)
 
-    def points(self, spec, world):
+    def points(self, spec: SweepSpec, world: int) -> list[Point]:
         from commbench.sweep.spec import plan
 
         return plan(spec, world)
 
-    def measure(self, spec, point, run: RankRun) -> Measured:
+    def prepare(self, spec: SweepSpec, ctx: RankContext) -> None:
+        """Nothing kept per launch: each point sets up its own buffers."""
+        return None
+
+    def measure(self, spec: SweepSpec, point: Point, run: RankRun[None]) -> Measured:
         from commbench.sweep.collective_point import measure_point
 
         return measure_point(spec, point, run)
 
-    def table(self, results, verbose: bool = False) -> str:
+    def table(self, results: pd.DataFrame, verbose: bool = False) -> str:
         from commbench.sweep.table import format_tables
 
         return format_tables(results, verbose=verbose)
 
-    def key_numbers(self, results):
+    def key_numbers(self, results: pd.DataFrame) -> pd.DataFrame:
         import pandas as pd
 
         from commbench.measure.stats import stored_half_width_pct
-        from commbench.sweep.table import AVERAGE_FROM_BYTES, NOISY_CI_PCT, source_average
+        from commbench.sweep.bandwidth_bound import AVERAGE_FROM_BYTES
+        from commbench.sweep.table_averages import source_average
+        from commbench.sweep.table_cells import NOISY_CI_PCT
         from commbench.units import format_bytes
 
         keys = ["source", "collective", "impl", "backend", "dtype", "env"]
@@ -273,7 +281,7 @@ class CollectiveKind(BenchKind):
         # nccl-tests' Avg bus bandwidth is the mean over every row and placement; the mean over the sizes that
         # measure bandwidth rather than latency gets a name of its own
         table = results.groupby(keys, sort=False).agg(**{
-            "Avg bus bandwidth (GB/s)": ("busbw_gbps", "mean"), "max busbw (GB/s)": ("busbw_gbps", "max")})
+            "Avg bus bandwidth (GB/s)": (common.BUSBW_GBPS, "mean"), "max busbw (GB/s)": (common.BUSBW_GBPS, "max")})
         # an imported nccl-tests test: the Avg line its log printed (over unrounded busbw), where a group is whole
         # tests of it
         for key, group in results.groupby(keys, sort=False):
@@ -281,7 +289,7 @@ class CollectiveKind(BenchKind):
             if printed is not None:
                 table.loc[key, "Avg bus bandwidth (GB/s)"] = printed[0]
         table["#wrong"] = self._wrong_words(results, keys).reindex(table.index)
-        large = results[results["size_bytes"] >= AVERAGE_FROM_BYTES].groupby(keys, sort=False)["busbw_gbps"]
+        large = results[results[common.SIZE_BYTES] >= AVERAGE_FROM_BYTES].groupby(keys, sort=False)[common.BUSBW_GBPS]
         table.insert(1, f"mean busbw ≥ {format_bytes(AVERAGE_FROM_BYTES)} (GB/s)", large.mean().reindex(table.index))
         table = table.round(3)
         # over every size, not only the large ones: a noisy small point is as untrustworthy as a large one
@@ -290,26 +298,29 @@ class CollectiveKind(BenchKind):
         table["points"] = by_group.size().reindex(table.index).astype(int)
         noisy = by_group.sum().reindex(table.index).astype("Int64")
         # an imported row has no CI to judge: not "noisy", not known (shown as -)
-        noisy[noisy.index.get_level_values("source") != COMMBENCH_SOURCE] = pd.NA
+        noisy = noisy.mask(noisy.index.get_level_values("source") != COMMBENCH_SOURCE)
         table[f"noisy points (95 % CI > ±{NOISY_CI_PCT:g} % or none)"] = noisy
-        if "expected_busbw_gbps" in results.columns:  # the busbw the machine allows (commbench expect), or none
-            expected = pd.to_numeric(results["expected_busbw_gbps"], errors="coerce")
+        if common.EXPECTED_BUSBW_GBPS in results.columns:  # the busbw the machine allows (commbench expect), or none
+            expected = pd.to_numeric(results[common.EXPECTED_BUSBW_GBPS], errors="coerce")
             table.insert(2, "expected busbw (GB/s)",
                          expected.groupby([results[key] for key in keys], sort=False).max().reindex(table.index))
         return table.reset_index()
 
-    def _wrong_words(self, results, keys):
+    def _wrong_words(self, results: pd.DataFrame, keys: list[str]) -> pd.Series:
         """Per group, the wrong elements its checks found, and its unchecked rows said as such: "3", "unchecked"
         (no row checked), "0 (2 unchecked)"; None where nothing was measured. An empty n_wrong is no 0."""
         import pandas as pd
 
-        frame = pd.DataFrame({"wrong": pd.to_numeric(results["n_wrong"], errors="coerce"),
+        frame = pd.DataFrame({"wrong": pd.to_numeric(results[common.N_WRONG], errors="coerce"),
                               "unchecked": self.unchecked(results)})
         groups = frame.groupby([results[key] for key in keys], sort=False)
-        return groups.apply(lambda group: _wrong_word(int(group["wrong"].sum()), int(group["wrong"].notna().sum()),
-                                                      int(group["unchecked"].sum())))
+        # one word per group, by the groups' keys (a list, not groupby.apply: that gives a frame without columns
+        # when every group's word is None)
+        words = [_wrong_word(int(group["wrong"].sum()), int(group["wrong"].notna().sum()),
+                             int(group["unchecked"].sum())) for _, group in groups]
+        return pd.Series(words, index=groups.size().index)
 
-    def row_label(self, row) -> str:
+    def row_label(self, row: pd.Series) -> str:
         from commbench.units import format_bytes  # exact (1 MiB, 1000 B, never a rounded 1.0 MiB): labels stay unique
 
         placement = "in" if str(row["inplace"]) in ("True", "true", "1") else "out"
@@ -319,22 +330,23 @@ class CollectiveKind(BenchKind):
         return (f"{row['collective']} {row['impl']} {row['dtype']} {row['op']} {placement} "
                 f"{format_bytes(int(row['size_bytes']))}{timing}{env}")
 
-    def unavailable_row(self, spec, point, *, run_id: str, world: int, reason: str) -> dict:
+    def unavailable_row(self, spec: SweepSpec, point: Point, *, run_id: str, world: int, reason: str) -> Row:
         from commbench.collectives import get_collective
         from commbench.store import SCHEMA_VERSION
 
-        row: dict = dict.fromkeys(RESULT_COLUMNS, "")  # no number: not measured
+        row: Row = dict.fromkeys(RESULT_COLUMNS, "")  # no number: not measured
         row.update({
-            "schema_version": SCHEMA_VERSION, "run_id": run_id, "bench": COLLECTIVE_BENCH,
-            "collective": point.collective, "impl": point.impl, "backend": spec.backend, "device": spec.device,
-            "world_size": world, "dtype": point.dtype, "op": point.op, "inplace": point.inplace,
-            "size_bytes": point.layout.size_bytes, "timing": point.timing, "env": point.env,
-            "count": point.layout.count, "warmup": spec.warmup, "note": NOT_AVAILABLE + reason,
-            "source": COMMBENCH_SOURCE, "root": spec.root if get_collective(point.collective).has_root else -1,
-            "expected_basis": "none: not measured"})
+            common.SCHEMA_VERSION: SCHEMA_VERSION, common.RUN_ID: run_id, common.BENCH: COLLECTIVE_BENCH,
+            col.COLLECTIVE: point.collective, col.IMPL: point.impl, common.BACKEND: spec.backend,
+            common.DEVICE: spec.device, common.WORLD_SIZE: world, common.DTYPE: point.dtype, col.OP: point.op,
+            col.INPLACE: point.inplace, common.SIZE_BYTES: point.layout.size_bytes, col.TIMING: point.timing,
+            col.ENV: point.env, col.COUNT: point.layout.count, common.WARMUP: spec.warmup,
+            common.NOTE: NOT_AVAILABLE + reason, col.SOURCE: COMMBENCH_SOURCE,
+            col.ROOT: spec.root if get_collective(point.collective).has_root else -1,
+            common.EXPECTED_BASIS: "none: not measured"})
         return row
 
-    def run_meta(self, spec) -> dict:
+    def run_meta(self, spec: SweepSpec) -> dict[str, object]:
         meta = super().run_meta(spec)
         if spec.environments != ({},):
             from commbench.sweep.env_axes import label_of
@@ -370,7 +382,7 @@ def _check_ops_apply(ops: tuple[str, ...], collectives: tuple[str, ...]) -> None
                   CommbenchWarning, stacklevel=2)
 
 
-def _wrong_word(wrong: int, checked: int, unchecked: int) -> object:
+def _wrong_word(wrong: int, checked: int, unchecked: int) -> str | int | None:
     if not checked:
         return "unchecked" if unchecked else None
     return f"{wrong} ({unchecked} unchecked)" if unchecked else wrong

@@ -1,25 +1,33 @@
 """Bench kind `ddp` (`commbench ddp`): DDP step time, exposed communication and memory over bucket sizes."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commbench.bench_kind import Plot
 from commbench.benches.options import option
 from commbench.benches.training import MODEL_STATE_PLOT, SELFTEST_TRAINING, TrainingKind, TrainingOptions
-from commbench.training.ddp_hooks import COMM_HOOKS
+from commbench.names import DDP_DEFAULT_CAP_MB, DDP_DEFAULT_FIRST_MB
+from commbench.training.ddp_hooks import COMM_HOOKS, CommHook
 from commbench.training.spec import parse_bucket_cap
+
+if TYPE_CHECKING:
+    from commbench.training.spec import ModelShape, Precision, TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
 class DdpOptions(TrainingOptions):
     bucket_cap_mb: tuple[float | str, ...] = option(
         "--bucket-cap-mb", many=True, parse=parse_bucket_cap,
-        help="DDP bucket caps in MiB, and/or default (DDP's own buckets: nothing passed, a 1 MiB first bucket then 25 "
-             "MiB; any explicit cap makes the first bucket as large as the rest). Caps that give this model the same "
-             "buckets run once [default: default, and 1/16, 1/4 and all of the model's gradient bytes].")
+        help=f"DDP bucket caps in MiB, and/or default (DDP's own buckets: nothing passed, a {DDP_DEFAULT_FIRST_MB:g} "
+             f"MiB first bucket then {DDP_DEFAULT_CAP_MB:g} MiB; any explicit cap makes the first bucket as large as "
+             "the rest). Caps that give this model the same buckets run once [default: default, and 1/16, 1/4 and all "
+             "of the model's gradient bytes].")
     first_bucket_mb: tuple[float, ...] = option(
         "--first-bucket-mb", type=float, many=True, above_zero=True, unit="MiB",
         help="First-bucket caps in MiB (the gradients backward produces first), passed as torch's bucket_cap_mb_list "
-             "[first, cap] [default: as large as the cap; 1 MiB for default].")
+             f"[first, cap] [default: as large as the cap; {DDP_DEFAULT_FIRST_MB:g} MiB for default].")
     gradient_as_bucket_view: tuple[bool, ...] = option("--gradient-as-bucket-view", type=bool, many=True,
                                                        help="true and/or false [default: false].")
     static_graph: tuple[bool, ...] = option("--static-graph", type=bool, many=True,
@@ -31,13 +39,13 @@ class DdpOptions(TrainingOptions):
                                             "torch.compile (TorchDynamo splits the graph at bucket edges so the "
                                             "all-reduces still overlap backward); the first warm-up step compiles, "
                                             "which takes a minute or more on CPU. Needs bucket caps of 1 MiB or more.")
-    comm_hooks: tuple[str, ...] = option("--comm-hook", many=True, choices=COMM_HOOKS,
+    comm_hooks: tuple[CommHook, ...] = option("--comm-hook", many=True, choices=COMM_HOOKS,
                                          help="none; bf16, fp16 (gradients compressed for the all-reduce: half the "
                                               "bytes); powersgd (rank-1 PowerSGD with error feedback, compressing "
                                               "from step 3; NCCL only) [default: none].")
 
 
-class DdpKind(TrainingKind):
+class DdpKind(TrainingKind[DdpOptions]):
     """DDP step time, exposed communication and memory over bucket sizes and DDP options.
 
     Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
@@ -50,7 +58,9 @@ class DdpKind(TrainingKind):
     selftest_values = {**SELFTEST_TRAINING, "bucket_cap_mb": (1,)}
     """Several buckets of the tiny model."""
 
-    def configs_for_model(self, options: DdpOptions, accum_steps, world, precisions, shape):
+    def configs_for_model(self, options: DdpOptions, accum_steps: tuple[int, ...], world: int,
+                          precisions: tuple[Precision, ...], shape: ModelShape
+                          ) -> tuple[tuple[TrainConfig, ...], tuple[str, ...]]:
         """Bucket caps relative to the model's gradient bytes by default; caps that give this model the same buckets
         are one configuration, run once (with a note naming them)."""
         from commbench.training import ddp_buckets, plan
@@ -64,7 +74,8 @@ class DdpKind(TrainingKind):
                                    accum_steps=accum_steps)
         return ddp_buckets.merge_same_buckets(configs, shape)
 
-    def configs(self, options: DdpOptions, accum_steps, world, precisions):
+    def configs(self, options: DdpOptions, accum_steps: tuple[int, ...], world: int,
+                precisions: tuple[Precision, ...]) -> tuple[TrainConfig, ...]:
         raise NotImplementedError("DDP's configurations depend on the model: configs_for_model()")
 
 

@@ -1,16 +1,28 @@
 """Bench kind `hunt` (`commbench hunt`): name the slow node or the bad link of an allocation."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.options import TargetOptions, option
-from commbench.cluster.hunt_rows import HUNT_FILE, KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.cluster.hunt_rows import HUNT_FILE
+from commbench.cluster.specs import PHASES, STATISTICS, HuntPhase, Statistic
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA, GLOO
+from commbench.schema import common
+from commbench.schema.hunt import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 
-STATISTICS = ("median", "p10")
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from commbench.benches.cluster_kind import RankSide, TableSide
+    from commbench.cluster.hunt_rank import HuntState
+    from commbench.machine import Machine, Target
+
 DEFAULTS = {CPU: {"intra_sizes": "1M,4M", "pair_size": "4M"}, CUDA: {"intra_sizes": "64M,256M", "pair_size": "256M"}}
 """Sized for seconds per round: on CPU (loopback) 4 MiB takes a few ms, on GPU 256 MiB fills a NIC for ~10 ms."""
 
@@ -37,7 +49,7 @@ class HuntOptions(TargetOptions):
                         help="Timed bandwidth exchanges per pair and all_reduces per size (the median is used).")
     latency_iters: int = option("--latency-iters", type=int, lowest=6, default=50, show_default=True,
                                 help="Timed latency exchanges per pair (cheap, and small messages are the noisier).")
-    statistic: str = option("--statistic", choices=STATISTICS, default="p10", show_default=True,
+    statistic: Statistic = option("--statistic", choices=STATISTICS, default="p10", show_default=True,
                             help="The figure of each measurement: p10 (the 10th percentile of its samples: a fault of "
                                  "the pair moves every sample, interference from outside moves some; a node slow only "
                                  "sometimes is the stall test's), or the median.")
@@ -78,10 +90,10 @@ class HuntSpec(Spec):
     warmup: int
     iters: int
     latency_iters: int
-    statistic: str
+    statistic: Statistic
     threshold_pct: float
     min_z: float
-    baseline: dict | None
+    baseline: dict[str, float] | None
     confirm_partners: int
     confirm_repeats: int
     alpha: float
@@ -95,17 +107,15 @@ class HuntSpec(Spec):
 @dataclass(frozen=True)
 class HuntPoint:
     index: int
-    phase: str
+    phase: HuntPhase
 
     def label(self) -> str:
         return {"intra": "intra-node all_reduce", "pairs": "node pairs",
                 "second_pass": "second pass and diagnosis"}[self.phase]
 
 
-PHASES = ("intra", "pairs", "second_pass")
 
-
-class HuntKind(ClusterKind):
+class HuntKind(ClusterKind[HuntSpec, HuntPoint, HuntOptions, "HuntState"]):
     """Name the slow node or the bad link of an allocation: intra-node all_reduce per node, then every node pair
     (bandwidth and latency, both ways), a diagnosis against the allocation's median or a --baseline, and a second
     pass that re-pairs each suspect with known-good nodes before naming it.
@@ -124,19 +134,19 @@ class HuntKind(ClusterKind):
     result_columns, required_columns = RESULT_COLUMNS, REQUIRED_COLUMNS
     sample_columns = SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
-    identity = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
-    comparability = ("schema_version", "backend", "device", "world_size")
-    metrics = (Metric("time", "time_us_p50", False, "time_us"),)
+    identity = KEY_COLUMNS
+    comparability = (common.SCHEMA_VERSION, common.BACKEND, common.DEVICE, common.WORLD_SIZE)
+    metrics = (Metric("time", common.TIME_US_P50, False, common.TIME_US),)
     plots = (Plot("hunt_node_matrix", "hunt: node × node pair bandwidth and latency, suspects marked"),)
     wrong_message = ("{n} suspect(s) named or transfer(s) that delivered wrong bytes: see the table and "
                      + HUNT_FILE)
 
-    def sides(self):
+    def sides(self) -> tuple[RankSide[HuntSpec, HuntPoint, HuntState], TableSide]:
         from commbench.cluster import hunt_rank, hunt_table
 
         return hunt_rank, hunt_table
 
-    def resolve(self, options: HuntOptions, machine) -> Bench:
+    def resolve(self, options: HuntOptions, machine: Machine) -> Bench[HuntSpec, HuntPoint, HuntOptions, HuntState]:
         from commbench.expect.rows import ACROSS_NODES, INTRA_ALL_REDUCE, for_machine
 
 
@@ -166,24 +176,24 @@ class HuntKind(ClusterKind):
             "inside a multi-node torchrun/srun job or through `commbench slurm submit` with kind = \"hunt\"",)
         return Bench(self, spec, self.points(spec, target.nproc), notes=notes, cores=target.cores)
 
-    def points(self, spec, world):
+    def points(self, spec: HuntSpec, world: int) -> list[HuntPoint]:
         return [HuntPoint(index, phase) for index, phase in enumerate(PHASES)]
 
 
-    def row_label(self, row) -> str:
+    def row_label(self, row: pd.Series) -> str:
         other = row.get("node_b")
         pair = f"{row['node_a']}–{other}" if isinstance(other, str) and other else row["node_a"]
         return f"hunt {row['phase']} {row['test']} {pair}"
 
-    def n_wrong(self, results) -> int:
+    def n_wrong(self, results: pd.DataFrame | None) -> int:
         """Exit code 1: every suspect named, and every transfer that delivered wrong bytes."""
         if results is None or results.empty:
             return 0
         suspects = int((results["verdict"].astype(str) == "suspect").sum())
-        return suspects + int((results["n_wrong"].fillna(0) > 0).sum())
+        return suspects + int((results[common.N_WRONG].fillna(0) > 0).sum())
 
 
-def _baseline(text: str | None, machine, target) -> dict[str, float] | None:
+def _baseline(text: str | None, machine: Machine, target: Target) -> dict[str, float] | None:
     """--baseline: none (the allocation's own reference), `expected` (this machine's facts, commbench expect's
     model), or a hunt folder or JSON file."""
     from commbench.cluster.baseline import EXPECTED, expected_baseline, read_baseline

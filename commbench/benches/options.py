@@ -6,13 +6,22 @@ Semantic checks that relate options to each other or to the machine (a rank coun
 backend can run) are the bench kind's resolve(); this module only checks each value on its own.
 """
 
+from __future__ import annotations
+
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from commbench.errors import CommbenchError
-from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
+from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES, BackendChoice, DeviceChoice
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+OptionsT = TypeVar("OptionsT", bound="DataclassInstance")
+"""An options dataclass."""
+Number = TypeVar("Number", int, float)
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 
@@ -22,7 +31,7 @@ class Option:
     flags: tuple[str, ...]
     """Command-line flags, e.g. ("-c", "--collective"); the long one without dashes is the suite key."""
     help: str
-    type: type = str
+    type: type[str | int | float | bool] = str
     """Type of one value: str, int, float or bool."""
     many: bool = False
     """Repeatable and comma-separated on the command line, a list in a suite; the field holds a tuple."""
@@ -60,29 +69,29 @@ class Option:
         return self.flag[2:]
 
 
-def option(*flags: str, help: str, default=None, **settings) -> Any:
+def option(*flags: str, help: str, default: object = None, **settings: Any) -> Any:
     """A dataclass field that is also a command-line option and a suite key. Typed Any, as dataclasses.field is, so
-    `name: int = option(...)` checks."""
+    `name: int = option(...)` checks; settings are Option's fields, by name."""
     described = Option(flags, help, **settings)
     if described.many and default is None:
         default = ()
     return field(default=default, metadata={"option": described})
 
 
-def options_of(cls) -> list[tuple[Field, Option]]:
+def options_of(cls: type[DataclassInstance]) -> list[tuple[Field[Any], Option]]:
     """The fields of an options dataclass that are options, in declaration order."""
     return [(f, f.metadata["option"]) for f in fields(cls) if "option" in f.metadata]
 
 
-def default_of(f: Field):
+def default_of(f: Field[Any]) -> object:
     return None if f.default is MISSING else f.default
 
 
-def parse_options(cls, values: dict):
+def parse_options(cls: type[OptionsT], values: Mapping[str, object]) -> OptionsT:
     """The options dataclass from raw values by field name (strings, numbers, booleans or lists of them, as the
     command line or TOML gives them). An absent value (None, or no repeat of a repeatable flag) keeps the field's
     default; a value given empty (`-c ''`, `collective = []`, `--params ''`) is refused, never read as the default."""
-    parsed = {}
+    parsed: dict[str, object] = {}
     for f, described in options_of(cls):
         value = values.get(f.name)
         if value is None or (described.many and isinstance(value, tuple) and not value):
@@ -91,21 +100,21 @@ def parse_options(cls, values: dict):
     return cls(**parsed)
 
 
-def arguments_name(f: Field) -> str:
+def arguments_name(f: Field[Any]) -> str:
     """The command-line parameter that holds an `arguments` option's values given as arguments."""
     return f"{f.name}_arguments"
 
 
-def arguments_and_flag(cls, values: dict) -> dict:
+def arguments_and_flag(cls: type[DataclassInstance], values: Mapping[str, object]) -> dict[str, object]:
     """The raw command-line values with each `arguments` option's arguments moved into its field: the arguments
     alone, the flag alone, or both naming the same values (in any order or spelling of the list); both naming
     different values is refused in one line, since the run could only take one of them."""
-    values = dict(values)
+    merged = dict(values)
     for f, described in options_of(cls):
         if not described.arguments:
             continue
-        given = tuple(values.pop(arguments_name(f), None) or ())
-        flagged = values.get(f.name) or ()
+        given = _items(merged.pop(arguments_name(f), None))
+        flagged = _items(merged.get(f.name))
         if not given:
             continue
         if flagged:
@@ -114,16 +123,21 @@ def arguments_and_flag(cls, values: dict) -> dict:
                 raise CommbenchError(f"{' '.join(as_arguments)} given as arguments and {described.flag} "
                                      f"{','.join(as_flag)} name different {described.key}s; give them one way: "
                                      f"the arguments or {described.flag}")
-        values[f.name] = given
-    return values
+        merged[f.name] = given
+    return merged
 
 
-def _listed(values) -> list[str]:
+def _items(value: object) -> tuple[object, ...]:
+    """A repeatable option's raw values (Click hands them over as a tuple; None or nothing: none)."""
+    return tuple(value) if isinstance(value, (list, tuple)) else ()
+
+
+def _listed(values: Iterable[object]) -> list[str]:
     """Raw repeatable values as the list they name ("a,b" and "c" → a, b, c)."""
     return [part.strip() for value in values for part in str(value).split(",") if part.strip()]
 
 
-def _convert(described: Option, value):
+def _convert(described: Option, value: object) -> object:
     if described.switch:
         if not isinstance(value, bool):
             raise CommbenchError(f"{described.flag} is a switch: give true or false, not {value!r}")
@@ -143,42 +157,65 @@ def _convert(described: Option, value):
     return _one(described, value)
 
 
-def _one(described: Option, value):
-    flag = described.flag
-    if isinstance(value, (dict, list, tuple)) or not isinstance(value, (str, int, float, bool)):
-        raise CommbenchError(f"{flag} takes strings or numbers, got {value!r}")
-    text = (str(value).lower() if isinstance(value, bool) else str(value)).strip()
-    if not text:
-        raise CommbenchError(f"{flag} is given empty; give a value{_example(described)} or leave the option out for "
-                             "its default")
+def _one(described: Option, value: object) -> object:
+    """One value of an option, read by its kind: the option's own parser, a boolean, a number or a choice."""
+    text = _value_text(described, value)
     if described.parse is not None:
         return described.parse(text)
     if described.type is bool:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-        raise CommbenchError(f"{flag} {text!r} is not true or false")
+        return _boolean(described, text)
     if described.type is int:
-        try:
-            return _in_range(described, text, int(text))
-        except ValueError:
-            raise CommbenchError(f"{flag} {text!r} is not a whole number") from None
+        return _whole_number(described, text)
     if described.type is float:
-        try:
-            number = float(text)
-        except ValueError:
-            raise CommbenchError(f"{flag} {text!r} is not a number") from None
-        if not math.isfinite(number):  # TOML and float() both read nan and inf: no timeout, rate or size means them
-            raise CommbenchError(f"{flag} {text!r} is not a finite number; it must be {_allowed(described)}")
-        return _in_range(described, text, number)
-    text = dict(described.aliases).get(text, text)
-    if described.choices is not None and text not in described.choices:
-        raise CommbenchError(f"unknown {flag} {text!r}; choose from {', '.join(described.choices)}")
+        return _finite_number(described, text)
+    return _choice(described, text)
+
+
+def _value_text(described: Option, value: object) -> str:
+    """A value as text (a boolean as true or false), refusing what is no single string or number, and nothing."""
+    if isinstance(value, (dict, list, tuple)) or not isinstance(value, (str, int, float, bool)):
+        raise CommbenchError(f"{described.flag} takes strings or numbers, got {value!r}")
+    text = (str(value).lower() if isinstance(value, bool) else str(value)).strip()
+    if not text:
+        raise CommbenchError(f"{described.flag} is given empty; give a value{_example(described)} or leave the option "
+                             "out for its default")
     return text
 
 
-def _in_range(described: Option, text: str, number):
+def _boolean(described: Option, text: str) -> bool:
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise CommbenchError(f"{described.flag} {text!r} is not true or false")
+
+
+def _whole_number(described: Option, text: str) -> int:
+    try:
+        return _in_range(described, text, int(text))
+    except ValueError:
+        raise CommbenchError(f"{described.flag} {text!r} is not a whole number") from None
+
+
+def _finite_number(described: Option, text: str) -> float:
+    try:
+        number = float(text)
+    except ValueError:
+        raise CommbenchError(f"{described.flag} {text!r} is not a number") from None
+    if not math.isfinite(number):  # TOML and float() both read nan and inf: no timeout, rate or size means them
+        raise CommbenchError(f"{described.flag} {text!r} is not a finite number; it must be {_allowed(described)}")
+    return _in_range(described, text, number)
+
+
+def _choice(described: Option, text: str) -> str:
+    """A string option's value under its own name (an alias replaced), refused when it is not one of its choices."""
+    text = dict(described.aliases).get(text, text)
+    if described.choices is not None and text not in described.choices:
+        raise CommbenchError(f"unknown {described.flag} {text!r}; choose from {', '.join(described.choices)}")
+    return text
+
+
+def _in_range(described: Option, text: str, number: Number) -> Number:
     too_low = described.lowest is not None and number < described.lowest
     if too_low or (described.above_zero and number <= 0):
         raise CommbenchError(f"{described.flag} {text} must be {_allowed(described)}")
@@ -206,7 +243,7 @@ def _example(described: Option) -> str:
     return f" (e.g. {described.flag} {example})"
 
 
-def _shown(value) -> str:
+def _shown(value: object) -> str:
     """The empty value as it was given: '' (or ',') on the command line, [] in a suite."""
     if isinstance(value, list):
         return "[]" if not value else repr(value)
@@ -219,9 +256,9 @@ def _shown(value) -> str:
 class TargetOptions:
     """Where a bench runs; a suite sets these once at its top (its benches share one launch)."""
 
-    backend: str = option("--backend", choices=BACKEND_CHOICES, default=AUTO, show_default=True,
+    backend: BackendChoice = option("--backend", choices=BACKEND_CHOICES, default=AUTO, show_default=True,
                           help="Process-group backend; auto = nccl on cuda, else gloo.")
-    device: str = option("--device", choices=DEVICE_CHOICES, default=AUTO, show_default=True,
+    device: DeviceChoice = option("--device", choices=DEVICE_CHOICES, default=AUTO, show_default=True,
                          help="Tensor device; auto = cuda when a GPU is visible.")
     nproc: int | None = option("--nproc", type=int,  # resolve_target() checks it against the machine
                                help="Ranks on this machine [default: every visible GPU, else 2].")

@@ -1,7 +1,10 @@
 """Bench kind `replay` (`commbench replay TRACE...`): a traced training step's collectives run again on this job."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
@@ -9,7 +12,14 @@ from commbench.benches.options import TargetOptions, option
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES
-from commbench.replay.rows import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.schema import common
+from commbench.schema.replay import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from commbench.benches.cluster_kind import RankSide, TableSide
+    from commbench.machine import Machine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +46,8 @@ class ReplayOptions(TargetOptions):
 @dataclass(frozen=True, kw_only=True)
 class ReplaySpec(Spec):
     traces: tuple[str, ...]
-    calls: tuple[dict, ...]
+    calls: tuple[dict[str, Any], ...]
+    """Each call as replay/plan.py describes it (JSON in spec.json)."""
     skipped: tuple[str, ...]
     trace_world: int
     step: int | None
@@ -57,7 +68,7 @@ class ReplayPoint:
         return f"replay of {self.calls} calls"
 
 
-class ReplayKind(ClusterKind):
+class ReplayKind(ClusterKind[ReplaySpec, ReplayPoint, ReplayOptions, None]):
     """Replay the collectives of a traced training step on this job: the same kinds, sizes, dtypes and order,
     from the Kineto traces torch.profiler writes (commbench ddp/fsdp/zero write them under traces/), one per rank.
 
@@ -75,16 +86,16 @@ class ReplayKind(ClusterKind):
     sample_columns = SAMPLE_COLUMNS
     sample_keys = KEY_COLUMNS
     identity = KEY_COLUMNS
-    comparability = ("schema_version", "backend", "device", "world_size")
-    metrics = (Metric("time", "time_us_p50", False, "time_us"),)
+    comparability = (common.SCHEMA_VERSION, common.BACKEND, common.DEVICE, common.WORLD_SIZE)
+    metrics = (Metric("time", common.TIME_US_P50, False, common.TIME_US),)
     plots = (Plot("replay_traced_vs_replayed", "replay: traced vs replayed time per call group"),)
 
-    def sides(self):
+    def sides(self) -> tuple[RankSide[ReplaySpec, ReplayPoint, None], TableSide]:
         from commbench.replay import rank, table
 
         return rank, table
 
-    def resolve(self, options: ReplayOptions, machine) -> Bench:
+    def resolve(self, options: ReplayOptions, machine: Machine) -> Bench[ReplaySpec, ReplayPoint, ReplayOptions, None]:
         from commbench.expect.rows import for_sweep
         from commbench.profiling.trace_file import trace_paths
         from commbench.replay.plan import load_calls, plan
@@ -116,10 +127,10 @@ class ReplayKind(ClusterKind):
         notes = (f"not replayed: {'; '.join(planned.skipped)}",) if planned.skipped else ()
         return Bench(self, spec, self.points(spec, target.nproc), notes=notes, cores=target.cores)
 
-    def points(self, spec, world):
+    def points(self, spec: ReplaySpec, world: int) -> list[ReplayPoint]:
         return [ReplayPoint(0, len(spec.calls))]
 
-    def row_label(self, row) -> str:
+    def row_label(self, row: pd.Series) -> str:
         from commbench.units import format_bytes
 
         return f"replay {row['kind']} {format_bytes(int(row['size_bytes']))} {row['dtype']}"

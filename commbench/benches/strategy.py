@@ -1,11 +1,18 @@
 """Bench kind `strategy` (`commbench zero`): DDP, ZeRO-1/2/3 and HSDP side by side, with the model state each rank
 holds measured against the formulas."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from commbench.benches.options import option
 from commbench.benches.training import SELFTEST_TRAINING, SHARDING_PLOTS, TrainingKind, TrainingOptions
 from commbench.errors import CommbenchError
+from commbench.names import DDP_DEFAULT_CAP_MB
+
+if TYPE_CHECKING:
+    from commbench.training.spec import Precision, TrainConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,7 +27,7 @@ class StrategyOptions(TrainingOptions):
                                      help="HSDP: ranks per shard group [default: 2].")
     bucket_cap_mb: float | None = option("--bucket-cap-mb", type=float, above_zero=True, unit="MiB",
                                          help="Bucket size: DDP's for ddp and zero1, the gradient buckets' of zero2 "
-                                              "with --master-weights true [default: 25].")
+                                              f"with --master-weights true [default: {DDP_DEFAULT_CAP_MB:g}].")
     master_weights: tuple[bool, ...] = option("--master-weights", type=bool, many=True,
                                               help="ddp, zero1 and zero2 under --mixed-precision bf16: true keeps "
                                                    "bf16 parameters and gradients with fp32 master copies and Adam "
@@ -34,7 +41,7 @@ class StrategyOptions(TrainingOptions):
                                                      "--warmup-steps 3+) [default: false].")
 
 
-class StrategyKind(TrainingKind):
+class StrategyKind(TrainingKind[StrategyOptions]):
     """Sharding strategies side by side: DDP, ZeRO-1/2/3 and HSDP, with model state measured against the formulas.
 
     Exit codes: 0 all configurations correct, 1 a check failed, 2 bad input, 3 the run failed.
@@ -47,7 +54,8 @@ class StrategyKind(TrainingKind):
     selftest_values = {**SELFTEST_TRAINING, "strategies": ("zero1", "zero2")}
     """ZeRO-1 (ZeroRedundancyOptimizer) next to ZeRO-2."""
 
-    def configs(self, options: StrategyOptions, accum_steps, world, precisions):
+    def configs(self, options: StrategyOptions, accum_steps: tuple[int, ...], world: int,
+                precisions: tuple[Precision, ...]) -> tuple[TrainConfig, ...]:
         from commbench.training import plan
 
         chosen = options.strategies or plan.default_strategies(world)

@@ -4,10 +4,10 @@ Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads w
 `commbench --help` and the analytic `commbench model` commands start at once.
 """
 
-import contextlib
 import difflib
-import signal
 import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import click
 
@@ -26,24 +26,25 @@ from commbench.cli.perf import perf
 from commbench.cli.report import report
 from commbench.cli.run import run
 from commbench.cli.selftest import selftest
-from commbench.cli.shared import show_warnings, warnings_held
+from commbench.cli.shared import warnings_held
 from commbench.cli.slurm import slurm
 from commbench.cli.suites import suites
 from commbench.cli.trace import trace
 from commbench.cli.tune import tune
 from commbench.errors import CommbenchError, ExitCode
-from commbench.execution import stopping, torch_host
-from commbench.execution.stopping import Stopped, describe, terminations_raised
-from commbench.machine import inside_job
+from commbench.running.lifetime import command_running, interrupted, stop_of, the_program
 
 
 class _OneLineErrors(click.Group):
-    def main(self, args=None, prog_name=None, **extra):
-        extra.pop("standalone_mode", None)
-        in_place_rank = inside_job()  # its launcher stops it
-        with warnings_held() as held, contextlib.nullcontext() if in_place_rank else terminations_raised():
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        """The command, with every failure as one line on stderr and its exit code (always standalone: click's
+        standalone_mode is ignored)."""
+        with warnings_held() as held:
             try:
-                return super().main(args=args, prog_name=prog_name or "commbench", standalone_mode=False, **extra)
+                with command_running():  # stop signals raised within; the command's torch host closed after it
+                    return super().main(args=args, prog_name=prog_name or "commbench", complete_var=complete_var,
+                                        standalone_mode=False, windows_expand_args=windows_expand_args, **extra)
             except CommbenchError as error:
                 if error.exit_code == ExitCode.BAD_INPUT:
                     held.pending.clear()  # refused: the one line is the refusal
@@ -55,13 +56,15 @@ class _OneLineErrors(click.Group):
                       ExitCode.BAD_INPUT)
             except click.ClickException as error:
                 _fail(error.format_message(), error.exit_code)
-            except Stopped as stop:
+            except click.Abort:
+                _fail(interrupted().message, interrupted().exit_code, prefix="commbench:")
+            except BaseException as error:  # a stop signal's, or Ctrl-C's; anything else (SystemExit) goes on
+                stop = stop_of(error)
+                if stop is None:
+                    raise
                 _fail(stop.message, stop.exit_code, prefix="commbench:")
-            except (KeyboardInterrupt, click.Abort):
-                _fail(f"stopped by {describe(signal.SIGINT)}", ExitCode.INTERRUPTED, prefix="commbench:")
             finally:
-                torch_host.close()  # the command's torch host, if it started one: its launches have ended
-                show_warnings()  # those that no command showed before its output (e.g. a Slurm submit's suite)
+                held.show()  # those that no command showed before its output (e.g. a Slurm submit's suite)
 
 
 def _without_hidden_guesses(error: click.UsageError) -> click.UsageError:
@@ -76,7 +79,7 @@ def _without_hidden_guesses(error: click.UsageError) -> click.UsageError:
     return click.NoSuchOption(error.option_name, error.message, possibilities=guesses, ctx=error.ctx)
 
 
-def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> None:
+def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> NoReturn:
     click.echo(f"{prefix} {message}", err=True)
     sys.exit(code)
 
@@ -98,9 +101,5 @@ def program() -> None:
     """The `commbench` script and `python -m commbench`: the process ends with the command, so it takes the stop
     signals for the whole of its life (stopping.as_the_program()); a rank run in place leaves them to its launcher."""
     srun_ranks.adopt()  # an srun step's task becomes its rank (RANK, WORLD_SIZE, ...) before anything reads them
-    if not inside_job():
-        stopping.as_the_program()
-    try:
+    with the_program():
         main()
-    finally:
-        stopping.program_ending()

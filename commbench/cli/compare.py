@@ -35,8 +35,9 @@ from commbench.gate.priors import CPU_PRIOR, GPU_PRIOR
 @click.option("-v", "--verbose", is_flag=True,
               help="List every row that did not join (missing, new, not comparable) instead of a line per reason.")
 @json_option
-def compare_command(baseline, new, fails, markdown, launch_noise, below_expected_pct, allow_missing, verbose,
-                    as_json) -> None:
+def compare_command(baseline: Path, new: Path, fails: tuple[str, ...], markdown: Path | None,
+                    launch_noise: float | None, below_expected_pct: float | None, allow_missing: bool, verbose: bool,
+                    as_json: bool) -> None:
     """Join two runs on their configuration keys and flag rows that got worse beyond a threshold and significantly.
 
     Where both sides are run sets (--launches N, 2 or more), a row is tested across launches (Welch t on the log
@@ -56,7 +57,7 @@ def compare_command(baseline, new, fails, markdown, launch_noise, below_expected
     --allow-missing) the new side misses rows or benches the baseline has or a run of it did not complete (failed,
     or still running); 2 bad input (an unreadable run, or a baseline that is not complete).
     """
-    from commbench.gate.compare import DEFAULT_THRESHOLDS, compare, gate_fails, launch_floor, parse_threshold
+    from commbench.gate.compare import compare
     from commbench.gate.compare_output import (
         format_markdown,
         format_terminal,
@@ -64,6 +65,9 @@ def compare_command(baseline, new, fails, markdown, launch_noise, below_expected
         output_width,
         trust_notes,
     )
+    from commbench.gate.gate_verdict import gate_fails
+    from commbench.gate.launch_values import launch_floor
+    from commbench.gate.thresholds import DEFAULT_THRESHOLDS, parse_threshold
 
     thresholds = dict(parse_threshold(text) for text in fails) if fails else dict(DEFAULT_THRESHOLDS)
     entries = compare(baseline, new, thresholds, launch_noise_pct=launch_noise, below_expected_pct=below_expected_pct)

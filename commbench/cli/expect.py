@@ -1,11 +1,18 @@
 """`commbench expect`: the busbw each collective should reach on a machine, from its topology, beside published
 figures."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import click
 
 from commbench.cli.json_output import emit_json, json_option
 from commbench.errors import CommbenchError
 from commbench.names import CPU, CUDA
+
+if TYPE_CHECKING:
+    from commbench.expect.nccl_choice import NcclContext
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv")
 
@@ -25,7 +32,8 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduc
 @click.option("--env", "environment", multiple=True, metavar="NAME=VALUE",
               help="NCCL variables the runs set (NCCL_ALGO, NCCL_NVLS_ENABLE), repeatable [default: this shell's].")
 @json_option
-def expect(machine, facts_file, nodes, ranks_per_node, collectives, nccl_version, environment, as_json) -> None:
+def expect(machine: str | None, facts_file: str | None, nodes: int, ranks_per_node: int | None,
+           collectives: str | None, nccl_version: str | None, environment: tuple[str, ...], as_json: bool) -> None:
     """Expected busbw per collective: what a healthy machine reaches with the algorithm NCCL would pick, and the
     physical ceiling beside it, from the machine's topology (NVLink/PCIe, NICs, or host copy and loopback on CPU),
     with the model's terms, NCCL's latency floor and published figures.
@@ -71,7 +79,7 @@ def _collectives(text: str | None) -> tuple[str, ...]:
     return chosen
 
 
-def _nccl_context(version: str | None, environment: tuple[str, ...]):
+def _nccl_context(version: str | None, environment: tuple[str, ...]) -> NcclContext:
     import os
 
     from commbench.expect.nccl_choice import NcclContext

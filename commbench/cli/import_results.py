@@ -2,6 +2,7 @@
 imported, 1 imported but the source reports wrong results, 2 bad input: not the tool's output, a cut table, mixed
 world sizes)."""
 
+import sys
 from pathlib import Path
 
 import click
@@ -55,8 +56,9 @@ def _command(source: Source) -> click.Command:
     @click.option("--env", "environment", multiple=True, metavar="NAME=VALUE", help=_ENV_HELP)
     @machine_options("The machine that wrote the files", "each row gets its expected busbw")
     @run_options
-    def command(files, collective, world_size, partial, environment, machine, facts_file, out, run_id, quiet,
-                as_json) -> None:
+    def command(files: tuple[Path, ...], collective: str | None, world_size: int | None, partial: bool,
+                environment: tuple[str, ...], machine: str | None, facts_file: str | None, out: Path,
+                run_id: str | None, quiet: bool, as_json: bool) -> None:
         from commbench.expect import chosen_facts
         from commbench.expect.rows import for_import
         from commbench.imports import read_file
@@ -67,9 +69,8 @@ def _command(source: Source) -> click.Command:
 
         env = environment_label(environment)  # refused before any file is read
         named = chosen_facts(machine, facts_file) if machine or facts_file else None
-        options = {"collective": source.collective_option(collective) if collective else None,
-                   "world_size": world_size, "partial": partial}
-        imported = [read_file(source, path, **options) for path in files]
+        imported = [read_file(source, path, collective=source.collective_option(collective) if collective else None,
+                              world_size=world_size, partial=partial) for path in files]
         collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests
                                          for row in test.rows))
         expectation = for_import(named, collectives, world=one_world(imported), hosts=len(hosts_of(imported)),
@@ -83,7 +84,8 @@ def _command(source: Source) -> click.Command:
             click.echo("\n".join(lines["out"]))
         for line in lines["err"]:
             click.echo(line, err=True)
-        finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet, as_json=as_json)
+        sys.exit(finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet,
+                            as_json=as_json))
 
     return command
 
@@ -104,8 +106,9 @@ def _command(source: Source) -> click.Command:
 @click.option("--env", "environment", multiple=True, metavar="NAME=VALUE", help=_ENV_HELP)
 @machine_options("The machine the job ran on", "each row gets its expected busbw")
 @run_options
-def inspector_command(files, world_size, communicators, dtype, op, environment, machine, facts_file, out, run_id,
-                      quiet, as_json) -> None:
+def inspector_command(files: tuple[Path, ...], world_size: int | None, communicators: tuple[str, ...],
+                      dtype: str | None, op: str | None, environment: tuple[str, ...], machine: str | None,
+                      facts_file: str | None, out: Path, run_id: str | None, quiet: bool, as_json: bool) -> None:
     """Read NCCL Inspector JSON logs of a live job (format v4.0 to v4.3, verbose or not) into a run folder.
 
     NVIDIA's Inspector profiler plugin (NCCL_PROFILER_PLUGIN=libnccl-profiler-inspector.so, NCCL_INSPECTOR_ENABLE=1)
@@ -145,7 +148,7 @@ def inspector_command(files, world_size, communicators, dtype, op, environment, 
         click.echo("\n".join(lines["out"]))
     for line in lines["err"] + ([f"commbench: warning: {NO_DTYPE_WARNING}"] if dtype is None else []):
         click.echo(line, err=True)
-    finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet, as_json=as_json)
+    sys.exit(finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet, as_json=as_json))
 
 
 _BUILT = {"nccl-inspector": inspector_command}

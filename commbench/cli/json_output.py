@@ -4,19 +4,24 @@ tokens NaN/Infinity), numpy and pandas scalars as plain numbers."""
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+CommandT = TypeVar("CommandT", bound=Callable[..., Any])
+"""A command's function, as Click's decorators take and give it."""
 
 JSON_HELP = "Print one JSON document on stdout (progress and notes on stderr)."
 
 
-def json_option(function):
+def json_option(function: CommandT) -> CommandT:
     """--json, passed to the command as as_json."""
     return click.option("--json", "as_json", is_flag=True, help=JSON_HELP)(function)
 
 
-def plain(value):
+def plain(value: object) -> object:
     """value with every number JSON can hold as such, NaN/inf as None, paths as strings, frames as row lists."""
     if isinstance(value, dict):
         return {str(key): plain(item) for key, item in value.items()}
@@ -40,7 +45,7 @@ def plain(value):
     return str(value)
 
 
-def emit_json(document) -> None:
+def emit_json(document: object) -> None:
     """Print document as the command's only stdout."""
     click.echo(json.dumps(plain(document), indent=2, allow_nan=False))
 

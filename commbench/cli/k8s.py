@@ -1,8 +1,5 @@
 """`commbench k8s SUITE`: a Kubeflow Trainer TrainJob (or a JobSet) manifest that runs a suite on Kubernetes."""
 
-import warnings
-from dataclasses import replace
-from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -52,8 +49,10 @@ from commbench.k8s.resources import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU
                    "ClusterFirstWithHostNet), for NICs the pod network does not reach; JobSet only.")
 @click.option("--out", type=click.Path(path_type=Path, dir_okay=False), default=None, metavar="FILE",
               help="Write the manifest here [default: stdout].")
-def k8s(suite, nodes, gpus_per_node, image, kind, runtime, namespace, queue, results_pvc, name, cpus_per_gpu,
-        memory_per_gpu, rdma_resource, rdma_count, ipc_lock, host_network, out) -> None:
+def k8s(suite: str, nodes: int, gpus_per_node: int, image: str, kind: str, runtime: str | None,
+        namespace: str | None, queue: str | None, results_pvc: str | None, name: str | None, cpus_per_gpu: str,
+        memory_per_gpu: str, rdma_resource: str | None, rdma_count: int | None, ipc_lock: bool, host_network: bool,
+        out: Path | None) -> None:
     """Write a Kubernetes manifest that runs SUITE (a .toml file, or a shipped suite's name) on NODES pods of
     GPUS_PER_NODE GPUs: `commbench run SUITE` under torchrun in every pod, rank 0 writing the one run folder
     /results/NAME.
@@ -69,40 +68,16 @@ def k8s(suite, nodes, gpus_per_node, image, kind, runtime, namespace, queue, res
     Exit codes: 0 written, 2 bad input (a name, count or quantity Kubernetes would refuse, too few CPUs for the
     ranks, an unknown or invalid suite).
     """
-    from commbench.errors import CommbenchError, CommbenchWarning
-    from commbench.k8s import manifest, pod
-    from commbench.machine import Machine
-    from commbench.slurm.script import check_text_field
-    from commbench.suite.load import load_suite
+    from commbench.k8s.job import Pods, make_manifest
 
-    check_text_field("SUITE", suite)
-    if out is not None:
-        check_text_field("--out", str(out))
-    request = manifest.JobRequest(
-        kind=kind, name=name if name is not None else manifest.default_name(suite, max(nodes, 1),
-                                                                            datetime.now(timezone.utc)),
-        nodes=nodes, gpus_per_node=gpus_per_node, image=image, suite=pod.shipped(suite), suite_label=suite,
-        runtime=runtime, namespace=namespace, queue=queue, results_pvc=results_pvc, cpus_per_gpu=cpus_per_gpu,
-        memory_per_gpu=memory_per_gpu, rdma_resource=rdma_resource, rdma_count=rdma_count, ipc_lock=ipc_lock,
-        host_network=host_network)
-    manifest.validate(request)  # names and counts first: they cost nothing, the suite costs a load
-    # the suite as every rank of the job will resolve it: nodes x GPUs ranks, one GPU each
-    loaded = load_suite(suite, Machine.for_job(nodes=nodes, ranks_per_node=gpus_per_node,
-                                               gpus_per_node=gpus_per_node))
-    if Path(suite).is_file():  # what load_suite took as a file, not as a shipped name
-        request = replace(request, suite=pod.local_file(Path(suite), loaded.text))
-    text = manifest.render(request)
-    if results_pvc is None:
-        warnings.warn(f"no --results-pvc: the run folder {pod.RESULTS_MOUNT}/{request.run_id} lives in rank 0's "
-                      "pod's emptyDir and goes with the pod; only the tables in `kubectl logs` remain. Pass "
-                      "--results-pvc CLAIM to keep it", CommbenchWarning, stacklevel=1)
-    if out is None:
-        click.echo(text, nl=False)
+    pods = Pods(nodes=nodes, gpus_per_node=gpus_per_node, image=image, cpus_per_gpu=cpus_per_gpu,
+                memory_per_gpu=memory_per_gpu, rdma_resource=rdma_resource, rdma_count=rdma_count,
+                ipc_lock=ipc_lock, host_network=host_network)
+    made = make_manifest(suite, pods, kind=kind, name=name, runtime=runtime, namespace=namespace, queue=queue,
+                         results_pvc=results_pvc, out=out)
+    if made.written is None:
+        click.echo(made.text, nl=False)
         return
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise CommbenchError(f"cannot write --out {out}: {error.strerror or error}; choose a writable file") from None
     where = f" -n {namespace}" if namespace else ""
-    click.echo(f"# written: {out} ({request.kind} {request.name})\n# apply: kubectl{where} apply -f {out}")
-
+    click.echo(f"# written: {made.written} ({made.request.kind} {made.request.name})\n# apply: kubectl{where} apply "
+               f"-f {made.written}")

@@ -23,14 +23,20 @@ def model() -> None:
     """Analytic models: model-state memory and communication per step."""
 
 
-def _state_bytes(preset: str, param_bytes, grad_bytes, optim_bytes) -> memory.StateBytes:
+def _state_bytes(preset: str, param_bytes: float | None, grad_bytes: float | None,
+                 optim_bytes: float | None) -> memory.StateBytes:
+    if param_bytes is None and grad_bytes is None and optim_bytes is None:
+        return memory.PRESETS[preset]
+    if param_bytes is None or grad_bytes is None or optim_bytes is None:
+        raise CommbenchError(_CUSTOM_BYTES)
     custom = (param_bytes, grad_bytes, optim_bytes)
-    if any(value is not None for value in custom):
-        if any(value is None or not math.isfinite(value) or value < 0 for value in custom) or not any(custom):
-            raise CommbenchError("--param-bytes, --grad-bytes and --optim-bytes go together, each a finite 0 or "
-                                 "more and not all 0 (bytes per parameter)")
-        return memory.StateBytes(*custom)
-    return memory.PRESETS[preset]
+    if any(not math.isfinite(value) or value < 0 for value in custom) or not any(custom):
+        raise CommbenchError(_CUSTOM_BYTES)
+    return memory.StateBytes(*custom)
+
+
+_CUSTOM_BYTES = ("--param-bytes, --grad-bytes and --optim-bytes go together, each a finite 0 or more and not all 0 "
+                 "(bytes per parameter)")
 
 
 def _check_ranks(ranks: int) -> None:
@@ -53,8 +59,9 @@ def _check_ranks(ranks: int) -> None:
               help="GB = 1e9 bytes, GiB = 2^30 bytes.")
 @click.option("--fit", "fit_memory", default=None, help="Memory per rank, e.g. 80GB: add the fewest ranks that fit.")
 @json_option
-def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, shard_group, units, fit_memory,
-                   as_json) -> None:
+def memory_command(params: str, ranks: int, preset: str, param_bytes: float | None, grad_bytes: float | None,
+                   optim_bytes: float | None, shard_group: int | None, units: str, fit_memory: str | None,
+                   as_json: bool) -> None:
     """Model-state memory per rank for DDP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP (and HSDP)."""
     psi = parse_count(params, option="--params")
     _check_ranks(ranks)
@@ -77,7 +84,7 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
     header = f"{'strategy':<12} {f'params ({units})':>14} {f'grads ({units})':>14} {f'optim ({units})':>14} " \
              f"{f'total ({units})':>14} {'vs DDP':>8}"
     if capacity:
-        header += f" {'min ranks to fit ' + fit_memory:>24}"
+        header += f" {f'min ranks to fit {fit_memory}':>24}"
     click.echo(header)
     for row in rows:
         line = (f"{display_name(row.strategy):<12} {row.param_bytes / scale:>14.2f} {row.grad_bytes / scale:>14.2f} "
@@ -104,7 +111,8 @@ def memory_command(params, ranks, preset, param_bytes, grad_bytes, optim_bytes, 
 @click.option("--allow-poor-fit", is_flag=True,
               help="With --from: use the run's fit even where its R² is below commbench fit's threshold.")
 @json_option
-def comm_command(params, ranks, dtype_bytes, alpha_us, bw_gbps, from_run, allow_poor_fit, as_json) -> None:
+def comm_command(params: str, ranks: int, dtype_bytes: float, alpha_us: float | None, bw_gbps: float | None,
+                 from_run: Path | None, allow_poor_fit: bool, as_json: bool) -> None:
     """Bytes sent per rank per step with ring collectives for DDP and ZeRO-1/2/3, and (with α–β) the time."""
     psi = parse_count(params, option="--params")
     _check_ranks(ranks)

@@ -3,23 +3,31 @@
 The flags become the equivalent `commbench sweep` options (commbench/perf/flags.py) and run as a sweep does (one
 launch, every point checked, a run folder); the output is then nccl-tests' text of that run folder, and -J its JSON."""
 
+from __future__ import annotations
+
 import sys
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from commbench.cli.shared import (
+    CommandT,
     bench_document,
+    finish_launches,
     launches_option,
-    other_rank_exit,
-    run_launches,
     run_options,
     show_warnings,
     verdict,
 )
-from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
+from commbench.errors import ExitCode
+from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES, BackendChoice, DeviceChoice
 from commbench.perf import flags as perf_flags
+from commbench.running.launches import OtherRank
+
+if TYPE_CHECKING:
+    from commbench.running.perf import PerfLaunch, PerfRunSet
 
 
 class _NcclTestsCommand(click.Command):
@@ -27,13 +35,12 @@ class _NcclTestsCommand(click.Command):
     lacks is accepted at its default and otherwise refused saying why; an unknown flag is named with the nccl-tests
     flag it resembles."""
 
-    def parse_args(self, ctx, args):
-        kept, pending = [], list(args)
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        kept: list[str] = []
+        pending = list(args)
         while pending:
             arg = pending.pop(0)
-            short = next((flag for flag, (name, _, _) in perf_flags.UNSUPPORTED.items()
-                          if arg == flag or arg == name or arg.startswith((f"{name}=",)) or
-                          (arg.startswith(flag) and len(arg) > 2 and not arg.startswith("--"))), None)
+            short = _unsupported_flag(arg)
             if short is None:
                 kept.append(arg)
                 continue
@@ -51,7 +58,14 @@ class _NcclTestsCommand(click.Command):
             raise click.UsageError(perf_flags.resembling(error.option_name), ctx) from None
 
 
-def _flag_options(function):
+def _unsupported_flag(arg: str) -> str | None:
+    """The nccl-tests flag commbench perf lacks that arg is (-t, -t4, --nthreads, --nthreads=4), or None."""
+    return next((flag for flag, (name, _, _) in perf_flags.UNSUPPORTED.items()
+                 if arg == flag or arg == name or arg.startswith((f"{name}=",)) or
+                 (arg.startswith(flag) and len(arg) > 2 and not arg.startswith("--"))), None)
+
+
+def _flag_options(function: CommandT) -> CommandT:
     for flag in reversed(perf_flags.FLAGS):
         default = f" [default: {flag.default}]" if flag.default is not None else ""
         function = click.option(flag.short, *flag.names, flag.key, type=click.STRING, default=None,
@@ -75,8 +89,9 @@ def _flag_options(function):
 @click.option("--tuner-config", metavar="FILE", help="commbench: NCCL_TUNER_CONFIG_FILE for every launch.")
 @launches_option
 @run_options
-def perf(collective, backend, device, out, run_id, quiet, as_json, launches, env_axes, nccl_algo, nccl_proto,
-         tuner_plugin, tuner_config, **values) -> None:
+def perf(collective: str, backend: BackendChoice, device: DeviceChoice, out: Path, run_id: str | None, quiet: bool,
+         as_json: bool, launches: int, env_axes: tuple[str, ...], nccl_algo: tuple[str, ...],
+         nccl_proto: tuple[str, ...], tuner_plugin: str | None, tuner_config: str | None, **values: Any) -> None:
     """Run nccl-tests' benchmark of COLLECTIVE with nccl-tests' flags, method and output.
 
     COLLECTIVE: all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all or sendrecv, or nccl-tests'
@@ -88,103 +103,49 @@ def perf(collective, backend, device, out, run_id, quiet, as_json, launches, env
 
     Exit codes: 0 every check passed, 1 wrong results, 2 bad input, 3 the run failed.
     """
+    from commbench.running.perf import run_perf
+
     request = perf_flags.parse(collective, values)  # every flag checked before torch is loaded
-    from commbench.execution import torch_host
-    torch_host.start()
-    import pandas  # noqa: F401 - the run folder's reader, imported here while the host imports torch
-
-    from commbench.benches.collective import KIND
-    from commbench.benches.options import parse_options
-    from commbench.errors import CommbenchError
-    from commbench.machine import resolve_target
-
-    machine = torch_host.machine()
-    try:
-        target = resolve_target(machine, backend=backend, device=device,
-                                nproc=None if request.options["nproc"] is None else int(request.options["nproc"]))
-        request = perf_flags.fit_to(request, backend=target.backend, device=target.device,
-                                    nccl_version=machine.nccl_version, gpu_capability=machine.gpu_capability)
-        environment = {"env_axes": env_axes, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto,
-                       "tuner_plugin": tuner_plugin, "tuner_config": tuner_config}
-        options = parse_options(KIND.options, {**request.options, "backend": backend, "device": device,
-                                               **environment})
-        bench = KIND.resolve(replace(options, left_out=request.left_out), machine)
-    except CommbenchError as error:  # the sweep's checks name sweep options: say them as the flags given
-        raise CommbenchError(perf_flags.in_flags_terms(str(error))) from None
-    if bench.environments and request.json_path:
-        raise CommbenchError("-J with --env-axis/--nccl-algo/--nccl-proto: nccl-tests' JSON holds one environment; "
-                             "run each combination with its own -J, or leave -J out (the run folder has them all)")
-    json_path = _reserve_json(request) if request.json_path and _writes(machine) else None
-    _run(bench, machine, request, json_path, out=out, run_id=run_id, quiet=quiet, as_json=as_json, launches=launches)
-
-
-def _writes(machine) -> bool:
-    return not machine.in_job or machine.rank == 0
-
-
-def _reserve_json(request):
-    from commbench.perf import json_file
-
-    return json_file.reserve(request.json_path)
-
-
-def _run(bench, machine, request, json_path: Path | None, *, out: Path, run_id, quiet: bool, as_json: bool,
-         launches: int) -> None:
-    """The run (or each launch of a run set: -J then holds the last launch's), shown as nccl-tests shows it."""
-    from commbench import runinfo
-    from commbench.benches.collective import few_samples_note
-    from commbench.execution import session
-    from commbench.gate.run_set import Launched
-    from commbench.measure.stats import MIN_SAMPLES_FOR_CI
-    from commbench.perf import json_file
-    from commbench.perf.results import read_perf_run
-
-    show_warnings()
+    environment = {"env_axes": env_axes, "nccl_algo": nccl_algo, "nccl_proto": nccl_proto,
+                   "tuner_plugin": tuner_plugin, "tuner_config": tuner_config}
     argv = ["commbench", *sys.argv[1:]]
-
-    def launch(folder: Path, launch_id: str | None) -> Launched:
-        ok, outcome = session.run_bench(bench, machine, out=folder, run_id=launch_id, argv=argv, quiet=quiet,
-                                        extra_meta={"nccl_tests": request.settings})
-        if outcome is None:
-            other_rank_exit(ok)
-        run = read_perf_run(outcome.run_dir)
-        if json_path is not None:
-            json_file.write(json_path, run, argv=argv, env=runinfo.relevant_env())
-
-        def report(show: bool):
-            if show and not (quiet or as_json):
-                notes = [note for note in (*bench.notes, *request.notes)
-                         if note != few_samples_note(bench.spec.iters)]
-                if bench.spec.iters < MIN_SAMPLES_FOR_CI:  # nccl-tests' method: one batch per size and cycle
-                    notes.append(f"{bench.spec.iters} batch(es) per size (-N {bench.spec.iters}): the run folder's "
-                                 f"rows have no 95 % CI; -N {MIN_SAMPLES_FOR_CI} or more gives one")
-                header = [f"# Writing JSON output to {json_path}"] if json_path is not None else []
-                click.echo("\n".join([*header, *_texts(bench, outcome.run_dir, run, notes)]))
-            code = verdict(bench.kind, outcome, name="perf")
-            return code, {"command": argv, **bench_document(bench, outcome, code),
-                          "avg_bus_bandwidth_gbps": run.average_busbw_gbps, "json_file": json_path}
-
-        return Launched(outcome.run_dir, bool(ok) and not outcome.n_wrong, report)
-
-    run_launches(launches, launch, out=out, run_id=run_id, quiet=quiet, as_json=as_json, machine=machine, argv=argv)
+    ran = run_perf(request, backend=backend, device=device, environment=environment, out=out, run_id=run_id,
+                   quiet=quiet, launches=launches, argv=argv, accepted=show_warnings)
+    if isinstance(ran, OtherRank):  # rank 0 reports for everyone
+        sys.exit(ran.exit_code)
+    sys.exit(finish_launches(ran.launches, _reporter(ran, quiet=quiet, as_json=as_json, argv=argv), quiet=quiet,
+                             as_json=as_json, argv=argv))
 
 
-def _texts(bench, run_dir: Path, run, notes: list[str]) -> list[str]:
-    """nccl-tests' text of the run; with environment axes one per combination, as nccl-tests run under each would
-    print it, and a line for each combination that was refused."""
-    from commbench import store
-    from commbench.perf.results import read_perf_run
-    from commbench.perf.text import nccl_tests_text
-    from commbench.sweep.env_axes import label_of
+def _reporter(ran: PerfRunSet, *, quiet: bool, as_json: bool,
+              argv: list[str]) -> Callable[[PerfLaunch, bool], tuple[ExitCode, dict[str, object]]]:
+    """report(launch, show) of one launch: nccl-tests' text when show (the run, or the last of a run set: -J then
+    holds the last launch's), the verdict, and the launch's --json document."""
+    bench, json_path = ran.bench, ran.json_path
 
-    if not bench.environments:
-        return [nccl_tests_text(run, notes=notes)]
-    refused = {entry["reason"]: entry for entry in store.read_meta(run_dir).get("unavailable") or []}
-    texts = []
-    for variables, _ in bench.environments:
-        label = label_of(variables)
-        reason = next((why for why, entry in refused.items() if entry["env"] == variables), None)
-        body = f"# not available: {reason}" if reason else nccl_tests_text(read_perf_run(run_dir, env=label),
-                                                                           notes=notes)
-        texts.append(f"# env: {label}\n{body}")
-    return texts
+    def report(launch: PerfLaunch, show: bool) -> tuple[ExitCode, dict[str, object]]:
+        from commbench.running.perf import nccl_tests_texts
+
+        outcome, run = launch.outcome, launch.run
+        if show and not (quiet or as_json):
+            header = [f"# Writing JSON output to {json_path}"] if json_path is not None else []
+            click.echo("\n".join([*header, *nccl_tests_texts(bench, outcome.run_dir, run, _notes(ran))]))
+        code = verdict(bench.kind, outcome, name="perf")
+        return code, {"command": argv, **bench_document(bench, outcome, code),
+                      "avg_bus_bandwidth_gbps": run.average_busbw_gbps, "json_file": json_path}
+
+    return report
+
+
+def _notes(ran: PerfRunSet) -> list[str]:
+    """The notes under nccl-tests' text: the sweep's and the flags', the sweep's few-samples note said in -N terms
+    (nccl-tests' method: one batch per size and cycle)."""
+    from commbench.benches.collective import few_samples_note
+    from commbench.measure.stats import MIN_SAMPLES_FOR_CI
+
+    iters = ran.bench.spec.iters
+    notes = [note for note in (*ran.bench.notes, *ran.request.notes) if note != few_samples_note(iters)]
+    if iters < MIN_SAMPLES_FOR_CI:
+        notes.append(f"{iters} batch(es) per size (-N {iters}): the run folder's rows have no 95 % CI; "
+                     f"-N {MIN_SAMPLES_FOR_CI} or more gives one")
+    return notes

@@ -12,7 +12,7 @@ from commbench.errors import CommbenchError
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Folder for the report [default: plots/<last run's name>].")
 @click.option("-v", "--verbose", is_flag=True, help="Also say why each plot that was not drawn was not.")
-def report(run_dirs, out, verbose) -> None:
+def report(run_dirs: tuple[Path, ...], out: Path | None, verbose: bool) -> None:
     """Draw the plots whose data exist in the runs, and write a self-contained report.html and summary.md."""
     from commbench.report.render import render
 

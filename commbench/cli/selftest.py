@@ -1,7 +1,11 @@
 """`commbench selftest`: run every path this machine supports and print path → pass / FAIL / n/a."""
 
+from __future__ import annotations
+
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -9,7 +13,10 @@ from commbench.benches import KINDS
 from commbench.cli.json_output import emit_json
 from commbench.cli.shared import show_warnings, split_commas
 from commbench.errors import CommbenchError, ExitCode
-from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES
+from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES, BackendChoice, DeviceChoice
+
+if TYPE_CHECKING:
+    from commbench.selftest.plan import Plan
 
 STEP_NAMES = ", ".join(("sweep", "profile",
                         *(kind.command for kind in KINDS.values() if kind.selftest_values is not None),
@@ -18,7 +25,7 @@ STEP_NAMES = ", ".join(("sweep", "profile",
 loads pandas); tests/test_selftest.py checks the two agree."""
 
 
-def _steps(ctx, param, values) -> tuple[str, ...]:
+def _steps(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> tuple[str, ...]:
     """--only's steps; `--only ''` names none, which is refused rather than read as every step."""
     steps = split_commas(ctx, param, values)
     if values and not steps:
@@ -46,7 +53,8 @@ def _steps(ctx, param, values) -> tuple[str, ...]:
 @click.option("--run-id", default=None, help="Name of the run folder [default: selftest-<UTC time>-<host>].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (paths, run folder, wall time) on "
                                                        "stdout; progress stays on stderr.")
-def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run_id, as_json) -> None:
+def selftest(backend: BackendChoice, device: DeviceChoice, nproc: int | None, oversubscribe: bool,
+             only: tuple[str, ...], step_timeout: float, out: Path, run_id: str | None, as_json: bool) -> None:
     """Exercise every path this machine supports, each as a real commbench run into one run folder: every collective
     builtin and ring at a small and a large size (4 KiB and 4 MiB on CPU, 256 MiB on GPU) with the check, both timing
     modes, in and out of place; a profiled point and `trace analyze`; the NVML sampler on GPUs; a tiny ddp, fsdp and
@@ -55,21 +63,20 @@ def selftest(backend, device, nproc, oversubscribe, only, step_timeout, out, run
 
     Exit codes: 0 every path that applies here passed, 1 a path failed, 2 bad input (nothing run).
     """
-    from commbench.execution import torch_host
-    from commbench.selftest import format_table, run_selftest
-    from commbench.selftest.plan import plan_selftest
-    from commbench.store import create_run_dir
-
-    plan = plan_selftest(torch_host.machine(), backend=backend, device=device, nproc=nproc, only=tuple(only),
-                         timeout_s=step_timeout, oversubscribe=oversubscribe)
-    show_warnings()  # e.g. --oversubscribe past the cores: the input is accepted, say it before the steps run
-    run_dir = create_run_dir(out, run_id, prefix="selftest-")
+    from commbench.running.selftest import run_selftest_command
+    from commbench.selftest import format_table
 
     def announce(line: str) -> None:
         click.echo(f"selftest: {line}", err=True)
 
-    announce(f"{plan.backend} on {plan.device}, {plan.nproc} rank(s); run folder {run_dir}")
-    result = run_selftest(plan, run_dir, argv=["commbench", *sys.argv[1:]], announce=announce)
+    def started(plan: Plan, run_dir: Path) -> None:
+        announce(f"{plan.backend} on {plan.device}, {plan.nproc} rank(s); run folder {run_dir}")
+
+    # accepted: e.g. --oversubscribe past the cores: the input is accepted, say it before the steps run
+    result = run_selftest_command(backend=backend, device=device, nproc=nproc, only=tuple(only),
+                                  timeout_s=step_timeout, oversubscribe=oversubscribe, out=out, run_id=run_id,
+                                  argv=["commbench", *sys.argv[1:]], accepted=show_warnings, started=started,
+                                  announce=announce)
     if as_json:
         emit_json(result.document)
     else:

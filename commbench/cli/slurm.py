@@ -1,19 +1,20 @@
 """`commbench slurm submit SUITE` and `commbench slurm status RUN_DIR`: a suite as a multi-node Slurm batch job."""
 
-import os
-import re
+from __future__ import annotations
+
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from commbench import store
 from commbench.cli.shared import POSITIVE_NUMBER
 from commbench.errors import CommbenchError, ExitCode
-from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES
-from commbench.slurm import container, jobs, script
+from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES, BackendChoice, DeviceChoice
+from commbench.slurm import jobs
 
-REPORT_DIR = "report"
+if TYPE_CHECKING:
+    from commbench.slurm.collect import Collected
 
 
 @click.group()
@@ -65,131 +66,84 @@ def slurm() -> None:
 @click.option("--wait-timeout", type=POSITIVE_NUMBER, default=3600.0, show_default=True,
               help="Seconds --wait waits before giving up (the job keeps running).")
 @click.option("--poll", type=POSITIVE_NUMBER, default=2.0, show_default=True, help="Seconds between job-state polls.")
-def submit(suite, nodes, gpus_per_node, nproc_per_node, partition, account, time_limit, qos, constraint, exclusive,
-           cpus_per_task, sbatch_args, env, job_name, rdzv_port, python, container_image, container_mounts,
-           backend, device, run_id, dry_run, wait_, wait_timeout, poll, out_text) -> None:
+def submit(suite: str, nodes: int, gpus_per_node: int, nproc_per_node: int | None, partition: str | None,
+           account: str | None, time_limit: str | None, qos: str | None, constraint: str | None, exclusive: bool,
+           cpus_per_task: int | None, sbatch_args: tuple[str, ...], env: tuple[str, ...], job_name: str | None,
+           rdzv_port: int | None, python: str | None, container_image: str | None,
+           container_mounts: tuple[str, ...], backend: BackendChoice | None, device: DeviceChoice | None,
+           run_id: str | None, dry_run: bool, wait_: bool, wait_timeout: float, poll: float, out_text: str) -> None:
     """Write the batch script for SUITE into results/<run-id>/, submit it with sbatch, and (--wait) collect it.
 
     Exit codes: 0 submitted (or, with --wait, completed with correct results), 1 (--wait) a check found wrong
     results, 2 bad input or sbatch refused, 3 the job failed, was cancelled, timed out, or is still running at
     --wait-timeout.
     """
-    from commbench.machine import Machine
-    from commbench.suite.load import load_suite
-    from commbench.suite.run import SUITE_FILE
+    from commbench.slurm.batch_job import Nodes, dry_run_script, prepare_job, submit_job
+    from commbench.slurm.script import SbatchOptions
 
-    out = _check_destination(suite, out_text, run_id)
-    if nproc_per_node is None:  # not `or`: an explicit 0 must reach validate() and be refused, not become 2
-        nproc_per_node = gpus_per_node or 2
-    overrides = {"backend": backend, "device": device}
-    image = container.from_options(container_image, tuple(container_mounts))
-    if image:
-        container.check_mountable(out.resolve())
-    if python is None:  # this machine's interpreter path means nothing inside an image: the image's python3 runs
-        python = "python3" if image else sys.executable
-    request = script.JobRequest(
-        nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node, partition=partition,
-        account=account, qos=qos, constraint=constraint, time=time_limit, cpus_per_task=cpus_per_task,
-        exclusive=exclusive, sbatch_args=tuple(sbatch_args),
-        env=script.job_env(tuple(env), dict(os.environ)), rdzv_port=rdzv_port, python=python,
-        job_name=job_name if job_name is not None else f"commbench-{re.sub(r'[^A-Za-z0-9_.-]', '-', Path(suite).stem)}",
-        run_options=tuple(arg for key, value in overrides.items() if value for arg in (f"--{key}", value)),
-        container=image)
-    script.validate(request)
-    # Validate the suite as it will resolve on the compute nodes, not on this (login) node.
-    loaded = load_suite(suite, Machine.for_job(nodes=nodes, ranks_per_node=nproc_per_node,
-                                               gpus_per_node=gpus_per_node), overrides=overrides)
+    where = Nodes(nodes=nodes, gpus_per_node=gpus_per_node, nproc_per_node=nproc_per_node, python=python,
+                  container_image=container_image, container_mounts=tuple(container_mounts))
+    sbatch = SbatchOptions(partition=partition, account=account, qos=qos, constraint=constraint, time=time_limit,
+                           cpus_per_task=cpus_per_task, exclusive=exclusive, sbatch_args=tuple(sbatch_args))
+    job = prepare_job(suite, where, sbatch, env=tuple(env), job_name=job_name, rdzv_port=rdzv_port,
+                      overrides={"backend": backend, "device": device}, out_text=out_text, run_id=run_id)
     if dry_run:
-        run_dir = (out / (run_id or store.default_run_id())).resolve()
-        if run_id is not None and run_dir.exists():  # what create_run_dir refuses, refused here too
-            raise CommbenchError(f"{run_dir} already exists; choose another --run-id")
         # color=True: click.echo would otherwise strip escape sequences (an --env value may hold one) when stdout is
         # not a terminal, and print a script other than the one a submit writes
-        click.echo(script.render(request, suite_file=run_dir / SUITE_FILE, run_dir=run_dir), nl=False, color=True)
+        click.echo(dry_run_script(job, run_id), nl=False, color=True)
         return
-    from commbench.slurm import submission  # records the run (runinfo, NVML): loaded only to submit
-
-    submitted = submission.submit(request, suite_path=loaded.path, suite_text=loaded.text, suite_file=SUITE_FILE,
-                                  out=out, run_id=run_id, argv=["commbench", *sys.argv[1:]])
+    submitted = submit_job(job, run_id=run_id, argv=["commbench", *sys.argv[1:]])
     run_dir, job_id, log_path = submitted.run_dir, submitted.job_id, submitted.log_path
     click.echo(f"Submitted batch job {job_id}\n# Results: {run_dir}\n# Log: {log_path}")
     if wait_:
-        sys.exit(_collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll))
+        from commbench.slurm.collect import collect
+
+        collected = collect(run_dir, job_id, log_path, timeout_s=wait_timeout, poll_s=poll,
+                            on_change=lambda state: click.echo(f"# job {job_id}: {state.state}", err=True))
+        sys.exit(_show_collected(collected, timeout_s=wait_timeout))
 
 
-def _check_destination(suite: str, out_text: str, run_id: str | None) -> Path:
-    """The suite, --out and --run-id, checked the same way with and without --dry-run; returns --out."""
-    script.check_text_field("SUITE", suite)
-    script.check_text_field("--out", out_text)
-    if run_id is not None:
-        store.check_run_id(run_id)  # what a submit's create_run_dir refuses, --dry-run refuses too
-    return Path(out_text)
-
-
-def _collect(run_dir: Path, job_id: str, log_path: Path, *, timeout_s: float, poll_s: float) -> int:
-    """Wait for the job. When its ranks finished the suite, the rows decide (report; exit 1 on wrong results);
-    otherwise say how the job ended and where its log is, and make meta.json say so."""
-    final = jobs.wait(job_id, timeout_s=timeout_s, poll_s=poll_s,
-                      on_change=lambda state: click.echo(f"# job {job_id}: {state.state}", err=True))
-    if final is None:
+def _show_collected(collected: Collected, *, timeout_s: float) -> ExitCode:
+    """How the job ended: still running at --wait-timeout, failed (where its log is), or the report and each bench
+    whose check found wrong results; returns the exit code."""
+    run_dir, job_id = collected.run_dir, collected.job_id
+    if collected.final is None:
         click.echo(f"commbench: slurm job {job_id} has not ended after {timeout_s:g} s (--wait-timeout); it keeps "
                    f"running: `commbench slurm status {run_dir}` or `scancel {job_id}`", err=True)
-        return ExitCode.RUN_FAILED
-    store.update_meta(run_dir, slurm_state=final.state, slurm_exit_code=final.exit_code)
-    meta = store.read_meta(run_dir)
-    if meta.get("status") != store.STATUS_COMPLETE:
-        from commbench.slurm import submission
-
-        problem = submission.job_problem(final, meta, run_dir, log_path)
-        submission.mark_failed(run_dir, problem, final.state)
-        click.echo(f"commbench: {problem}", err=True)
-        return ExitCode.RUN_FAILED
-    from commbench.report.render import render
-    from commbench.runs import bench_dirs, kind_of, read_outcome
-
-    report = render([run_dir], run_dir / REPORT_DIR)
-    click.echo(f"# Report: {report.out / 'report.html'}")
-    if final.state not in (jobs.ENDED_OK, jobs.GONE):  # e.g. a rank that aborted in teardown after the last row
-        click.echo(f"# note: slurm job {job_id} ended {final.state} after the run completed; log: {log_path}")
-    code = ExitCode.OK
-    for name, bench_dir in bench_dirs(run_dir).items():  # each bench says what its exit code 1 means
-        if (bench_dir / store.META_FILE).exists():
-            kind = kind_of(bench_dir)
-            wrong = read_outcome(kind, bench_dir).n_wrong
-            if wrong:
-                click.echo(f"commbench: bench {name}: {kind.wrong_message.format(n=wrong)}", err=True)
-                code = ExitCode.WRONG_RESULTS
-    return code
-
+    elif collected.problem is not None:
+        click.echo(f"commbench: {collected.problem}", err=True)
+    else:
+        click.echo(f"# Report: {collected.report_html}")
+        if collected.ended_late:  # e.g. a rank that aborted in teardown after the last row
+            click.echo(f"# note: slurm job {job_id} ended {collected.final.state} after the run completed; log: "
+                       f"{collected.log_path}")
+        for name, message in collected.wrong:  # each bench says what its exit code 1 means
+            click.echo(f"commbench: bench {name}: {message}", err=True)
+    return collected.exit_code
 
 
 @slurm.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-def status(run_dir) -> None:
+def status(run_dir: Path) -> None:
     """The Slurm state of a submitted run, its own status, and the rows each bench has written.
 
     Exit codes: 0 pending, running or completed; 2 not a submitted run; 3 the job or the run failed (or the job is
     gone from scontrol and the run never said complete).
     """
-    meta = store.read_meta(run_dir)
-    job_id = meta.get("slurm_job_id")
-    if not job_id:
+    from commbench.slurm.collect import job_status
+
+    found = job_status(run_dir)
+    if found is None:
         raise CommbenchError(f"{run_dir} has no slurm_job_id in meta.json: it was not submitted by "
                              "`commbench slurm submit`")
-    state = jobs.job_state(str(job_id))
+    state, meta = found.state, found.meta
     where = f" on {state.nodes}" if state.nodes and state.nodes != "(null)" else ""
     known = "no longer known to scontrol (ended over MinJobAge ago)" if state.state == jobs.GONE else state.state
-    click.echo(f"job {job_id}: {known}{where}" + (f", run time {state.run_time}" if state.run_time else "") +
+    click.echo(f"job {found.job_id}: {known}{where}" + (f", run time {state.run_time}" if state.run_time else "") +
                (f", exit code {state.exit_code}" if state.exit_code else ""))
     click.echo(f"run: {meta.get('status')}" + (f" ({meta['reason']})" if meta.get("reason") else ""))
-    from commbench.progress import RowCounter
-
-    for name, bench_dir in (store.suite_bench_dirs(run_dir) or {}).items():
-        rows = RowCounter(bench_dir / store.RESULTS_FILE)()
-        bench_status = store.read_meta(bench_dir).get("status") if (bench_dir / store.META_FILE).exists() else \
-            "not started"
-        click.echo(f"  bench {name}: {bench_status}, {rows} row(s)")
+    for bench in found.benches:
+        click.echo(f"  bench {bench.name}: {bench.status}, {bench.rows} row(s)")
     click.echo(f"# Log: {meta.get('slurm_log')}")
-    unfinished = state.state == jobs.GONE and meta.get("status") != store.STATUS_COMPLETE
-    if state.state in jobs.ENDED_BADLY or meta.get("status") == store.STATUS_FAILED or unfinished:
+    if found.failed:
         sys.exit(ExitCode.RUN_FAILED)

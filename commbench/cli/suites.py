@@ -36,12 +36,12 @@ def suites(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"{suite['name']:<{width}}  {suite['description']}")
 
 
-def complete_suite_name(ctx, param, incomplete: str) -> list[CompletionItem]:
+def complete_suite_name(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Shell completion of a shipped suite's name."""
     return [CompletionItem(name) for name in suite_names() if name.startswith(incomplete)]
 
 
-def complete_suite(ctx, param, incomplete: str) -> list[CompletionItem]:
+def complete_suite(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Shell completion of `commbench run SUITE`: a shipped suite's name, or a file."""
     return [*complete_suite_name(ctx, param, incomplete), CompletionItem(incomplete, type="file")]
 

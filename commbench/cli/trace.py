@@ -71,7 +71,7 @@ def _describe_expected(expected: list[dict]) -> list[str]:
     return lines
 
 
-def _pct(value) -> str:
+def _pct(value: float | None) -> str:
     return "n/a (no communication)" if value is None else f"{value:.2f} %"
 
 
@@ -115,7 +115,7 @@ def _call(entry: dict) -> str:
     return f"{entry['kind']} {format_bytes(entry['bytes'])} {entry['dtype']}"
 
 
-def _us(value) -> str:
+def _us(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f} us"
 
 

@@ -1,20 +1,27 @@
 """How `commbench trace analyze` shows collective calls: every call (--calls), the size histogram per kind, and the
 straggler view across ranks."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from commbench.units import format_bytes
 
+if TYPE_CHECKING:
+    from commbench.profiling.collective_calls import Call
 
-def _size(value) -> str:
+
+def _size(value: float | None) -> str:
     return "?" if value is None else format_bytes(int(value))
 
 
-def _gbps(value) -> str:
+def _gbps(value: float | None) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.3f}"
 
 
-def call_document(call) -> dict:
+def call_document(call: Call) -> dict[str, object]:
     message = call.message
     return {"rank": call.rank, "index": call.index, "step": call.step, "kind": call.kind, "trace_kind": call.raw_kind,
             "bytes": message.bytes if message else None, "elements": message.elements if message else None,
@@ -24,7 +31,7 @@ def call_document(call) -> dict:
             "busbw_gbps": call.busbw_gbps, "sequence": call.sequence}
 
 
-def describe_calls(calls) -> list[str]:
+def describe_calls(calls: Iterable[Call]) -> list[str]:
     lines = ["calls (busbw with nccl-tests' factor at the call's group size; size = the larger of input and output):",
              f"  {'rank':>4} {'step':>5} {'kind':<15} {'size':>12} {'dtype':>9} {'group':>6} {'ranks':>5} "
              f"{'duration (us)':>14} {'algbw (GB/s)':>13} {'busbw (GB/s)':>13}"]

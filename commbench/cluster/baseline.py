@@ -2,12 +2,18 @@
 once by the launching process (the spec carries the numbers to every node): an earlier hunt's, a JSON file's, or
 `--baseline expected`, the machine's topology (commbench expect)."""
 
+from __future__ import annotations
+
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commbench.cluster.diagnosis import BANDWIDTH, INTRA, PAIR_METRICS
 from commbench.errors import CommbenchError
+
+if TYPE_CHECKING:
+    from commbench.expect.facts import MachineFacts
 
 KEYS = tuple(metric.name for metric in (*PAIR_METRICS, INTRA))
 
@@ -16,7 +22,7 @@ EXPECTED = "expected"
 """--baseline expected: the figures commbench expect gives this machine, not a file."""
 
 
-def expected_baseline(facts, *, ranks_per_node: int, device: str) -> dict[str, float]:
+def expected_baseline(facts: MachineFacts, *, ranks_per_node: int, device: str) -> dict[str, float]:
     """The busbw a pair's lane (a sendrecv from one node to another, over one GPU's NIC) and a node's all-reduce
     should reach on this machine (commbench expect's model). The model has no point-to-point latency, so latency is
     judged against the allocation as always."""

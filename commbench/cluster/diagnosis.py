@@ -32,6 +32,7 @@ measured alone ran twice as fast as in a full round), and its reference is the c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -48,9 +49,17 @@ from commbench.cluster.pair_statistics import (
     rounded,
     slower_pct,
 )
+from commbench.cluster.specs import Statistic
 
 if TYPE_CHECKING:  # numpy comes with stalls: imported where a hunt judges, not when the CLI lists its commands
     from commbench.cluster.stalls import Exchanges
+
+
+Pair = tuple[str, str]
+"""Two nodes, as the rows name them (node_a, node_b)."""
+PairFigures = tuple[dict[Pair, float], dict[Pair, float], dict[str, dict[str, float]]]
+"""What the link test needs of a metric's node test: each pair's figure, each pair's percent slower than the
+reference, each node's partners with their figures."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,7 @@ class Settings:
     """Significance of the rank and stall tests, before the correction for the number of nodes or pairs tested."""
     stall_factor: float = 3.0
     """An exchange slower than this many times its pair's median is a stall."""
-    statistic: str = "median"
+    statistic: Statistic = "median"
     """Each measurement's figure from its samples: median or p10."""
 
 
@@ -141,7 +150,7 @@ def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], i
     diagnosis = Diagnosis(reference_source=BASELINE if baseline else ALLOCATION)
     if len(nodes) == 2 and pairs and not baseline:
         diagnosis.notes.append("2 nodes: one pair has nothing to be compared with; give --baseline to judge it")
-    measured = {}
+    measured: dict[PairMetric, PairFigures] = {}
     for metric in PAIR_METRICS:
         values = {pair: figures[metric.column] for pair, figures in pairs.items()
                   if figures.get(metric.column) is not None}
@@ -157,7 +166,8 @@ def diagnose(nodes: list[str], pairs: dict[tuple[str, str], dict[str, float]], i
     return diagnosis
 
 
-def _reference(diagnosis, name, scores: list[float], metric: PairMetric, baseline) -> float:
+def _reference(diagnosis: Diagnosis, name: str, scores: list[float], metric: PairMetric,
+               baseline: dict[str, float] | None) -> float:
     """--baseline's figure for this metric, else the allocation's own; a baseline without it says so in a note (the
     metric is then judged as without --baseline)."""
     given = (baseline or {}).get(name)
@@ -176,8 +186,8 @@ def _reference(diagnosis, name, scores: list[float], metric: PairMetric, baselin
 
 
 def _node_suspects(diagnosis: Diagnosis, nodes: list[str], values: dict[tuple[str, str], float],
-                   metric: PairMetric, settings: Settings, baseline, samples: dict[tuple[str, str], list[float]],
-                   repeats: list[Samples]):
+                   metric: PairMetric, settings: Settings, baseline: dict[str, float] | None,
+                   samples: dict[tuple[str, str], list[float]], repeats: list[Samples]) -> PairFigures:
     """Nodes slow with most partners; returns what the link test needs: (values, percent slower by pair, each
     node's partners)."""
     up = metric.higher_is_better
@@ -259,13 +269,14 @@ def exchanges_by_pair(samples: Samples, settings: Settings) -> dict[tuple[str, s
     return by_pair
 
 
-def _stall_evidence(found: Exchanges, p: float, **more) -> dict:
+def _stall_evidence(found: Exchanges, p: float, **more: object) -> dict:
     return {"test": STALLS, "stall_pct": round(found.stall_pct, 2), "stalls": found.stalls,
             "exchanges": found.count, "lost_ms": round(float(found.lost_s.sum()) * 1e3, 3),
             "slower_pct": round(found.lost_pct, 2), "p": p_rounded(p), **more}
 
 
-def _link_suspects(diagnosis: Diagnosis, values, slow, partners, metric: PairMetric, settings: Settings,
+def _link_suspects(diagnosis: Diagnosis, values: dict[Pair, float], slow: dict[Pair, float],
+                   partners: dict[str, dict[str, float]], metric: PairMetric, settings: Settings,
                    named: set[str], samples: dict[tuple[str, str], list[float]]) -> None:
     """Slow pairs whose ends are both fine with at least half of their other partners in this test. An end named as
     a node by another test does not stop it: the second pass settles which it is (confirmation.confirm drops a link
@@ -294,7 +305,8 @@ def _link_suspects(diagnosis: Diagnosis, values, slow, partners, metric: PairMet
         diagnosis.suspect_links.setdefault(pair, []).append(evidence)
 
 
-def _diagnose_intra(diagnosis: Diagnosis, intra: dict[str, float], settings: Settings, baseline) -> None:
+def _diagnose_intra(diagnosis: Diagnosis, intra: dict[str, float], settings: Settings,
+                    baseline: dict[str, float] | None) -> None:
     reference = _reference(diagnosis, INTRA.name, list(intra.values()), INTRA, baseline)
     slow = {node: slower_pct(value, reference, higher_is_better=True) for node, value in intra.items()}
     spread = robust_spread(list(slow.values()))
@@ -308,10 +320,10 @@ def _diagnose_intra(diagnosis: Diagnosis, intra: dict[str, float], settings: Set
             diagnosis.suspect_nodes.setdefault(node, []).append(evidence)
 
 
-def _key(a: str, b: str, values: dict) -> tuple[str, str]:
+def _key(a: str, b: str, values: Mapping[Pair, object]) -> Pair:
     return (a, b) if (a, b) in values else (b, a)
 
 
-def _evidence(metric: PairMetric, value: float, reference: float, slower: float, z: float, **more) -> dict:
+def _evidence(metric: PairMetric, value: float, reference: float, slower: float, z: float, **more: object) -> dict:
     return {"test": metric.name, "value": round(value, 6), "unit": metric.unit, "reference": round(reference, 6),
             "slower_pct": round(slower, 2), "z": round(z, 2), **more}

@@ -15,29 +15,41 @@ every transfer is checked once after timing: the bytes received must be the send
 bytes that are not, summed over the pair).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
-from commbench.faults import slowed_by, stalled
+from commbench.faults import Stall, slowed_by, stalled
 from commbench.measure.timing import agree_on_spin
 
-_groups_made = 0
-"""Groups this process made through new_group (every rank makes every group: the same count on each rank)."""
+if TYPE_CHECKING:
+    from commbench.bench_kind import RankContext
 
 
-def new_group(ranks: list[int]):
-    """dist.new_group, counted (meta.json's communicators_created)."""
-    global _groups_made
-    _groups_made += 1
-    return dist.new_group(ranks=sorted(ranks))
+class Communicators:
+    """The communicators one launch made (meta.json's communicators_created): the world's, and every group made
+    through new_group. Made once per launch by the kind's prepare and kept in its state; every rank makes every
+    group, so the count is the same on each rank."""
 
+    def __init__(self) -> None:
+        self._groups_made = 0
 
-def communicators_created() -> int:
-    """The world's communicator and every group made through new_group so far."""
-    return 1 + _groups_made
+    def new_group(self, ranks: list[int]) -> dist.ProcessGroup:
+        """dist.new_group, counted."""
+        self._groups_made += 1
+        group: dist.ProcessGroup = dist.new_group(ranks=sorted(ranks))
+        return group
+
+    @property
+    def created(self) -> int:
+        """The world's communicator and every group made through new_group so far."""
+        return 1 + self._groups_made
 
 
 @dataclass
@@ -48,13 +60,13 @@ class Timed:
     """Wrong bytes (or elements) over the pair (or the group), in one untimed transfer after timing."""
 
     @staticmethod
-    def of_lanes(lanes: list["Timed"]) -> "Timed":
+    def of_lanes(lanes: list[Timed]) -> Timed:
         """A node pair's lanes, measured at once: per iteration the slowest lane; the wrong bytes of all."""
         return Timed([max(values) for values in zip(*(lane.samples_s for lane in lanes))],
                      sum(lane.n_wrong for lane in lanes))
 
     @staticmethod
-    def repeated(measurements: list["Timed"]) -> "Timed":
+    def repeated(measurements: list[Timed]) -> Timed:
         """The same pair measured several times: every sample, every wrong byte."""
         return Timed([value for timed in measurements for value in timed.samples_s],
                      sum(timed.n_wrong for timed in measurements))
@@ -65,7 +77,7 @@ def _pattern(rank: int) -> int:
     return rank % 251 + 1
 
 
-def _post(ctx, operations: list) -> list:
+def _post(ctx: RankContext, operations: list[dist.P2POp]) -> list[dist.Work]:
     """Start point-to-point operations on the world group: in one batch on NCCL (a send and a receive apart would
     deadlock, and a batch stays in the world communicator), one by one on gloo."""
     if ctx.platform.p2p_batched:
@@ -73,27 +85,27 @@ def _post(ctx, operations: list) -> list:
     return [operation.op(operation.tensor, operation.peer) for operation in operations]
 
 
-def _swap(ctx, send: torch.Tensor, recv: torch.Tensor, peer: int) -> None:
+def _swap(ctx: RankContext, send: torch.Tensor, recv: torch.Tensor, peer: int) -> None:
     for work in _post(ctx, [dist.P2POp(dist.isend, send, peer), dist.P2POp(dist.irecv, recv, peer)]):
         work.wait()
 
 
-def _pair_max(ctx, values: list[float], peer: int) -> list[float]:
+def _pair_max(ctx: RankContext, values: list[float], peer: int) -> list[float]:
     mine = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     theirs = torch.empty_like(mine)
     _swap(ctx, mine, theirs, peer)
     return torch.maximum(mine, theirs).tolist()
 
 
-def _pair_sum(ctx, value: int, peer: int) -> int:
+def _pair_sum(ctx: RankContext, value: int, peer: int) -> int:
     mine = torch.tensor([value], dtype=torch.int64, device=ctx.device)
     theirs = torch.empty_like(mine)
     _swap(ctx, mine, theirs, peer)
     return int((mine + theirs).item())
 
 
-def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, warmup: int, iters: int,
-             slow_share: float = 0.0, stall=None) -> Timed:
+def transfer(ctx: RankContext, *, peer: int, sends: bool, receives: bool, size_bytes: int, warmup: int, iters: int,
+             slow_share: float = 0.0, stall: Stall | None = None) -> Timed:
     """This rank's side of timed transfers with `peer` (a global rank): sending, receiving or both at once
     (bidirectional). The peer calls it too, at the same time, with this rank as its peer."""
     send = torch.full((size_bytes,), _pattern(ctx.rank), dtype=torch.uint8, device=ctx.device)
@@ -101,7 +113,7 @@ def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, wa
     token, token_back = (torch.zeros(1, dtype=torch.uint8, device=ctx.device) for _ in range(2))
 
     # built once, outside the timed call: each timed iteration only posts and waits
-    operations = []
+    operations: list[dist.P2POp] = []
     if sends:
         operations.append(dist.P2POp(dist.isend, send, peer))
     if receives:
@@ -125,7 +137,8 @@ def transfer(ctx, *, peer: int, sends: bool, receives: bool, size_bytes: int, wa
     return Timed(samples, _pair_sum(ctx, wrong, peer))
 
 
-def _timed(ctx, group, run, *, warmup: int, iters: int) -> list[float]:
+def _timed(ctx: RankContext, group: dist.ProcessGroup, run: Callable[[], object], *, warmup: int,
+           iters: int) -> list[float]:
     timer = ctx.platform.timer(lambda: dist.barrier(group=group))
     timer.time_iterations(run, warmup)
     agree_on_spin(timer, run, lambda need: _group_max(ctx, group, need))
@@ -134,20 +147,20 @@ def _timed(ctx, group, run, *, warmup: int, iters: int) -> list[float]:
     return samples.tolist()
 
 
-def _group_max(ctx, group, value: float) -> float:
+def _group_max(ctx: RankContext, group: dist.ProcessGroup, value: float) -> float:
     largest = torch.tensor([value], dtype=torch.float64, device=ctx.device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX, group=group)
     return float(largest.item())
 
 
-def _group_sum(ctx, group, value: int) -> int:
+def _group_sum(ctx: RankContext, group: dist.ProcessGroup, value: int) -> int:
     total = torch.tensor([value], dtype=torch.int64, device=ctx.device)
     dist.all_reduce(total, group=group)
     return int(total.item())
 
 
-def all_reduce(ctx, group, members: list[int], *, size_bytes: int, warmup: int, iters: int,
-               slow_share: float = 0.0) -> Timed:
+def all_reduce(ctx: RankContext, group: dist.ProcessGroup, members: list[int], *, size_bytes: int, warmup: int,
+               iters: int, slow_share: float = 0.0) -> Timed:
     """A timed float32 sum all_reduce in `group` (a node's ranks), checked: every element must be the sum of the
     members' rank + 1."""
     elements = max(1, size_bytes // 4)

@@ -11,13 +11,24 @@ generation when idle to save power.
 """
 
 from collections import Counter
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+GpuFacts = dict[str, Any]
+"""One GPU's facts by name: what NVML returned (pynvml is untyped: ints for counts, clocks, widths and reason bits,
+strings for the name and uuid), or {"error": why none were read}."""
+FactsByNode = dict[str, list[GpuFacts]]
+"""Node → the facts of each of its GPUs."""
+Finding = dict[str, object]
+"""{"test": "nvml", "gpu", "uuid", "fact", "value", "peers"}: a fact that names a node."""
+T = TypeVar("T")
 
 HW_SLOWDOWN_REASONS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
                        0x80: "hardware power brake"}
 """NVML clocks-event (throttle) reason bits that mean a sick GPU, not an idle or power-capped one."""
 
 
-def read_facts(index: int, uuid: str | None = None) -> dict:
+def read_facts(index: int, uuid: str | None = None) -> GpuFacts:
     """This GPU's facts; {"error": ...} when NVML cannot be used here."""
     try:
         import pynvml
@@ -27,7 +38,7 @@ def read_facts(index: int, uuid: str | None = None) -> dict:
         return {"error": f"NVML not available ({type(error).__name__})"}
     try:
         handle = (pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index))
-        facts = {"index": index, "uuid": uuid, "name": _call(pynvml.nvmlDeviceGetName, handle)}
+        facts: GpuFacts = {"index": index, "uuid": uuid, "name": _call(pynvml.nvmlDeviceGetName, handle)}
         facts["sm_clock_mhz"] = _call(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
         facts["sm_clock_max_mhz"] = _call(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)
         reasons = _call(getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
@@ -56,7 +67,7 @@ def read_facts(index: int, uuid: str | None = None) -> dict:
         pynvml.nvmlShutdown()
 
 
-def _call(function, *args):
+def _call(function: Callable[..., T], *args: object) -> T | None:
     """A fact, or None where this GPU or driver does not support it."""
     try:
         return function(*args)
@@ -64,15 +75,15 @@ def _call(function, *args):
         return None
 
 
-def findings(facts_by_node: dict[str, list[dict]]) -> dict[str, list[dict]]:
+def findings(facts_by_node: FactsByNode) -> dict[str, list[Finding]]:
     """Node → its findings, each {"test": "nvml", "gpu", "fact", "value", "peers"}."""
     gpus = [(node, facts) for node, found in facts_by_node.items() for facts in found if "error" not in facts]
-    by_model: dict[str, list[dict]] = {}
+    by_model: dict[str, list[GpuFacts]] = {}
     for _, facts in gpus:
         by_model.setdefault(facts.get("name", "?"), []).append(facts)
-    result: dict[str, list[dict]] = {}
+    result: dict[str, list[Finding]] = {}
 
-    def flag(node: str, facts: dict, fact: str, value, peers) -> None:
+    def flag(node: str, facts: GpuFacts, fact: str, value: object, peers: object) -> None:
         result.setdefault(node, []).append({"test": "nvml", "gpu": facts.get("index"), "uuid": facts.get("uuid"),
                                             "fact": fact, "value": value, "peers": peers})
 
@@ -93,7 +104,7 @@ def findings(facts_by_node: dict[str, list[dict]]) -> dict[str, list[dict]]:
     return result
 
 
-def _usual(peers: list[dict], fact: str):
+def _usual(peers: list[GpuFacts], fact: str) -> Any:
     """The most common value among GPUs of one model (None with fewer than 3 to compare)."""
     values = [facts[fact] for facts in peers if facts.get(fact) is not None]
     if len(values) < 3:

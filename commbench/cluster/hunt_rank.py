@@ -13,69 +13,87 @@ Communicators: the world's, and one group per node with several ranks (made once
 or size (commbench/cluster/exchange.py). meta.json's communicators_created counts them.
 """
 
-from collections.abc import Callable
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from commbench import faults, store
-from commbench.bench_kind import Measured
+from commbench.bench_kind import Measured, RankRun
 from commbench.cluster import exchange, hunt_rows
+from commbench.cluster.diagnosis import Pair
+from commbench.cluster.gpu_health import FactsByNode
 from commbench.cluster.nodes import Layout, node_name
 from commbench.cluster.pairing import circle_rounds, random_rounds
+from commbench.cluster.specs import HuntPhase, HuntSettings, PhasePoint
+
+if TYPE_CHECKING:
+    import torch.distributed as dist
+
+    from commbench.bench_kind import RankContext
+
+Round = Sequence[Pair]
+"""Node pairs measured at the same time."""
+PairTest = tuple[str, int, int]
+"""(test, bytes, timed exchanges) of a pair measurement."""
+T = TypeVar("T")
 
 
 @dataclass
 class HuntState:
     layout: Layout
     node: str
-    intra_group: object = None
+    communicators: exchange.Communicators = field(default_factory=exchange.Communicators)
+    """Made with the state, once per launch: the world's and the node groups (meta.json's communicators_created)."""
+    intra_group: dist.ProcessGroup | None = None
     intra_members: list[int] | None = None
     rows: list[dict] = field(default_factory=list)
     """Rank 0: every measurement row so far (the diagnosis reads them)."""
-    times: dict[tuple, list[list[float]]] = field(default_factory=dict)
+    times: hunt_rows.Times = field(default_factory=dict)
     """Rank 0: every pair measurement's samples in seconds, one list per repeat, by (phase, test, node_a, node_b)
     (the rank, stall and repeat tests read them)."""
-    gpu_facts: dict[str, list[dict]] = field(default_factory=dict)
+    gpu_facts: FactsByNode = field(default_factory=dict)
 
 
-def prepare(spec, ctx) -> HuntState:
+def prepare(spec: HuntSettings, ctx: RankContext) -> HuntState:
     layout = Layout.from_names(ctx.gather_objects(node_name()))
     state = HuntState(layout, layout.node_of(ctx.rank))
     for node in layout.nodes:  # every rank creates every node's group, in the same order
         members = list(layout.ranks[node])
         if len(members) >= 2:
-            group = exchange.new_group(members)
+            group = state.communicators.new_group(members)
             if ctx.rank in members:
                 state.intra_group, state.intra_members = group, members
     return state
 
 
-def measure(spec, point, run) -> Measured:
-    phases: dict[str, Callable[..., list[dict]]] = {"intra": _intra, "pairs": _pairs, "second_pass": _second_pass}
-    phase = phases[point.phase]
-    rows = phase(spec, run.ctx, run.state, run)
+def measure(spec: HuntSettings, point: PhasePoint, run: RankRun) -> Measured:
+    phases: dict[HuntPhase, Callable[[HuntSettings, RankContext, HuntState, RankRun], list[dict]]] = {
+        "intra": _intra, "pairs": _pairs, "second_pass": _second_pass}
+    state: HuntState = run.state
+    rows = phases[point.phase](spec, run.ctx, state, run)
     if run.ctx.rank != 0:
         return Measured(None)
     stamped = [{**row, "run_id": run.run_id} for row in rows]
-    run.state.rows += stamped
+    state.rows += stamped
     for row in stamped:
         if "_repeats" in row:
-            run.state.times[hunt_rows.times_key(row)] = row.pop("_repeats")
+            state.times[hunt_rows.times_key(row)] = row.pop("_repeats")
     samples = [sample for row in stamped for sample in row.pop("_samples", [])]
     return Measured(stamped[0] if stamped else None, samples=samples, rows=stamped[1:])
 
 
-def _intra(spec, ctx, state: HuntState, run, *, nodes: tuple[str, ...] | None = None,
-           phase: str = "intra") -> list[dict]:
+def _intra(spec: HuntSettings, ctx: RankContext, state: HuntState, run: RankRun, *,
+           nodes: tuple[str, ...] | None = None, phase: HuntPhase = "intra") -> list[dict]:
     """Each node's all_reduce (only `nodes`, when given); rank 0 gets the rows."""
-    mine = []
-    runs_here = state.intra_group is not None and (nodes is None or state.node in nodes)
+    mine: list[tuple[int, exchange.Timed]] = []
+    group, members = state.intra_group, state.intra_members  # prepare sets both or neither
     leader = False
-    if runs_here:
-        members = state.intra_members
-        assert members is not None  # prepare sets it with intra_group
+    if group is not None and members is not None and (nodes is None or state.node in nodes):
         share = faults.send_slowdown(state.node, None)
         for size in spec.intra_sizes:
-            timed = exchange.all_reduce(ctx, state.intra_group, members, size_bytes=size,
+            timed = exchange.all_reduce(ctx, group, members, size_bytes=size,
                                         warmup=spec.warmup, iters=spec.iters, slow_share=share)
             mine.append((size, timed))
         leader = ctx.rank == members[0]
@@ -102,7 +120,7 @@ def _intra(spec, ctx, state: HuntState, run, *, nodes: tuple[str, ...] | None = 
     return rows
 
 
-def _rounds(spec, layout: Layout) -> list[list[tuple[str, str]]]:
+def _rounds(spec: HuntSettings, layout: Layout) -> Sequence[Round]:
     nodes = list(layout.nodes)
     if len(nodes) < 2:
         return []
@@ -116,7 +134,8 @@ FIRST_PASS_REPEATS = 2
 say how much a healthy figure moves on its own, and a node is a suspect only when it is slow in both."""
 
 
-def _pairs(spec, ctx, state: HuntState, run, *, rounds=None, phase: str = "pairs", controls=frozenset(),
+def _pairs(spec: HuntSettings, ctx: RankContext, state: HuntState, run: RankRun, *,
+           rounds: Sequence[Round] | None = None, phase: HuntPhase = "pairs", controls: Collection[Pair] = frozenset(),
            repeats: int = 1) -> list[dict]:
     """Every pair of `rounds` measured `repeats` times over (the rounds in turn, then again); a pair's repeats
     pooled into one row per test. Rank 0 gets the rows."""
@@ -132,9 +151,9 @@ def _pairs(spec, ctx, state: HuntState, run, *, rounds=None, phase: str = "pairs
     if spec.pairs_at_once:  # a round in parts; the settling round's parts stay untimed
         settling = sum(len(_chunks(round_, spec.pairs_at_once)) for round_ in rounds[:settling])
         rounds = [part for round_ in rounds for part in _chunks(round_, spec.pairs_at_once)]
-    measured: dict[tuple[str, str], list[dict]] = {}
+    measured: dict[Pair, list[dict[str, exchange.Timed]]] = {}
     for index, round_ in enumerate(rounds):
-        result = None
+        result: tuple[Pair, dict[str, exchange.Timed]] | None = None
         mine = _my_lane(layout, round_, ctx.rank)
         if mine is not None:
             pair, lane, peer = mine
@@ -164,11 +183,11 @@ def _pairs(spec, ctx, state: HuntState, run, *, rounds=None, phase: str = "pairs
     return rows
 
 
-def _chunks(items: list, size: int) -> list[list]:
+def _chunks(items: Sequence[T], size: int) -> list[Sequence[T]]:
     return [items[start:start + size] for start in range(0, len(items), size)]
 
 
-def _my_lane(layout: Layout, round_, rank: int):
+def _my_lane(layout: Layout, round_: Round, rank: int) -> tuple[Pair, tuple[int, int], int] | None:
     """(node pair, lane, peer rank) of this rank in a round, or None when it sits the round out."""
     for pair in round_:
         for lane in layout.lanes(*pair):
@@ -177,12 +196,12 @@ def _my_lane(layout: Layout, round_, rank: int):
     return None
 
 
-def _pair_tests(spec) -> tuple[tuple[str, int, int], ...]:
+def _pair_tests(spec: HuntSettings) -> tuple[PairTest, ...]:
     """(test, bytes, timed exchanges) of each pair measurement."""
     return ("bandwidth", spec.pair_size, spec.iters), ("latency", spec.latency_size, spec.latency_iters)
 
 
-def _second_pass(spec, ctx, state: HuntState, run) -> list[dict]:
+def _second_pass(spec: HuntSettings, ctx: RankContext, state: HuntState, run: RankRun) -> list[dict]:
     from commbench.cluster.confirmation import confirm_plan
 
     plan = None
@@ -198,6 +217,7 @@ def _second_pass(spec, ctx, state: HuntState, run) -> list[dict]:
     measured = state.rows + rows  # measure() adds this point's rows to state.rows once it returns
     times = {**state.times, **{hunt_rows.times_key(row): row["_repeats"] for row in rows if "_repeats" in row}}
     final = hunt_rows.confirm_rows(measured, times, spec, state.layout, state.gpu_facts)
+    assert run.run_dir is not None  # the driver gives every rank the run folder
     hunt_rows.write_outputs(run.run_dir, spec, state.layout, measured, final, state.gpu_facts)
-    store.update_meta(run.run_dir, communicators_created=exchange.communicators_created())
+    store.update_meta(run.run_dir, communicators_created=state.communicators.created)
     return rows + hunt_rows.finding_rows(spec, state.layout, final)

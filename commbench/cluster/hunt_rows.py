@@ -2,38 +2,52 @@
 and second pass), a row per finding; hunt.json with the evidence; the node matrices as CSV. The diagnosis is always
 computed from the rows, so the files and the rows cannot disagree."""
 
+from __future__ import annotations
+
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from commbench.cluster import diagnosis as judge
 from commbench.cluster.confirmation import confirm
+from commbench.cluster.gpu_health import FactsByNode, findings
 from commbench.cluster.hostlist import compress
 from commbench.cluster.matrix_files import matrix_csv, write_file
+from commbench.cluster.nodes import Layout
 from commbench.cluster.pair_statistics import Samples
+from commbench.cluster.specs import HuntPhase, HuntSettings, Statistic
 from commbench.expect.rows import ACROSS_NODES, INTRA_ALL_REDUCE, RunExpectation
-from commbench.expect.rows import COLUMNS as EXPECTED_COLUMNS
 from commbench.measure.bandwidth import busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.names import BUSBW_FACTORS
+from commbench.schema import common
+from commbench.schema.hunt import KEY_COLUMNS, RESULT_COLUMNS
 from commbench.store import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from commbench.cluster.exchange import Timed
+
 HUNT_FILE = "hunt.json"
-MATRIX_FILES = {"busbw_gbps": "node_matrix_busbw_gbps.csv", "latency_us": "node_matrix_latency_us.csv"}
-KEY_COLUMNS = ("bench", "phase", "test", "node_a", "node_b", "size_bytes")
-RESULT_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "ranks_a", "ranks_b", "lanes", "backend", "device",
-                  "world_size", "iters", "time_us_p50", "time_us_p95", "time_us_min", "time_us_ci_lo",
-                  "time_us_ci_hi", "time_us_p10", "statistic", "busbw_gbps", "latency_us", "n_wrong", "verdict", "note",
-                  *EXPECTED_COLUMNS)
-REQUIRED_COLUMNS = RESULT_COLUMNS[:-len(EXPECTED_COLUMNS)]
-SAMPLE_COLUMNS = ("schema_version", "run_id", *KEY_COLUMNS, "iteration", "time_us")
-FIRST_PASS = "pairs"
-SECOND_PASS = "second_pass"
-SUSPECT, CLEARED, HEALTHY, CONTROL = "suspect", "cleared", "healthy", "control"
+MATRIX_FILES = {common.BUSBW_GBPS: "node_matrix_busbw_gbps.csv", "latency_us": "node_matrix_latency_us.csv"}
+FIRST_PASS: HuntPhase = "pairs"
+SECOND_PASS: HuntPhase = "second_pass"
+RowPhase = Literal[HuntPhase, "note", "finding"]
+"""A row's phase: the point that measured it, or a note or a finding (the diagnosis)."""
+TimesKey = tuple[str, str, str, str]
+"""(phase, test, node_a, node_b) of a pair measurement (times_key)."""
+Times = dict[TimesKey, list[list[float]]]
+"""A pass's pair measurements: their samples in seconds, one list per repeat."""
+Verdict = Literal["suspect", "cleared", "healthy", "control"]
+"""A row's verdict: a finding's word, or a second pass's control pair (other rows leave it empty)."""
+SUSPECT: Verdict = "suspect"
+CLEARED: Verdict = "cleared"
+HEALTHY: Verdict = "healthy"
+CONTROL: Verdict = "control"
 
 
-def _row(spec, layout, phase: str, test: str, **values) -> dict:
-    row = dict.fromkeys(RESULT_COLUMNS, None)
+def _row(spec: HuntSettings, layout: Layout, phase: RowPhase, test: str, **values: object) -> dict:
+    row: dict[str, object] = dict.fromkeys(RESULT_COLUMNS, None)
     row.update(schema_version=SCHEMA_VERSION, run_id="", bench="hunt", phase=phase, test=test, node_a="", node_b="",
                ranks_a="", ranks_b="", backend=spec.backend, device=spec.device,
                world_size=sum(len(members) for members in layout.ranks.values()), size_bytes=0, verdict="", note="")
@@ -41,7 +55,7 @@ def _row(spec, layout, phase: str, test: str, **values) -> dict:
     return row
 
 
-def _timed_columns(row: dict, timed, statistic: str) -> float:
+def _timed_columns(row: dict, timed: Timed, statistic: Statistic) -> float:
     """Time statistics of the samples, and the samples themselves (kept under _samples until they are written);
     returns the time in seconds the figures come from (the median, or the 10th percentile: --statistic)."""
     import numpy as np
@@ -56,18 +70,18 @@ def _timed_columns(row: dict, timed, statistic: str) -> float:
     return p10 if statistic == "p10" else summary.p50
 
 
-def intra_row(spec, phase: str, node: str, layout, size: int, timed) -> dict:
+def intra_row(spec: HuntSettings, phase: HuntPhase, node: str, layout: Layout, size: int, timed: Timed) -> dict:
     ranks = len(layout.ranks[node])
     row = _row(spec, layout, phase, "all_reduce", node_a=node, ranks_a=layout.ranks_text(node), lanes=ranks,
                size_bytes=size)
     seconds = _timed_columns(row, timed, spec.statistic)
-    row["busbw_gbps"] = busbw_gbps(size, seconds, BUSBW_FACTORS["all_reduce"](ranks))
+    row[common.BUSBW_GBPS] = busbw_gbps(size, seconds, BUSBW_FACTORS["all_reduce"](ranks))
     row.update(RunExpectation(spec.expectation).columns(INTRA_ALL_REDUCE))
     return row
 
 
-def pair_row(spec, phase: str, test: str, pair: tuple[str, str], layout, lanes: int, size: int, timed, *,
-             control: bool = False) -> dict:
+def pair_row(spec: HuntSettings, phase: HuntPhase, test: str, pair: tuple[str, str], layout: Layout, lanes: int,
+             size: int, timed: Timed, *, control: bool = False) -> dict:
     """busbw as nccl-tests' sendrecv defines it: bytes each rank sends (and receives) per exchange / time. A second
     pass's control pair (two known-good nodes) says so in `verdict`."""
     a, b = sorted(pair)  # one order for a pair in every run (rank numbers may land on other nodes next time)
@@ -75,14 +89,14 @@ def pair_row(spec, phase: str, test: str, pair: tuple[str, str], layout, lanes: 
                ranks_b=layout.ranks_text(b), lanes=lanes, size_bytes=size, verdict=CONTROL if control else "")
     seconds = _timed_columns(row, timed, spec.statistic)
     if test == "bandwidth":
-        row["busbw_gbps"] = busbw_gbps(size, seconds, BUSBW_FACTORS["sendrecv"](2))
+        row[common.BUSBW_GBPS] = busbw_gbps(size, seconds, BUSBW_FACTORS["sendrecv"](2))
         row.update(RunExpectation(spec.expectation).columns(ACROSS_NODES))
     else:
         row["latency_us"] = seconds * 1e6
     return row
 
 
-def note_row(spec, layout, text: str) -> dict:
+def note_row(spec: HuntSettings, layout: Layout, text: str) -> dict:
     return _row(spec, layout, "note", "note", note=text)
 
 
@@ -90,7 +104,7 @@ def single_rank_note(nodes: list[str]) -> str:
     return f"intra-node all_reduce skipped on {compress(nodes)}: one rank each"
 
 
-def _figures(rows: list[dict], phase: str, *, controls: bool = False) -> tuple[dict, dict]:
+def _figures(rows: list[dict], phase: HuntPhase, *, controls: bool = False) -> tuple[dict, dict]:
     """(pair → {busbw_gbps, latency_us}, node → intra-node busbw at its largest size) of one pass; controls: the
     second pass's control pairs instead of its re-pairs."""
     pairs: dict[tuple[str, str], dict] = {}
@@ -101,29 +115,29 @@ def _figures(rows: list[dict], phase: str, *, controls: bool = False) -> tuple[d
         if row["test"] in ("bandwidth", "latency") and (row["verdict"] == CONTROL) != controls:
             continue
         if row["test"] == "bandwidth":
-            pairs.setdefault((row["node_a"], row["node_b"]), {})["busbw_gbps"] = row["busbw_gbps"]
+            pairs.setdefault((row["node_a"], row["node_b"]), {})[common.BUSBW_GBPS] = row[common.BUSBW_GBPS]
         elif row["test"] == "latency":
             pairs.setdefault((row["node_a"], row["node_b"]), {})["latency_us"] = row["latency_us"]
-        elif row["test"] == "all_reduce" and row["size_bytes"] >= intra.get(row["node_a"], (0, 0.0))[0]:
-            intra[row["node_a"]] = (row["size_bytes"], row["busbw_gbps"])
+        elif row["test"] == "all_reduce" and row[common.SIZE_BYTES] >= intra.get(row["node_a"], (0, 0.0))[0]:
+            intra[row["node_a"]] = (row[common.SIZE_BYTES], row[common.BUSBW_GBPS])
     return pairs, {node: value for node, (_, value) in intra.items() if _finite(value)}
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _settings(spec) -> judge.Settings:
+def _settings(spec: HuntSettings) -> judge.Settings:
     return judge.Settings(threshold_pct=spec.threshold_pct, min_z=spec.min_z, alpha=spec.alpha,
                           stall_factor=spec.stall_factor, statistic=spec.statistic)
 
 
-def times_key(row: dict) -> tuple[str, str, str, str]:
+def times_key(row: dict) -> TimesKey:
     """How a measurement's samples are kept for the diagnosis: (phase, test, node_a, node_b)."""
     return row["phase"], row["test"], row["node_a"], row["node_b"] or ""
 
 
-def _samples(times: dict[tuple, list[list[float]]], phase: str, repeat: int | None = None) -> Samples:
+def _samples(times: Times, phase: HuntPhase, repeat: int | None = None) -> Samples:
     """Per pair test, each pair's exchange times (seconds) of one pass: every repeat's, or one repeat's."""
     found: Samples = {}
     for (row_phase, test, a, b), repeats in times.items():
@@ -133,22 +147,20 @@ def _samples(times: dict[tuple, list[list[float]]], phase: str, repeat: int | No
     return found
 
 
-def _repeats(times: dict[tuple, list[list[float]]], phase: str) -> list[Samples]:
+def _repeats(times: Times, phase: HuntPhase) -> list[Samples]:
     """One Samples per repeat of a pass (as many as its pairs were measured)."""
     count = min((len(repeats) for (row_phase, *_), repeats in times.items() if row_phase == phase), default=0)
     return [_samples(times, phase, repeat) for repeat in range(count)]
 
 
-def diagnose_rows(rows: list[dict], times: dict[tuple, list[list[float]]], spec, layout) -> judge.Diagnosis:
+def diagnose_rows(rows: list[dict], times: Times, spec: HuntSettings, layout: Layout) -> judge.Diagnosis:
     pairs, intra = _figures(rows, FIRST_PASS)
     return judge.diagnose(list(layout.nodes), pairs, intra, _settings(spec), baseline=spec.baseline,
                           samples=_samples(times, FIRST_PASS), repeats=_repeats(times, FIRST_PASS))
 
 
-def confirm_rows(rows: list[dict], times: dict[tuple, list[list[float]]], spec, layout,
-                 gpu_facts: dict) -> judge.Diagnosis:
-    from commbench.cluster.gpu_health import findings
-
+def confirm_rows(rows: list[dict], times: Times, spec: HuntSettings, layout: Layout,
+                 gpu_facts: FactsByNode) -> judge.Diagnosis:
     first = diagnose_rows(rows, times, spec, layout)
     second_pairs, second_intra = _figures(rows, SECOND_PASS)
     controls, _ = _figures(rows, SECOND_PASS, controls=True)
@@ -184,7 +196,7 @@ def describe(evidence: dict) -> str:
     return text
 
 
-def finding_rows(spec, layout, final: judge.Diagnosis) -> list[dict]:
+def finding_rows(spec: HuntSettings, layout: Layout, final: judge.Diagnosis) -> list[dict]:
     rows = [_row(spec, layout, "finding", "node", node_a=node, ranks_a=layout.ranks_text(node), verdict=SUSPECT,
                  note=" | ".join(describe(entry) for entry in evidence))
             for node, evidence in final.suspect_nodes.items()]
@@ -223,7 +235,8 @@ def matrices(rows: list[dict], nodes: list[str]) -> dict[str, list[list[float | 
     return result
 
 
-def document(spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: dict) -> dict:
+def document(spec: HuntSettings, layout: Layout, rows: list[dict], final: judge.Diagnosis,
+             gpu_facts: FactsByNode) -> dict:
     nodes = list(layout.nodes)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -247,7 +260,8 @@ def document(spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: 
     }
 
 
-def write_outputs(run_dir: Path, spec, layout, rows: list[dict], final: judge.Diagnosis, gpu_facts: dict) -> None:
+def write_outputs(run_dir: Path, spec: HuntSettings, layout: Layout, rows: list[dict], final: judge.Diagnosis,
+                  gpu_facts: FactsByNode) -> None:
     doc = document(spec, layout, rows, final, gpu_facts)
     write_file(Path(run_dir) / HUNT_FILE, json.dumps(doc, indent=2, default=str) + "\n")
     for column, name in MATRIX_FILES.items():

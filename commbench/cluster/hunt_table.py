@@ -6,6 +6,7 @@ import pandas as pd
 
 from commbench.cluster.hunt_rows import CLEARED, FIRST_PASS, HEALTHY, SUSPECT, matrices
 from commbench.expect.rows import expected_lines
+from commbench.schema import common, hunt
 
 
 def format_table(results: pd.DataFrame) -> str:
@@ -21,7 +22,7 @@ def format_table(results: pd.DataFrame) -> str:
         lines.append(f"# cleared in the second pass: {row['test']} {where}: {row['note']}")
     for note in results.loc[results["phase"] == "note", "note"]:
         lines.append(f"# note: {note}")
-    for column, title in (("busbw_gbps", "pair busbw (GB/s, as nccl-tests' sendrecv)"),
+    for column, title in ((common.BUSBW_GBPS, "pair busbw (GB/s, as nccl-tests' sendrecv)"),
                           ("latency_us", "pair latency (µs)")):
         grid = node_matrix(results, column)
         if grid is not None:
@@ -30,12 +31,13 @@ def format_table(results: pd.DataFrame) -> str:
                       grid.to_string(na_rep="-", float_format=lambda v: f"{v:.4g}")]
     intra = results[(results["test"] == "all_reduce")]
     if not intra.empty:
-        shown = intra[["phase", "node_a", "ranks_a", "size_bytes", "time_us_p50", "busbw_gbps", "n_wrong"]].rename(
-            columns={"node_a": "node", "ranks_a": "ranks", "size_bytes": "size (B)", "time_us_p50": "time p50 (µs)",
-                     "busbw_gbps": "busbw (GB/s)", "n_wrong": "#wrong"})
+        shown = intra[[hunt.PHASE, hunt.NODE_A, hunt.RANKS_A, common.SIZE_BYTES, common.TIME_US_P50,
+                       common.BUSBW_GBPS, common.N_WRONG]].rename(
+            columns={hunt.NODE_A: "node", hunt.RANKS_A: "ranks", common.SIZE_BYTES: "size (B)",
+                     common.TIME_US_P50: "time p50 (µs)", common.BUSBW_GBPS: "busbw (GB/s)", common.N_WRONG: "#wrong"})
         lines += ["", "# intra-node all_reduce", shown.to_string(index=False, float_format=lambda v: f"{v:.4g}")]
-    lines += expected_lines(results[results["busbw_gbps"].notna()])
-    wrong = results[results["n_wrong"].fillna(0) > 0]
+    lines += expected_lines(results[results[common.BUSBW_GBPS].notna()])
+    wrong = results[results[common.N_WRONG].fillna(0) > 0]
     if not wrong.empty:
         lines.append(f"# WRONG: {len(wrong)} measurement(s) delivered wrong bytes (see #wrong in results.csv)")
     return "\n".join(lines)
@@ -43,7 +45,7 @@ def format_table(results: pd.DataFrame) -> str:
 
 def node_matrix(results: pd.DataFrame, column: str) -> pd.DataFrame | None:
     """The first pass's node × node figures (symmetric), nodes in the order of their lowest rank."""
-    test = "bandwidth" if column == "busbw_gbps" else "latency"
+    test = "bandwidth" if column == common.BUSBW_GBPS else "latency"
     pairs = results[(results["phase"] == FIRST_PASS) & (results["test"] == test)]
     if pairs.empty:
         return None

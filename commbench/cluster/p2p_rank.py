@@ -2,38 +2,49 @@
 of a round (circle method over ranks) at once, or (--schedule serial) one pair at a time with every other rank idle.
 Every transfer runs on the world group (commbench/cluster/exchange.py): no communicator per pair, round or size."""
 
-from dataclasses import dataclass
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from commbench import faults, store
-from commbench.bench_kind import Measured
+from commbench.bench_kind import Measured, RankRun
 from commbench.cluster import exchange, p2p_rows
 from commbench.cluster.nodes import Layout, node_name
 from commbench.cluster.pairing import circle_rounds
+from commbench.cluster.specs import P2pSettings, Schedule, SizePoint
 
-CONCURRENT, SERIAL = "concurrent", "serial"
+if TYPE_CHECKING:
+    from commbench.bench_kind import RankContext
+
+CONCURRENT: Schedule = "concurrent"
+SERIAL: Schedule = "serial"
 
 
 @dataclass
 class P2pState:
     layout: Layout
     node: str
+    communicators: exchange.Communicators = field(default_factory=exchange.Communicators)
+    """Made with the state, once per launch: the world's alone (every transfer runs on it)."""
 
 
-def prepare(spec, ctx) -> P2pState:
+def prepare(spec: P2pSettings, ctx: RankContext) -> P2pState:
     layout = Layout.from_names(ctx.gather_objects(node_name()))
     return P2pState(layout, layout.node_of(ctx.rank))
 
 
-def rounds(world: int, schedule: str) -> list[list[tuple[int, int]]]:
+def rounds(world: int, schedule: Schedule) -> list[list[tuple[int, int]]]:
     pairs = circle_rounds(list(range(world)))
     return pairs if schedule == CONCURRENT else [[pair] for round_ in pairs for pair in round_]
 
 
-def measure(spec, point, run) -> Measured:
-    ctx, state = run.ctx, run.state
-    rows = []
+def measure(spec: P2pSettings, point: SizePoint, run: RankRun) -> Measured:
+    ctx: RankContext = run.ctx
+    state: P2pState = run.state
+    rows: list[dict] = []
     for round_ in rounds(ctx.world, spec.schedule):
-        found = []
+        found: list[tuple[int, int, exchange.Timed]] = []
         pair = next((pair for pair in round_ if ctx.rank in pair), None)
         if pair is not None:
             for source, destination in (pair, tuple(reversed(pair))):  # one way, then the other
@@ -51,8 +62,9 @@ def measure(spec, point, run) -> Measured:
                          for source, destination, timed in measured]
     if ctx.rank != 0:
         return Measured(None)
+    assert run.run_dir is not None  # the driver gives every rank the run folder
     rows = [{**row, "run_id": run.run_id} for row in sorted(rows, key=lambda row: (row["src"], row["dst"]))]
     p2p_rows.write_matrices(run.run_dir, rows, ctx.world, point.size_bytes, spec.statistic)
-    store.update_meta(run.run_dir, communicators_created=exchange.communicators_created())
+    store.update_meta(run.run_dir, communicators_created=state.communicators.created)
     samples = [sample for row in rows for sample in row.pop("_samples")]
     return Measured(rows[0], samples=samples, rows=rows[1:])

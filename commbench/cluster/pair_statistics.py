@@ -4,6 +4,9 @@ pair's figure moves between its repeats, and the rank test of one set of exchang
 (scipy imported where the rank test runs)."""
 
 import math
+from collections.abc import Iterable
+
+from commbench.cluster.specs import Statistic
 
 SPREAD_FLOOR_PCT = 2.0
 MAD_TO_SIGMA = 1.4826
@@ -21,7 +24,7 @@ def rank_p(mine: list[float], others: list[float]) -> float | None:
     return float(mannwhitneyu(mine, others, alternative="greater").pvalue)
 
 
-def figure(times: list[float], statistic: str) -> float:
+def figure(times: list[float], statistic: Statistic) -> float:
     ordered = sorted(times)
     if statistic == "p10":  # numpy's linear percentile
         position = 0.1 * (len(ordered) - 1)
@@ -31,7 +34,7 @@ def figure(times: list[float], statistic: str) -> float:
     return median(ordered)
 
 
-def repeat_noise_pct(repeats: list[Samples], test: str, statistic: str) -> float | None:
+def repeat_noise_pct(repeats: list[Samples], test: str, statistic: Statistic) -> float | None:
     """How much one pair's figure moves between its repeats, as a robust standard deviation in percent (1.4826 ·
     the median absolute deviation of the log ratios of its repeats, over √2 for the two measurements in each)."""
     if len(repeats) < 2:
@@ -47,7 +50,7 @@ def repeat_noise_pct(repeats: list[Samples], test: str, statistic: str) -> float
     return 100 * MAD_TO_SIGMA * median(sorted(abs(value - middle) for value in logs)) / math.sqrt(2)
 
 
-def repeat_slowdowns(node: str, test: str, repeats: list[Samples], statistic: str,
+def repeat_slowdowns(node: str, test: str, repeats: list[Samples], statistic: Statistic,
                      among: set[tuple[str, str]] | None = None) -> list[float]:
     """The node's percent slower in each repeat on its own: its middle pair time against that repeat's middle node
     score (among: only these pairs count as the node's)."""
@@ -65,7 +68,7 @@ def repeat_slowdowns(node: str, test: str, repeats: list[Samples], statistic: st
     return found
 
 
-def pair_repeat_slowdowns(pair: tuple[str, str], test: str, repeats: list[Samples], statistic: str,
+def pair_repeat_slowdowns(pair: tuple[str, str], test: str, repeats: list[Samples], statistic: Statistic,
                           controls: set[tuple[str, str]]) -> list[float]:
     """A pair's percent slower in each repeat on its own, against that repeat's control pairs' better middle."""
     found = []
@@ -78,7 +81,7 @@ def pair_repeat_slowdowns(pair: tuple[str, str], test: str, repeats: list[Sample
     return found
 
 
-def pooled(samples: dict[tuple[str, str], list[float]], pairs) -> list[float]:
+def pooled(samples: dict[tuple[str, str], list[float]], pairs: Iterable[tuple[str, str]]) -> list[float]:
     return [value for pair in pairs for value in samples.get(pair, ())]
 
 

@@ -4,19 +4,21 @@ helpers the ranks import when they run a point: the registry does not load them 
 launcher, which never imports torch)."""
 
 from commbench.collectives import all_gather, all_reduce, all_to_all, broadcast, reduce, reduce_scatter, sendrecv
-from commbench.collectives.base import Collective
+from commbench.collectives.base import Collective, CollectiveModule
 from commbench.errors import CommbenchError
 from commbench.names import IMPLEMENTATIONS
 
-COLLECTIVES: dict[str, Collective] = {collective.name: collective for collective in (
-    all_gather.COLLECTIVE,
-    all_reduce.COLLECTIVE,
-    all_to_all.COLLECTIVE,
-    broadcast.COLLECTIVE,
-    reduce.COLLECTIVE,
-    reduce_scatter.COLLECTIVE,
-    sendrecv.COLLECTIVE,
-)}
+_MODULES: tuple[CollectiveModule, ...] = (
+    all_gather,
+    all_reduce,
+    all_to_all,
+    broadcast,
+    reduce,
+    reduce_scatter,
+    sendrecv,
+)
+"""One line per collective; mypy checks each module against CollectiveModule (it defines a Collective)."""
+COLLECTIVES: dict[str, Collective] = {module.COLLECTIVE.name: module.COLLECTIVE for module in _MODULES}
 
 
 def get_collective(name: str) -> Collective:

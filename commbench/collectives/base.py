@@ -5,14 +5,16 @@ patterns are imported inside the methods that the ranks run, so planning never l
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from commbench.names import busbw_factor
+from commbench.names import BUILTIN, Implementation, OpName, busbw_factor
 
 if TYPE_CHECKING:
     import torch
+    import torch.distributed as dist
 
     from commbench.collectives import check_data
 
@@ -53,37 +55,44 @@ class RunSetup:
     rank: int
     world: int
     p2p_batched: bool  # send and receive of a ring step go in one group (NCCL's batch_isend_irecv)
-    op: str  # sum, max, min, avg, or "none" for collectives that do not reduce
+    op: OpName  # sum, max, min, avg, or "none" for collectives that do not reduce
     ring_chunks: int | None = None  # pieces in flight per ring step; None = ring.default_pieces
     root: int = 0  # the rank a broadcast sends from and a reduce reduces to (--root)
 
     @property
-    def reduce_op(self):
+    def reduce_op(self) -> dist.ReduceOp.RedOpType | None:
+        """torch's ReduceOp for op; None for "none" (a collective that does not reduce)."""
         from commbench.backends import REDUCE_OPS
 
         return REDUCE_OPS.get(self.op)
 
 
-class Collective:
-    """One collective: subclasses live one per file in this package and are found by the registry."""
+Runner = Callable[[], object]
+"""One call of a collective on prepared buffers: what the timers time."""
+
+
+class Collective(ABC):
+    """One collective: subclasses live one per file in this package and are found by the registry. The abstract
+    methods are what each collective must state; mypy refuses to instantiate a subclass that lacks one."""
 
     name: str = ""
     reduces: bool = False  # takes a reduction op (sum, max, …)
     inplace_choices: tuple[bool, ...] = (False, True)  # placements torch.distributed can express
     has_root: bool = False  # sends from or gathers to one rank (--root); nccl-tests prints -1 for the others
-    implementations: tuple[str, ...] = ("builtin",)
+    implementations: tuple[Implementation, ...] = (BUILTIN,)
 
+    @abstractmethod
     def layout(self, size_bytes: int, elt_bytes: int, world: int) -> Layout:
-        raise NotImplementedError
+        """The element counts of a point of size_bytes (nccl-tests' size) at world ranks."""
 
     def is_noop(self, *, world: int, inplace: bool) -> bool:
         """Nothing to move: in place with one rank the output already is the input (NCCL copies only when source
         and destination differ), so the timed interval holds no work."""
         return world == 1 and inplace
 
+    @abstractmethod
     def algbw_bytes(self, layout: Layout, world: int) -> int:
         """S in algbw = S / t (nccl-tests doc/PERFORMANCE.md)."""
-        raise NotImplementedError
 
     def busbw_factor(self, world: int) -> float:
         """busbw = algbw × this factor at world ranks: the collective's entry in names.BUSBW_FACTORS."""
@@ -97,21 +106,22 @@ class Collective:
         all_reduce. Rows of implementations that do not count their bytes report this as bytes_source "model"."""
         return self.busbw_factor(world) * self.algbw_bytes(layout, world)
 
+    @abstractmethod
     def make_buffers(self, layout: Layout, *, inplace: bool, dtype: torch.dtype, device: torch.device,
                      rank: int, world: int) -> Buffers:
-        raise NotImplementedError
+        """This rank's input and output for one point (in place the one a view of the other)."""
 
+    @abstractmethod
     def buffer_elements(self, layout: Layout, *, inplace: bool) -> int:
         """Elements make_buffers allocates on one rank (in place the smaller buffer is a view of the larger). Each
         collective states its own, next to its make_buffers: the memory plan sizes a sweep with it before launch."""
-        raise NotImplementedError
 
     def ring_spare_elements(self, layout: Layout, world: int) -> int:
         """Elements the hand-written ring allocates besides the buffers when it runs this point (collectives/ring.py's
         spare landing and scratch space); 0 for a collective without a ring."""
         return 0
 
-    def memory_bytes(self, layout: Layout, *, inplace: bool, impl: str, world: int) -> int:
+    def memory_bytes(self, layout: Layout, *, inplace: bool, impl: Implementation, world: int) -> int:
         """Bytes one rank allocates for one point: its buffers, and the ring's spares when the ring runs it. The
         check's working memory comes on top (check_data.working_bytes); the backend's own buffers are not counted."""
         elements = self.buffer_elements(layout, inplace=inplace)
@@ -119,7 +129,7 @@ class Collective:
             elements += self.ring_spare_elements(layout, world)
         return elements * layout.elt_bytes
 
-    def fill_inputs(self, buffers: Buffers, *, rank: int, world: int, op: str = "none") -> None:
+    def fill_inputs(self, buffers: Buffers, *, rank: int, world: int, op: OpName = "none") -> None:
         """Poison the output, then write this rank's check pattern into the input (also the data that is timed).
 
         The poison comes first because in place the input is part of the output; it makes a collective that writes
@@ -130,7 +140,7 @@ class Collective:
         buffers.recv.fill_(check_data.POISON)
         check_data.write_input(buffers.send, rank=rank, world=world, op=op)
 
-    def refill_for_check(self, buffers: Buffers, *, rank: int, world: int, op: str = "none") -> None:
+    def refill_for_check(self, buffers: Buffers, *, rank: int, world: int, op: OpName = "none") -> None:
         """Fresh inputs and a poisoned output for the check run, after the timed runs.
 
         In place the timed runs overwrote the input, so everything is filled again (poison first, as above). Out of
@@ -145,27 +155,28 @@ class Collective:
         else:
             buffers.recv.fill_(check_data.POISON)
 
-    def builtin(self, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
+    @abstractmethod
+    def builtin(self, buffers: Buffers, setup: RunSetup) -> Runner:
         """A zero-argument call that runs the backend's own collective once on these buffers."""
+
+    def ring(self, buffers: Buffers, setup: RunSetup) -> Runner:
+        """The hand-written ring (collectives/ring.py); its runner counts the bytes it sends in `bytes_sent`. Only
+        collectives that list "ring" in `implementations` define it."""
         raise NotImplementedError
 
-    def ring(self, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
-        """The hand-written ring (collectives/ring.py); its runner counts the bytes it sends in `bytes_sent`."""
-        raise NotImplementedError
-
+    @abstractmethod
     def expected(self, layout: Layout, *, rank: int, world: int, root: int = 0) -> list[check_data.Segment] | None:
         """The exact output this rank must hold after one run on freshly filled inputs, in order: which pattern
         (a rank's input, or the reduction of all) each part of the output holds. check_data compares it slice by
         slice, never building a buffer-sized expected tensor. None: this rank's output is not defined (a reduce's
         ranks other than the root), so nothing is checked there."""
-        raise NotImplementedError
 
-    def runner(self, impl: str, buffers: Buffers, setup: RunSetup) -> Callable[[], object]:
+    def runner(self, impl: Implementation, buffers: Buffers, setup: RunSetup) -> Runner:
         if impl not in self.implementations:
             raise ValueError(f"{self.name} has no implementation {impl!r}")
-        return getattr(self, impl)(buffers, setup)
+        return self.builtin(buffers, setup) if impl == BUILTIN else self.ring(buffers, setup)
 
-    def iteration(self, impl: str, buffers: Buffers, setup: RunSetup, calls: int) -> Callable[[], object]:
+    def iteration(self, impl: Implementation, buffers: Buffers, setup: RunSetup, calls: int) -> Runner:
         """One timed iteration of `calls` calls (nccl-tests -m): the backend's own calls as one group, the ring's
         one after another (its sends are already grouped per step)."""
         call = self.runner(impl, buffers, setup)
@@ -176,10 +187,18 @@ class Collective:
 
             return torch_api.grouped(call, calls)
 
-        def one_after_another():
+        def one_after_another() -> None:
             for _ in range(calls):
                 call()
         return one_after_another
+
+
+class CollectiveModule(Protocol):
+    """What each collective's module in this package defines: its COLLECTIVE, which the registry
+    (collectives/__init__.py) lists; mypy checks every listed module against this."""
+
+    @property
+    def COLLECTIVE(self) -> Collective: ...
 
 
 class WholeMessageCollective(Collective):
@@ -187,20 +206,21 @@ class WholeMessageCollective(Collective):
 
     inplace_choices = (True,)  # torch.distributed's all_reduce and broadcast only work in place
 
-    def layout(self, size_bytes, elt_bytes, world):
+    def layout(self, size_bytes: int, elt_bytes: int, world: int) -> Layout:
         count = size_bytes // elt_bytes
         return Layout(send_count=count, recv_count=count, count=count, elt_bytes=elt_bytes)
 
-    def algbw_bytes(self, layout, world):
+    def algbw_bytes(self, layout: Layout, world: int) -> int:
         return layout.count * layout.elt_bytes
 
-    def make_buffers(self, layout, *, inplace, dtype, device, rank, world):
+    def make_buffers(self, layout: Layout, *, inplace: bool, dtype: torch.dtype, device: torch.device,
+                     rank: int, world: int) -> Buffers:
         import torch
 
         buffer = torch.empty(layout.count, dtype=dtype, device=device)
         return Buffers(send=buffer, recv=buffer)
 
-    def buffer_elements(self, layout, *, inplace):
+    def buffer_elements(self, layout: Layout, *, inplace: bool) -> int:
         return layout.count  # one buffer, read and written in place
 
 
@@ -211,15 +231,16 @@ class PerRankCollective(Collective):
     busbw = algbw × (n−1)/n.
     """
 
+    @abstractmethod
     def per_rank_layout(self, per_rank: int, elt_bytes: int, world: int) -> Layout:
-        raise NotImplementedError
+        """The element counts when each rank's part holds per_rank elements (already aligned)."""
 
-    def layout(self, size_bytes, elt_bytes, world):
+    def layout(self, size_bytes: int, elt_bytes: int, world: int) -> Layout:
         per_rank = (size_bytes // elt_bytes) // world
         per_rank -= per_rank % max(1, _ALIGN_BYTES // elt_bytes)
         return self.per_rank_layout(per_rank, elt_bytes, world)
 
-    def algbw_bytes(self, layout, world):
+    def algbw_bytes(self, layout: Layout, world: int) -> int:
         return layout.count * world * layout.elt_bytes
 
 

@@ -15,6 +15,7 @@ imported where a function runs: the launcher, which never loads torch, asks work
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -119,7 +120,7 @@ class _Rows:
         self.tail = part[full * width:]
 
 
-def _segments_of(buffer: torch.Tensor, segments: list[Segment]):
+def _segments_of(buffer: torch.Tensor, segments: list[Segment]) -> Iterator[tuple[torch.Tensor, Segment]]:
     """(the part of buffer each segment covers, segment), in order; the segments must cover the buffer exactly."""
     if sum(segment.length for segment in segments) != buffer.numel():
         raise ValueError(f"segments cover {sum(s.length for s in segments)} elements of a {buffer.numel()}-element "
@@ -174,10 +175,10 @@ def count_wrong(actual: torch.Tensor, segments: list[Segment], *, op: str, world
     if op == "avg" and actual.dtype.is_floating_point and world & (world - 1):
         tolerance = world * torch.finfo(actual.dtype).eps * (_MAX_LEVEL + 1)
 
-        def differs(values, expected):
+        def differs(values: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
             return (values.double() - expected.double()).abs_() > tolerance
     else:
-        def differs(values, expected):
+        def differs(values: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
             return values != expected
 
     wrong = torch.zeros((), dtype=torch.int64, device=actual.device)  # summed on the device: one sync at the end

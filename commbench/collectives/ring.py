@@ -86,7 +86,7 @@ def _split(tensor: torch.Tensor, parts: int) -> list[torch.Tensor]:
     return list(torch.tensor_split(tensor, parts))
 
 
-def _no_reduce(*args, **kwargs) -> torch.Tensor:
+def _no_reduce(*args: object, **kwargs: object) -> torch.Tensor:
     """The reduce of a runner built without one: only reduce phases have pieces with `into`, and they pass one."""
     raise AssertionError("a piece to reduce in a ring built without a reduce")
 

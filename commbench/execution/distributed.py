@@ -3,14 +3,16 @@ cross-rank reductions the harness needs."""
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from commbench.machine import Machine
-from commbench.names import MAX, MEAN, MIN, NCCL, RANK0
+from commbench.names import MAX, MEAN, MIN, NCCL, RANK0, Backend, Device, RankAverage
 from commbench.platform import CpuPlatform, platform_for
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -20,7 +22,7 @@ class RankContext:
     local_rank: int
     local_world: int
     """Ranks of the job on this machine."""
-    backend: str
+    backend: Backend
     platform: CpuPlatform
     """What differs between device types (timer, synchronize, memory, sampler, P2P batching): commbench/platform.py."""
 
@@ -31,7 +33,7 @@ class RankContext:
     def barrier(self) -> None:
         dist.barrier()
 
-    def _tensor(self, values, dtype) -> torch.Tensor:
+    def _tensor(self, values: list[float] | list[int], dtype: torch.dtype) -> torch.Tensor:
         # NCCL reduces device tensors only; gloo reduces whatever device the bench runs on.
         return torch.tensor(values, dtype=dtype, device=self.device)
 
@@ -47,7 +49,7 @@ class RankContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return [value / self.world for value in tensor.tolist()]
 
-    def combine_over_ranks(self, values: list[float], how: str) -> list[float]:
+    def combine_over_ranks(self, values: list[float], how: RankAverage) -> list[float]:
         """Element-wise over ranks as nccl-tests' -a says (names.RANK_AVERAGES): rank 0's values, the mean, the
         minimum or the maximum; the same result on every rank."""
         if how == MEAN:
@@ -64,19 +66,20 @@ class RankContext:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return int(tensor.item())
 
-    def gather_objects(self, obj) -> list:
-        gathered = [None] * self.world
+    def gather_objects(self, obj: T) -> list[T]:
+        """Every rank's value, by rank."""
+        gathered: list[Any] = [None] * self.world  # filled with every rank's value by the gather
         dist.all_gather_object(gathered, obj)
         return gathered
 
-    def broadcast_object(self, obj):
-        """Rank 0's value on every rank."""
-        shared = [obj]
+    def broadcast_object(self, obj: T | None) -> T:
+        """Rank 0's value on every rank (the others pass None, or a value of the same type)."""
+        shared: list[Any] = [obj]  # rank 0's value, unpickled here
         dist.broadcast_object_list(shared, src=0)
         return shared[0]
 
 
-def init_group(machine: Machine, *, backend: str, device_type: str, timeout_s: float) -> RankContext:
+def init_group(machine: Machine, *, backend: Backend, device_type: Device, timeout_s: float) -> RankContext:
     """Join the job torchrun (or srun with RANK/WORLD_SIZE/MASTER_ADDR set) started; one GPU per local rank.
     The timeout bounds how long a collective waits for a dead or hung peer."""
     if machine.rank is None or machine.world_size is None:

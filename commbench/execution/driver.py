@@ -7,24 +7,31 @@ samples are on disk) and its row, flushed; meta.json says complete when the last
 first line of the error.
 """
 
+from __future__ import annotations
+
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from commbench import faults, runinfo, store
-from commbench.bench_kind import BenchKind, RankRun
+from commbench.bench_kind import BenchKind, Measured, Point, PointT, RankRun, Spec, SpecT, StateT
 from commbench.profiling.capture import TRACES_DIR
 
+if TYPE_CHECKING:
+    from commbench.bench_kind import RankContext
+    from commbench.machine import Machine
 
-def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: frozenset[int] | None = None,
-              on_point: Callable[[object], None] | None = None) -> None:
+
+def run_bench(kind: BenchKind[SpecT, PointT, Any, StateT], spec: SpecT, ctx: RankContext, *, run_dir: Path | None,
+              only: frozenset[int] | None = None, on_point: Callable[[Point], None] | None = None) -> None:
     """Rank 0 is handed the run folder (others get None and learn it from rank 0, for their traces). only: measure
     just those points (a launch per point, or per environment combination); meta.json says complete after the
     launch that measures the last one."""
     writes = ctx.rank == 0
     points = kind.points(spec, ctx.world)  # resolved and checked before launch: the same on every rank
     with _recorded_end(run_dir, writes=writes, last=only is None or len(points) - 1 in only):
-        run_dir = Path(ctx.broadcast_object(str(run_dir) if writes else None))
+        run_dir = Path(ctx.broadcast_object(str(run_dir) if writes else None))  # rank 0's: never None
         fault = faults.from_env()
         sampler, sampling = ctx.platform.gpu_sampler(spec.gpu_sample_interval_s)
         try:
@@ -34,7 +41,7 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: frozens
             first = only is None or bool(ctx.broadcast_object(
                 "world_size" not in store.read_meta(run_dir) if writes else None))
             facts = ctx.gather_objects(runinfo.rank_facts(ctx.platform)) if first else []
-            run = RankRun(ctx, run_id=store.run_id_of(run_dir) if writes else "", sampler=sampler,
+            run: RankRun[StateT] = RankRun(ctx, run_id=store.run_id_of(run_dir) if writes else "", sampler=sampler,
                           trace_dir=trace_dir, fault=fault, state=kind.prepare(spec, ctx), run_dir=run_dir)
             if writes:
                 if first:
@@ -61,7 +68,7 @@ def run_bench(kind: BenchKind, spec, ctx, *, run_dir: Path | None, only: frozens
 
 
 class _Writers:
-    def __init__(self, run_dir: Path, kind: BenchKind, *, gpu_samples: bool):
+    def __init__(self, run_dir: Path, kind: BenchKind, *, gpu_samples: bool) -> None:
         self._kind = kind
         self._results = store.RowWriter(run_dir / store.RESULTS_FILE, kind.result_columns)
         self._samples = store.RowWriter(run_dir / store.SAMPLES_FILE, kind.sample_columns)
@@ -70,7 +77,7 @@ class _Writers:
         self._run_dir = run_dir
         self._iterations: store.RowWriter | None = None  # opened by the first point that has iteration times
 
-    def write(self, measured) -> None:
+    def write(self, measured: Measured) -> None:
         rows = [row for row in (measured.row, *measured.rows) if row is not None]
         if not rows:  # a point that had nothing to measure here (a hunt without suspects to measure again)
             return
@@ -89,7 +96,7 @@ class _Writers:
 
 
 @contextlib.contextmanager
-def _recorded_end(run_dir: Path | None, *, writes: bool, last: bool):
+def _recorded_end(run_dir: Path | None, *, writes: bool, last: bool) -> Iterator[None]:
     """meta.json says failed with the first line of the error when the body raises, and complete when it returns
     and was the last part of the run (one launch per point runs the body once per point)."""
     meta_dir = run_dir if writes else None  # rank 0 writes, and only rank 0 is handed the folder
@@ -106,7 +113,7 @@ def _recorded_end(run_dir: Path | None, *, writes: bool, last: bool):
 
 
 @contextlib.contextmanager
-def joined(machine, specs: list, *, timeout_s: float):
+def joined(machine: Machine, specs: Sequence[Spec], *, timeout_s: float) -> Iterator[tuple[RankContext, _Group]]:
     """This process's one process group for the benches of a launch (they share backend and device, which a suite
     sets once): destroying and re-creating a group in one job is avoidable churn. Yields the RankContext and a flag
     holder; a bench that failed sets `.clean = False` (a peer may be gone, so the end must not wait for it)."""

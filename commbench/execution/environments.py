@@ -98,7 +98,7 @@ def _launch_output(log_path: Path, start: int) -> str:
         return log.read().decode("utf-8", errors="replace")
 
 
-def write_unavailable(bench: Bench, run_dir: Path, indexes, reason: str) -> None:
+def write_unavailable(bench: Bench, run_dir: Path, indexes: Iterable[int], reason: str) -> None:
     """The rows of the points a refused launch did not measure, each noted "not available: <reason>"."""
     points = {point.index: point for point in bench.points}
     run_id = store.run_id_of(run_dir)

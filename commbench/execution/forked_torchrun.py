@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import BinaryIO
 
 from commbench.execution import stopping
 
@@ -24,7 +25,7 @@ FORK_PLATFORM = sys.platform == "linux"
 class ForkedTorchrun:
     """The subset of subprocess.Popen that launch.py uses: pid, poll(), wait(timeout), returncode."""
 
-    def __init__(self, torchrun_args: list[str], *, log, env: dict[str, str] | None):
+    def __init__(self, torchrun_args: list[str], *, log: BinaryIO, env: dict[str, str] | None) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         with warnings.catch_warnings():  # Python 3.12+ warns about fork in a process with threads; see run_as_child

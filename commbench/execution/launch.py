@@ -10,9 +10,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from commbench.execution import forked_torchrun, stopping
 from commbench.execution.forked_torchrun import FORK_PLATFORM
+from commbench.machine import StartedTorchrun as Launched
 from commbench.machine import TorchrunStarter
 
 _POLL_S = 0.5
@@ -98,7 +100,7 @@ def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progres
         return LaunchOutcome(process.returncode)
 
 
-def _wait_at_most(process, seconds: float) -> None:
+def _wait_at_most(process: Launched, seconds: float) -> None:
     """Sleep until the process exits or `seconds` pass, so the run's end is seen at once rather than up to a whole
     watchdog period later. A forked torchrun (ours or the torch host's) wakes this process only then; a subprocess
     (outside Linux) polls every few ms."""
@@ -108,8 +110,8 @@ def _wait_at_most(process, seconds: float) -> None:
         pass
 
 
-def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None,
-                         torch_host: TorchrunStarter | None = None):
+def start_in_own_session(command: list[str], *, log: BinaryIO, env: dict[str, str] | None,
+                         torch_host: TorchrunStarter | None = None) -> Launched:
     """Start the command in a new session (so that _stop_group reaches torchrun and every rank) with its output in
     log. torchrun itself is forked, the same torchrun code and arguments without a second interpreter importing torch
     again (~3 s of CPU per launch): by the command's torch host (torch_host.py) when it has one (the Machine
@@ -125,7 +127,7 @@ def start_in_own_session(command: list[str], *, log, env: dict[str, str] | None,
                             start_new_session=True, env=env)
 
 
-def _stop_group(process) -> None:
+def _stop_group(process: Launched) -> None:
     """Stop torchrun and its ranks (one session: process group process.pid) and return once none is left. First
     SIGTERM, with SIGCONT because a rank stopped by SIGSTOP acts on SIGTERM only once it runs again; then SIGKILL to
     whatever is left after the grace period. torchrun is not the only one to wait for: it can exit while a rank it
@@ -149,7 +151,7 @@ def _signal_group(group: int, signum: int) -> None:
         pass
 
 
-def _group_alive(group: int, process) -> bool:
+def _group_alive(group: int, process: Launched) -> bool:
     """True while torchrun or any rank of its process group is running (torchrun reaped here when it exited)."""
     process.poll()
     try:

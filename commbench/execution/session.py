@@ -8,16 +8,16 @@ job's one process group.
 import contextlib
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from commbench import runinfo, store
-from commbench.bench_kind import Bench
+from commbench.bench_kind import Bench, Point
 from commbench.errors import CommbenchError, RunOutputError
 from commbench.execution import launch, stopping
-from commbench.machine import TorchrunStarter
+from commbench.machine import Machine, TorchrunStarter
 from commbench.names import BIND_CORES_ENV, CPU
 from commbench.progress import RowCounter, SweepProgress
 from commbench.runs import Outcome, read_outcome
@@ -26,7 +26,7 @@ RANK_MODULE = "commbench.rank"
 
 
 def prepare_run_dir(bench: Bench, run_dir: Path, *, argv: list[str], suite_run: str | None = None,
-                    extra_meta: dict | None = None) -> Path:
+                    extra_meta: Mapping[str, object] | None = None) -> Path:
     """Write what the ranks will run (spec.json) and what is known before they start (meta.json, with the kind and
     what the command adds, e.g. `commbench perf`'s nccl-tests settings)."""
     (run_dir / store.SPEC_FILE).write_text(bench.spec.to_json() + "\n", encoding="utf-8")
@@ -69,7 +69,7 @@ class Ran:
         return self.ok
 
 
-def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> Ran:
+def run_benches(benches: list[Bench], run_dirs: list[Path | None], machine: Machine, *, quiet: bool) -> Ran:
     """Run the benches into their prepared folders (None on ranks other than 0 in place); truthy when every one
     completed. A bench that fails stops the ones after it."""
     if machine.in_job:
@@ -135,7 +135,7 @@ def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks
     log_path, timeout_s = run_dir / store.LAUNCH_LOG, bench.spec.timeout_s
     base_env = launch_env(bench) or dict(os.environ)
     torn_down: list[launch.LaunchOutcome] = []
-    refused: list[dict] = []
+    refused: list[dict[str, object]] = []
     with SweepProgress(bench.points, enabled=not quiet) as bar:
         progress = _progress(bar, count, log_path)
         for variables, indexes in bench.environments:
@@ -186,8 +186,8 @@ def launch_env(bench: Bench) -> dict[str, str] | None:
     return {**os.environ, **added} if added else None
 
 
-def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Callable[[], int], log_path: Path,
-                    timeout_s: float, quiet: bool, stored: Callable[[int], bool] | None = None,
+def _watch_launches(commands: list[list[str]], *, points: Sequence[Point], count_rows: Callable[[], int],
+                    log_path: Path, timeout_s: float, quiet: bool, stored: Callable[[int], bool] | None = None,
                     env: dict[str, str] | None = None,
                     torch_host: TorchrunStarter | None = None) -> list[launch.LaunchOutcome]:
     """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
@@ -205,7 +205,7 @@ def _watch_launches(commands: list[list[str]], *, points: list, count_rows: Call
     return outcomes
 
 
-def _progress(bar, count_rows: Callable[[], int], log_path: Path) -> Callable[[], int]:
+def _progress(bar: SweepProgress, count_rows: Callable[[], int], log_path: Path) -> Callable[[], int]:
     """The watchdog's progress callback: the rows stored so far, shown on the bar; a run folder removed while the
     ranks run stops them (run_watched), since nothing more can be recorded."""
     def progress() -> int:
@@ -263,7 +263,7 @@ def _failure_cause(outcome: launch.LaunchOutcome, timeout_s: float, log_path: Pa
     return launch.failed_rank_summary(log_text) or f"torchrun exited with code {outcome.returncode}"
 
 
-def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *, quiet: bool) -> Ran:
+def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine: Machine, *, quiet: bool) -> Ran:
     """As one rank of the job commbench was started in (torchrun or srun): every bench in the job's process group;
     rank 0 writes and shows progress."""
     from commbench.execution import driver
@@ -276,7 +276,7 @@ def _run_in_place(benches: list[Bench], run_dirs: list[Path | None], machine, *,
                 with SweepProgress(bench.points, enabled=rank == 0 and not quiet) as bar:
                     done = 0
 
-                    def on_point(point) -> None:
+                    def on_point(point: Point) -> None:
                         nonlocal done
                         done += 1
                         bar.show(done)
@@ -315,13 +315,13 @@ def _record_group_failure(run_dirs: list[Path | None], error: Exception, *, afte
     return False
 
 
-def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: list[str],
-              quiet: bool, extra_meta: dict | None = None) -> tuple[Ran, Outcome | None]:
+def run_bench(bench: Bench, machine: Machine, *, out: Path, run_id: str | None, argv: list[str],
+              quiet: bool, extra_meta: Mapping[str, object] | None = None) -> tuple[Ran, Outcome | None]:
     """A bench into a new run folder, results/<run-id>/ (made by rank 0 in place); (completed, its outcome), the
     outcome None on ranks other than 0 in place."""
     writes = not machine.in_job or machine.rank == 0
     with stop_window(machine) as stop:
-        run_dir = None
+        run_dir: Path | None = None
         if writes:
             with created(store.create_run_dir(out, run_id)) as run_dir:
                 prepare_run_dir(bench, run_dir, argv=argv, extra_meta=extra_meta)
@@ -331,7 +331,7 @@ def run_bench(bench: Bench, machine, *, out: Path, run_id: str | None, argv: lis
             return ok, read_outcome(bench.kind, run_dir) if run_dir else None
 
 
-def stop_window(machine):
+def stop_window(machine: Machine) -> contextlib.AbstractContextManager[stopping.StopNote]:
     """The launcher defers stop signals while it runs (stopping.py); a rank inside torchrun or srun leaves them to
     its launcher, which stops it."""
     return contextlib.nullcontext(stopping.StopNote()) if machine.in_job else stopping.deferred()
@@ -342,7 +342,7 @@ def stopped_note(run_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def created(run_dir: Path, *, remove: bool = True):
+def created(run_dir: Path, *, remove: bool = True) -> Iterator[Path]:
     """Filling a run folder before any rank starts: a failure to write (disk full, read-only file system) is bad
     input (exit 2) and, with remove, takes the half-made folder away, so a refused run leaves nothing behind."""
     try:
@@ -360,7 +360,7 @@ def _removed_while_running(run_dir: Path) -> RunOutputError:
 
 
 @contextlib.contextmanager
-def output_kept(run_dir: Path | None):
+def output_kept(run_dir: Path | None) -> Iterator[None]:
     """After the ranks started, a run folder that can no longer be written or read (disk full, read-only,
     removed) fails the run (exit 3) in one line; the launch has ended and its ranks are gone by then."""
     try:

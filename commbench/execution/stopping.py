@@ -19,7 +19,11 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import FrameType
 
+SignalHandler = Callable[[int, FrameType | None], None]
+"""What signal.signal takes as a Python handler."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 EXIT_BASE = 128
 """A process ended by signal N exits 128 + N in the shells' convention: 130 for SIGINT, 143 for SIGTERM."""
@@ -29,7 +33,7 @@ class Stopped(BaseException):
     """A stop signal ended the command. A BaseException, like KeyboardInterrupt: no `except Exception` on the way
     out swallows it."""
 
-    def __init__(self, signum: int, where: str | None = None):
+    def __init__(self, signum: int, where: str | None = None) -> None:
         super().__init__(signum, where)
         self.signum = signum
         self.where = where
@@ -71,7 +75,7 @@ def requested() -> int | None:
 
 
 @contextlib.contextmanager
-def deferred():
+def deferred() -> Iterator["StopNote"]:
     """Within: a stop signal is noted (see the module), not raised; on leaving, a noted one is raised as Stopped
     (unless another exception is on its way out already). Yields a StopNote whose `where` the caller may set: it ends
     up in Stopped's message (e.g. the run folder that says failed)."""
@@ -96,7 +100,7 @@ class StopNote:
 
 
 @contextlib.contextmanager
-def watching(pgid: int):
+def watching(pgid: int) -> Iterator[None]:
     """Names the process group of the launch under way, so a second stop signal can kill it at once."""
     _state.group = pgid
     try:
@@ -105,7 +109,7 @@ def watching(pgid: int):
         _state.group = None
 
 
-def _note(signum, frame) -> None:
+def _note(signum: int, frame: FrameType | None) -> None:
     _state.stop_seen = True
     if _state.requested is None:
         _state.requested = signum
@@ -116,7 +120,7 @@ def _note(signum, frame) -> None:
 
 
 @contextlib.contextmanager
-def terminations_raised():
+def terminations_raised() -> Iterator[None]:
     """Within: SIGTERM and SIGHUP end the command like Ctrl-C does (one line, exit 128 + N) instead of killing it
     silently; Python already raises KeyboardInterrupt for SIGINT. The previous handlers come back on leaving: the
     CLI may be called as a library (tests call it in process), and a process forked later (a multiprocessing pool)
@@ -130,7 +134,7 @@ def terminations_raised():
 
 
 @contextlib.contextmanager
-def _handled(signums, handler):
+def _handled(signums: Iterable[int], handler: SignalHandler) -> Iterator[None]:
     """These signals go to handler within, and back to their previous handlers on leaving."""
     previous = {signum: signal.getsignal(signum) for signum in signums}
     try:
@@ -142,7 +146,7 @@ def _handled(signums, handler):
             signal.signal(signum, old)
 
 
-def _raise_stopped(signum, frame) -> None:
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
@@ -165,7 +169,7 @@ def program_ending() -> None:
             signal.signal(signum, signal.SIG_IGN)
 
 
-def _first_stop_raised(signum, frame) -> None:
+def _first_stop_raised(signum: int, frame: FrameType | None) -> None:
     if _state.stop_seen:
         return
     _state.stop_seen = True

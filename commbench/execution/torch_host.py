@@ -29,9 +29,9 @@ import traceback
 from commbench.errors import HostFailedError
 from commbench.execution import stopping
 from commbench.execution.forked_torchrun import FORK_PLATFORM, run_as_child
-from commbench.machine import inside_job
+from commbench.machine import Machine, MachineFacts, inside_job
 
-_current = None
+_current: "TorchHost | None" = None
 
 
 def start() -> None:
@@ -42,11 +42,9 @@ def start() -> None:
         _current = TorchHost()
 
 
-def machine():
+def machine() -> Machine:
     """This machine, as Machine.here() reads it: from the host's facts when this command has a host (started here
     if it helps), else with torch in this process."""
-    from commbench.machine import Machine
-
     start()
     if _current is None:
         return Machine.here()
@@ -80,9 +78,9 @@ class TorchHost:
         self._commands = os.fdopen(commands_write, "w", buffering=1, encoding="utf-8")
         self._replies_fd = replies_read
         self._pending = b""
-        self._facts: dict | None = None
+        self._facts: MachineFacts | None = None
 
-    def facts(self) -> dict:
+    def facts(self) -> MachineFacts:
         if self._facts is None:
             reply = self._read(None)
             if reply is None or "error" in reply:

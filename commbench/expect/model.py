@@ -111,7 +111,7 @@ class Expectation:
                 "ruled_out": list(self.ruled_out), "terms": [vars(term) for term in self.terms]}
 
 
-def nvlink_gbps_per_link(capability: tuple[int, int], table=NVLINK_GBPS) -> float:
+def nvlink_gbps_per_link(capability: tuple[int, int], table: tuple[tuple[float, float], ...] = NVLINK_GBPS) -> float:
     value = capability[0] + capability[1] / 10
     return next(gbps for at_least, gbps in table if value >= at_least) if value >= 6 else table[-1][1]
 

@@ -4,7 +4,7 @@ NCCL's tuner picks the fastest algorithm it has at large messages."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 RING, TREE, NVLS, NVLS_TREE, P2P = "ring", "tree", "nvls", "nvls_tree", "p2p"
@@ -45,7 +45,7 @@ class NcclContext:
                                                                                   "NCCL assumed"
 
 
-def algorithm_filter(text: str, collective: str):
+def algorithm_filter(text: str, collective: str) -> Callable[[str], bool] | None:
     """NCCL_ALGO as a predicate on algorithm names, None when it does not narrow this collective.
 
     NCCL's form (docs env.rst NCCL_ALGO, tuning.cc parseList): a comma list allows those algorithms, a leading "^"

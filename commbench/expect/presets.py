@@ -4,6 +4,7 @@ vendor publishes them, with the sources, and the published busbw figures a user 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from commbench.errors import CommbenchError
 from commbench.expect.facts import MachineFacts
@@ -17,7 +18,8 @@ H100_NVLINK = "H100/H200 SXM: 18 fourth-generation NVLink links per GPU (NVIDIA 
 B200_NVLINK = "B200: 18 fifth-generation NVLink links per GPU (NVIDIA Blackwell architecture technical brief)"
 
 
-def _facts(name: str, **values) -> MachineFacts:
+def _facts(name: str, **values: Any) -> MachineFacts:
+    """A preset's facts; values: MachineFacts' other fields by name, as many types as it has fields."""
     return MachineFacts(name=name, **values)
 
 

@@ -10,13 +10,17 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from commbench.expect.cache import cache_folder
 from commbench.expect.facts import MachineFacts
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
 
 COPY_BYTES = 64 * 1024**2
 LOOPBACK_BYTES = 64 * 1024**2
@@ -65,8 +69,9 @@ class Topology:
     findings: tuple[str, ...]
 
 
-def node_topology(gpus: list[dict]) -> Topology:
-    """The node's nominal topology from NVML's reading of every GPU (nvml.gpu_inventory): the most links any GPU
+def node_topology(gpus: Sequence[Mapping[str, Any]]) -> Topology:
+    """The node's nominal topology from NVML's reading of every GPU (nvml.gpu_inventory's GpuFacts, or as an older
+    meta.json holds them: any key may be missing, values of each key's own type): the most links any GPU
     has, the newest PCIe link; a GPU below it, or a reading NVML could not give, is a finding. An unknown stays
     None, never 0 links (which would read as PCIe) or "no NVSwitch" (which would drop NVLS)."""
     findings = []
@@ -182,7 +187,7 @@ def network_adapters(root: Path = Path("/sys/class"), *, gpus: int = 0,
                     f"{root}/net/*/speed (physical interfaces; no ACTIVE InfiniBand port)", tuple(findings))
 
 
-def hca_filter(text: str):
+def hca_filter(text: str) -> Callable[[str, str], bool] | None:
     """NCCL_IB_HCA as a predicate on (device, port), None when unset. NCCL's form (env.rst): a comma list of
     device[:port] entries matched by prefix; "^" excludes them; "=" matches names exactly."""
     text = text.strip()
@@ -246,7 +251,7 @@ def loopback_gbps(size: int = LOOPBACK_BYTES) -> float:
     return size / min(pairs) / 1e9
 
 
-def _peer(port: int, size: int, repeats: int, result) -> None:
+def _peer(port: int, size: int, repeats: int, result: Queue[list[float]]) -> None:
     with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
         result.put([_exchange(connection, size) for _ in range(repeats)])
 

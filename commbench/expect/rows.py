@@ -4,14 +4,27 @@ expectation (facts, origin, terms) for meta.json."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from commbench.expect.facts import MachineFacts
 from commbench.expect.model import expect
 from commbench.expect.nccl_choice import NcclContext
+from commbench.schema.common import EXPECTED_BASIS, EXPECTED_BUSBW_GBPS, EXPECTED_COLUMNS
 
-COLUMNS = ("expected_busbw_gbps", "expected_basis")
-"""The columns every kind that stores busbw adds to its rows (older runs lack them: they read as empty)."""
+if TYPE_CHECKING:
+    import pandas as pd
+    from _typeshed import DataclassInstance
+
+    from commbench.machine import Machine
+
+SpecT = TypeVar("SpecT", bound="DataclassInstance")
+FactsAndOrigin = tuple[MachineFacts, str]
+"""The facts --machine or --facts named, and where they come from."""
+
+COLUMNS = EXPECTED_COLUMNS
+"""The columns every kind that stores busbw adds to its rows (commbench/schema/common.py)."""
 SAME_NODE, ACROSS_NODES = "same_node", "across_nodes"
 """p2p's and hunt's keys: a transfer between two ranks of one node (over the GPU's link), or of two nodes (one GPU's
 NIC)."""
@@ -23,20 +36,20 @@ class RunExpectation:
     by_collective: dict[str, tuple[float | None, str]] = field(default_factory=dict)
     """collective (or a kind's own key) → (expected busbw in GB/s or None, what it rests on or why there is
     none)."""
-    document: dict = field(default_factory=dict)
+    document: dict[str, object] = field(default_factory=dict)
     """For meta.json: origin, facts, scope and each key's expectation with its terms."""
 
-    def onto(self, spec):
+    def onto(self, spec: SpecT) -> SpecT:
         """The spec with this expectation: its rows carry the figures, meta.json the document."""
         from dataclasses import replace
 
         return replace(spec, expectation=self.by_collective, expectation_document=self.document)
 
-    def columns(self, collective: str, env: str = "") -> dict:
+    def columns(self, collective: str, env: str = "") -> dict[str, object]:
         """The figure of a collective under the row's environment label (env_axes.label_of; "" the default)."""
         found = self.by_collective.get(env_key(collective, env)) if env else None
         busbw, basis = found or self.by_collective.get(collective, (None, "no expectation for this collective"))
-        return {"expected_busbw_gbps": busbw, "expected_basis": basis}
+        return {EXPECTED_BUSBW_GBPS: busbw, EXPECTED_BASIS: basis}
 
 
 def env_key(key: str, env: str) -> str:
@@ -44,12 +57,12 @@ def env_key(key: str, env: str) -> str:
     return f"{key} [{env}]" if env else key
 
 
-def none_because(why: str, collectives) -> RunExpectation:
+def none_because(why: str, collectives: Iterable[str]) -> RunExpectation:
     by_collective: dict[str, tuple[float | None, str]] = {name: (None, f"none: {why}") for name in collectives}
     return RunExpectation(by_collective, {"why_none": why})
 
 
-def for_run(facts: MachineFacts, origin: str, collectives, *, nodes: int, ranks_per_node: int,
+def for_run(facts: MachineFacts, origin: str, collectives: Iterable[str], *, nodes: int, ranks_per_node: int,
             device: str, nccl: NcclContext | None = None) -> RunExpectation:
     """Each collective at the run's scope."""
     return for_keys(facts, origin, {collective: (collective, nodes) for collective in collectives},
@@ -84,7 +97,7 @@ def for_keys(facts: MachineFacts, origin: str, wanted: dict[str, tuple[str, int]
     return RunExpectation(by_key, document)
 
 
-def for_sweep(machine, *, device: str, collectives, nproc: int,
+def for_sweep(machine: Machine, *, device: str, collectives: Iterable[str], nproc: int,
               environments: dict[str, dict[str, str]] | None = None) -> RunExpectation:
     """The expectation of a sweep on this machine: each collective at the job's scope, under each environment
     combination of the sweep."""
@@ -93,7 +106,7 @@ def for_sweep(machine, *, device: str, collectives, nproc: int,
                        wanted={collective: (collective, nodes) for collective in collectives})
 
 
-def for_machine(machine, *, device: str, nproc: int, wanted: dict[str, tuple[str, int]],
+def for_machine(machine: Machine, *, device: str, nproc: int, wanted: dict[str, tuple[str, int]],
                 environments: dict[str, dict[str, str]] | None = None) -> RunExpectation:
     """key → (collective, nodes) on this machine (its own facts; the host's rates from the cache on CPU). It never
     stops a run: facts that cannot be read leave every row without a figure, saying why."""
@@ -114,7 +127,7 @@ def for_machine(machine, *, device: str, nproc: int, wanted: dict[str, tuple[str
                     environments=environments)
 
 
-def _scope(machine, nproc: int) -> tuple[int, int]:
+def _scope(machine: Machine, nproc: int) -> tuple[int, int]:
     """(ranks per node, nodes) of the run: the job's, or nproc ranks on this one node."""
     per_node = machine.local_world_size or nproc
     return per_node, max(1, (machine.world_size or nproc) // per_node)
@@ -123,8 +136,8 @@ def _scope(machine, nproc: int) -> tuple[int, int]:
 NO_FACTS = "no facts of the machine that wrote the file: pass --machine PRESET or --facts FILE (commbench expect)"
 
 
-def for_import(facts_and_origin, collectives, *, world: int | None, hosts: int, device: str,
-               env: dict[str, str] | None = None) -> RunExpectation:
+def for_import(facts_and_origin: FactsAndOrigin | None, collectives: Iterable[str], *, world: int | None, hosts: int,
+               device: str, env: dict[str, str] | None = None) -> RunExpectation:
     """An import's expectation: the facts --machine or --facts named, at the file's scope (its hosts as nodes, the
     ranks spread evenly over them; one node where the file names no hosts)."""
     if facts_and_origin is None:
@@ -139,12 +152,12 @@ def for_import(facts_and_origin, collectives, *, world: int | None, hosts: int, 
                    nccl=NcclContext(None, env or {}))
 
 
-def expected_lines(results, *, what: str = "busbw") -> list[str]:
+def expected_lines(results: pd.DataFrame, *, what: str = "busbw") -> list[str]:
     """One line per distinct expectation a kind's rows carry (each figure with what it rests on, or why there is
     none), for its terminal table; none for rows written before the columns."""
-    if "expected_basis" not in results.columns:
+    if EXPECTED_BASIS not in results.columns:
         return []
-    seen = results[["expected_busbw_gbps", "expected_basis"]].dropna(subset=["expected_basis"]).drop_duplicates()
+    seen = results[list(EXPECTED_COLUMNS)].dropna(subset=[EXPECTED_BASIS]).drop_duplicates()
     lines = []
     for figure, basis in seen.itertuples(index=False):
         if isinstance(basis, str) and basis.startswith("none: "):
@@ -158,7 +171,8 @@ NO_TRACE_FACTS = ("a trace does not hold its machine's topology: pass --machine 
                   "(commbench expect)")
 
 
-def for_trace_calls(facts_and_origin, groups) -> list[dict]:
+def for_trace_calls(facts_and_origin: FactsAndOrigin | None, groups: Iterable[tuple[str, int]]
+                    ) -> list[dict[str, object]]:
     """The expected busbw of each (collective, group size) of a trace's calls, on the machine --machine or --facts
     names: a group wider than the machine's GPUs spans nodes of that many GPUs each."""
     found = []

@@ -8,10 +8,13 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from commbench.errors import CommbenchError
 
-GAUGE = "gauge"
+MetricType = Literal["counter", "gauge", "histogram", "summary", "untyped"]
+"""A family's `# TYPE` in the text format (0.0.4)."""
+GAUGE: MetricType = "gauge"
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 
@@ -29,10 +32,10 @@ class Family:
 
     name: str
     help: str
-    type: str = GAUGE
+    type: MetricType = GAUGE
     samples: list[Sample] = field(default_factory=list)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not _METRIC_NAME.match(self.name):  # a name is code's, never the user's: a wrong one is a bug
             raise ValueError(f"{self.name!r} is not a Prometheus metric name")
 
@@ -46,7 +49,7 @@ class Family:
 
     def duplicate(self) -> Sample | None:
         """A sample whose label set another sample of the family has too (Prometheus rejects such a scrape)."""
-        seen: set[frozenset] = set()
+        seen: set[frozenset[tuple[str, str]]] = set()
         for sample in self.samples:
             key = frozenset(sample.labels)
             if key in seen:

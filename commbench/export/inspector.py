@@ -7,7 +7,7 @@ The template's queries filter on collective ("AllReduce", "AllGather", "ReduceSc
 only, else network), slurm_job_id and cluster (a label Prometheus adds from its scrape configuration, not the
 Inspector), and average by message_size, nranks and n_nodes."""
 
-from commbench.names import NCCL
+from commbench.names import NCCL, NCCL_FUNCTIONS
 from commbench.sweep.env_axes import NCCL_ALGO, NCCL_PROTO, parse_label
 
 BUS_BANDWIDTH = "nccl_bus_bandwidth_gbs"
@@ -18,11 +18,6 @@ LABELS = ("version", "slurm_job_id", "node", "gpu", "comm_name", "n_nodes", "nra
 UNKNOWN = "unknown"
 """What the Inspector writes for a label it cannot fill (no SLURM_JOB_ID, no algorithm in the event, ...)."""
 
-COLLECTIVES = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce_scatter": "ReduceScatter",
-               "broadcast": "Broadcast", "reduce": "Reduce", "all_to_all": "All2All", "sendrecv": "SendRecv"}
-"""commbench's collective → the Inspector's spelling (ncclFuncToString). nccl-tests' sendrecv is NCCL's grouped
-send and receive, ncclFuncSendRecv. Collectives NCCL has no function of its own for (nccl-tests' gather, scatter,
-alltoallv, hypercube, in imported runs) keep commbench's name."""
 ALGORITHMS = {"tree": "TREE", "ring": "RING", "collnetdirect": "COLLNET_DIRECT", "collnetchain": "COLLNET_CHAIN",
               "nvls": "NVLS", "nvlstree": "NVLS_TREE", "pat": "PAT"}
 """NCCL_ALGO's values (NCCL reads them case-insensitively) → the name NCCL gives the profiler (ncclAlgoToString)."""
@@ -32,7 +27,9 @@ _UNITS = ("B", "KB", "MB", "GB", "TB")
 
 
 def collective_name(collective: str) -> str:
-    return COLLECTIVES.get(collective, collective)
+    """commbench's collective as the Inspector spells it (names.NCCL_FUNCTIONS); one NCCL has no function of its own
+    for (nccl-tests' gather, scatter, alltoallv, hypercube, in imported runs) keeps commbench's name."""
+    return NCCL_FUNCTIONS.get(collective, collective)
 
 
 def message_size(size_bytes: int) -> str:

@@ -9,6 +9,7 @@ figure not measured) give no sample rather than a made-up one."""
 
 import math
 from datetime import datetime
+from typing import SupportsFloat
 
 import commbench
 from commbench.benches import collective, ddp, fsdp, hunt, strategy
@@ -17,6 +18,7 @@ from commbench.export import inspector
 from commbench.export.exposition import Family
 from commbench.export.sources import ExportedRun
 from commbench.names import NOT_AVAILABLE
+from commbench.schema import common as common_columns
 
 COMM_NAME = "commbench"
 """comm_name of commbench's series: the Inspector writes the communicator's name there, so a dashboard tells a lab
@@ -26,6 +28,8 @@ GPU_ALL = "all"
 ROW_KEYS = ("run_id", "backend", "device", "impl", "dtype", "op", "inplace", "size_bytes", "timing", "env")
 """The results.csv columns added as labels after the Inspector's: with the Inspector's own they keep every row of a
 run a series of its own (a float32 and a bfloat16 row share a message_size bucket), and name the run."""
+Cell = SupportsFloat | str | None
+"""A results.csv cell as pandas hands it out: a number (numpy's or Python's, bool included), text, or None."""
 TRAINING_KEYS = ("run_id", "bench", "config", "strategy", "impl", "backend", "device")
 
 CI_LOW = "commbench_collective_exec_time_ci_low_microseconds"
@@ -74,10 +78,10 @@ KINDS_EXPORTED = {collective.KIND.name: "collective sweeps and imports", ddp.KIN
 class Families:
     """The families an export writes, in a fixed order (the Inspector's first), filled run by run."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.by_name = {name: Family(name, help_text) for name, help_text in HELP.items()}
 
-    def put(self, name: str, labels: dict, value) -> None:
+    def put(self, name: str, labels: dict[str, object], value: Cell) -> None:
         """A sample, unless the value is missing (an empty cell, NaN)."""
         number = _number(value)
         if number is not None:
@@ -104,34 +108,35 @@ class Families:
         common = {"version": f"commbench-{commbench.__version__}",
                   "slurm_job_id": str(run.meta.get("slurm_job_id") or inspector.UNKNOWN)}
         for row in run.rows.to_dict(orient="records"):
-            size = int(row["size_bytes"])
+            size = int(row[common_columns.SIZE_BYTES])
             # a refused environment combination has no figures; 0 B (nccl-tests' sizes under one element per rank)
             # is no message: NCCL does not run it and the Inspector does not record it
             if str(row.get("note") or "").startswith(NOT_AVAILABLE) or size == 0:
                 continue
             for host in hosts:
                 labels = {**common, "node": host, "gpu": GPU_ALL, "comm_name": COMM_NAME, "n_nodes": n_nodes,
-                          "nranks": int(row["world_size"]), "collective": inspector.collective_name(row["collective"]),
+                          "nranks": int(row[common_columns.WORLD_SIZE]),
+                          "collective": inspector.collective_name(row["collective"]),
                           "message_size": inspector.message_size(size),
                           "algo_proto": inspector.algo_proto(str(row.get("env") or ""), str(row["backend"])),
                           **{key: row.get(key) for key in ROW_KEYS}, "run_id": run.run_id}
-                self.put(inspector.BUS_BANDWIDTH, labels, row.get("busbw_gbps"))
-                self.put(inspector.EXEC_TIME, labels, row.get("time_us_p50"))
-                self.put(CI_LOW, labels, row.get("time_us_ci_lo"))
-                self.put(CI_HIGH, labels, row.get("time_us_ci_hi"))
-                self.put(WRONG, labels, row.get("n_wrong"))
+                self.put(inspector.BUS_BANDWIDTH, labels, row.get(common_columns.BUSBW_GBPS))
+                self.put(inspector.EXEC_TIME, labels, row.get(common_columns.TIME_US_P50))
+                self.put(CI_LOW, labels, row.get(common_columns.TIME_US_CI_LO))
+                self.put(CI_HIGH, labels, row.get(common_columns.TIME_US_CI_HI))
+                self.put(WRONG, labels, row.get(common_columns.N_WRONG))
 
     def _training(self, run: ExportedRun) -> None:
         _, n_nodes = _hosts(run.meta)
         for row in run.rows.to_dict(orient="records"):
             labels = {**{key: row.get(key) for key in TRAINING_KEYS}, "run_id": run.run_id,
-                      "nranks": int(row["world_size"]), "n_nodes": n_nodes}
+                      "nranks": int(row[common_columns.WORLD_SIZE]), "n_nodes": n_nodes}
             self.put(STEP_TIME, labels, _seconds(row.get("step_time_ms_p50")))
             self.put(STEP_CI_LOW, labels, _seconds(row.get("step_time_ms_ci_lo")))
             self.put(STEP_CI_HIGH, labels, _seconds(row.get("step_time_ms_ci_hi")))
             self.put(COMM_TIME, labels, _seconds(row.get("comm_ms")))
             self.put(EXPOSED, labels, _seconds(row.get("exposed_comm_ms")))
-            self.put(WRONG_RANKS, labels, row.get("n_wrong"))
+            self.put(WRONG_RANKS, labels, row.get(common_columns.N_WRONG))
 
     def _hunt(self, run: ExportedRun) -> None:
         """Every node and first-pass pair the hunt measured, 1 where it named a suspect (its finding rows: the verdict
@@ -149,9 +154,10 @@ class Families:
                 link = (min(a, b), max(a, b))
                 links[link] = max(links.get(link, 0), int(named and row["test"] == "link"))
             if row["phase"] == FIRST_PASS and a and b:
-                labels = {"run_id": run.run_id, "node_a": a, "node_b": b, "size_bytes": row.get("size_bytes")}
+                labels = {"run_id": run.run_id, "node_a": a, "node_b": b,
+                          "size_bytes": row.get(common_columns.SIZE_BYTES)}
                 if row["test"] == "bandwidth":
-                    self.put(PAIR_BANDWIDTH, labels, row.get("busbw_gbps"))
+                    self.put(PAIR_BANDWIDTH, labels, row.get(common_columns.BUSBW_GBPS))
                 elif row["test"] == "latency":
                     self.put(PAIR_LATENCY, labels, row.get("latency_us"))
         for node, value in nodes.items():
@@ -167,23 +173,23 @@ def _hosts(meta: dict) -> tuple[list[str], str]:
     return (hosts, str(len(hosts))) if hosts else ([inspector.UNKNOWN], inspector.UNKNOWN)
 
 
-def _number(value) -> float | None:
+def _number(value: Cell) -> float | None:
     if value is None or isinstance(value, (str, bool)):
         return None
     number = float(value)
     return None if math.isnan(number) else number
 
 
-def _seconds(milliseconds) -> float | None:
+def _seconds(milliseconds: Cell) -> float | None:
     number = _number(milliseconds)
     return None if number is None else number / 1000
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-def _epoch_seconds(timestamp) -> float | None:
+def _epoch_seconds(timestamp: object) -> float | None:
     """An ISO 8601 time with its offset (runinfo.utc_now) as Unix seconds; None where absent or unreadable."""
     try:
         return datetime.fromisoformat(str(timestamp)).timestamp() if timestamp else None

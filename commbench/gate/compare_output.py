@@ -10,7 +10,11 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from commbench.gate.compare import (
+from commbench.gate.expected import BELOW_EXPECTED
+from commbench.gate.gate_verdict import gate_fails, gate_line
+from commbench.gate.launch_tests import TEST_LAUNCHES, TEST_SAMPLES, Floor
+from commbench.gate.sides import expected_note, paired_bench_sets, run_folders, source_notes
+from commbench.gate.verdicts import (
     ALPHA,
     IMPROVED,
     INCOMPLETE,
@@ -21,18 +25,11 @@ from commbench.gate.compare import (
     NOT_COMPARABLE,
     OK,
     REGRESSION,
-    TEST_LAUNCHES,
-    TEST_SAMPLES,
     UNCHECKED,
     UNCHECKED_WHY,
     WIDE_CI_PCT,
     WRONG,
-    Floor,
-    gate_fails,
-    gate_line,
 )
-from commbench.gate.expected import BELOW_EXPECTED
-from commbench.gate.sides import expected_note, paired_bench_sets, run_folders, source_notes
 from commbench.measure.stats import CONFIDENCE
 
 RUN_SET_LAUNCHES = 3

@@ -11,23 +11,24 @@ import pandas as pd
 from commbench.errors import CommbenchError
 from commbench.gate import sides
 from commbench.measure.stats import as_number
+from commbench.schema import common
 
 BELOW_EXPECTED = "BELOW EXPECTED"
 """A new row whose busbw is below --fail-below-expected's share of its expected busbw: the gate fails."""
-CURVE_KEYS = ("collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing")
-"""One busbw curve over sizes: where bandwidth dominates is found per curve (sweep/table.py)."""
+CURVE_KEYS = ("collective", "impl", "backend", common.WORLD_SIZE, "dtype", "op", "inplace", "timing")
+"""One busbw curve over sizes: where bandwidth dominates is found per curve (sweep/bandwidth_bound.py)."""
 
 
 def below_expected(run: sides.Run, percent: float, *, prefix: str = "") -> list[dict]:
     """One entry per judged row of the new side: ok, or BELOW EXPECTED with the share it reached."""
-    from commbench.sweep.table import bandwidth_bound_from
+    from commbench.sweep.bandwidth_bound import bandwidth_bound_from
 
     frame = run.results
-    if "expected_busbw_gbps" not in frame.columns:
+    if common.EXPECTED_BUSBW_GBPS not in frame.columns:
         return []  # a kind without busbw (training) has nothing to hold against a link's rate
-    expected = pd.to_numeric(frame["expected_busbw_gbps"], errors="coerce")
+    expected = pd.to_numeric(frame[common.EXPECTED_BUSBW_GBPS], errors="coerce")
     if not (expected > 0).any():
-        bases = sorted({str(basis).removeprefix("none: ") for basis in frame.get("expected_basis", [])
+        bases = sorted({str(basis).removeprefix("none: ") for basis in frame.get(common.EXPECTED_BASIS, [])
                         if isinstance(basis, str) and basis})
         why = "; ".join(bases) or "none recorded"
         raise CommbenchError(f"--fail-below-expected: the new run's rows carry no expected busbw ({why}); re-run the "
@@ -37,8 +38,8 @@ def below_expected(run: sides.Run, percent: float, *, prefix: str = "") -> list[
     for _, curve in frame.groupby(keys, sort=False):
         from_bytes, how = bandwidth_bound_from(curve)
         for _, row in curve.iterrows():
-            figure, busbw = as_number(row["expected_busbw_gbps"]), as_number(row["busbw_gbps"])
-            if float(row["size_bytes"]) < from_bytes or math.isnan(figure) or figure <= 0 or math.isnan(busbw):
+            figure, busbw = as_number(row[common.EXPECTED_BUSBW_GBPS]), as_number(row[common.BUSBW_GBPS])
+            if float(row[common.SIZE_BYTES]) < from_bytes or math.isnan(figure) or figure <= 0 or math.isnan(busbw):
                 continue
             share = 100 * busbw / figure
             entries.append({

@@ -12,6 +12,7 @@ entries; this module says how sure a difference is.
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scipy.stats import norm
@@ -77,7 +78,8 @@ def across_launches(logs: tuple[list[float], list[float]], launches: Launches, h
     return welch(logs, tuple(spreads), higher_is_better, alpha)
 
 
-def welch(logs: tuple[list[float], list[float]], spreads, higher_is_better: bool, alpha: float
+def welch(logs: tuple[list[float], list[float]], spreads: Sequence[tuple[float, float]],
+          higher_is_better: bool, alpha: float
           ) -> tuple[float, float, float]:
     """Welch's t test of two sides' mean log values, each side's (sd, degrees of freedom) given."""
     (sd_base, df_base), (sd_new, df_new) = spreads

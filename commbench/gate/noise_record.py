@@ -3,7 +3,7 @@ device its benches ran on, the launch-to-launch spread pooled over their rows.""
 
 from pathlib import Path
 
-from commbench.gate import compare, machine_noise, run_set, sides
+from commbench.gate import launch_values, machine_noise, run_set, sides
 
 
 def record_run_set(set_dir: Path, launches: int) -> list[machine_noise.Key]:
@@ -16,7 +16,7 @@ def record_run_set(set_dir: Path, launches: int) -> list[machine_noise.Key]:
         key = machine_noise.side_key(folders[0])
         if key is None:
             continue
-        values = compare.bench_launch_values(set_dir, name, folders)
+        values = launch_values.bench_launch_values(set_dir, name, folders)
         values_by_key.setdefault(key, []).extend(run_set.log_values(row) for row in values.values())
     kept = []
     for key, groups in values_by_key.items():

@@ -6,7 +6,8 @@ launch-to-launch spread of their logarithms, and that spread pooled over the row
 `commbench compare` reads it as the floor of a single launch compared with this run set (docs/gate.md); a run set
 of three or more launches also keeps it as a fact of the machine (machine_noise.py).
 
-Which rows a run holds, and their values, is compare's (compare.launch_values); this module takes them as given.
+Which rows a run holds, and their values, is launch_values.py's (launch_values.launch_values); this module takes them
+as given.
 """
 
 import json
@@ -15,6 +16,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from commbench import store
 from commbench.errors import CommbenchError
@@ -106,12 +108,13 @@ class Launched:
     run_dir: Path
     ok: bool
     """Complete, every check passed: the next launch may follow."""
-    report: Callable[[bool], tuple[int, dict]]
-    """report(show): the launch's tables when show, what went wrong on stderr, then (exit code, --json document)."""
 
 
-def launch_all(launches: int, launch: Callable[[Path, str], Launched], *, out: Path, run_id: str | None,
-               quiet: bool, in_job: bool) -> tuple[Path, list[Launched]]:
+LaunchedT = TypeVar("LaunchedT", bound=Launched)
+
+
+def launch_all(launches: int, launch: Callable[[Path, str], LaunchedT], *, out: Path, run_id: str | None,
+               quiet: bool, in_job: bool) -> tuple[Path, list[LaunchedT]]:
     """launch(folder, run id) `launches` times into one new run set folder, out/run_id (default id: UTC time +
     host), under a bar over the launches; stops after a launch that failed or found wrong results."""
     from commbench.progress import LaunchProgress  # rich: loaded by a run, not by `commbench --help`
@@ -120,7 +123,7 @@ def launch_all(launches: int, launch: Callable[[Path, str], Launched], *, out: P
         raise CommbenchError(f"--launches {launches} inside torchrun or srun: this process is one rank of one launch, "
                              "the job's; launch the job once per launch (--out DIR --run-id launchK) and compare DIR")
     set_dir = store.create_run_dir(out, run_id)
-    done: list[Launched] = []
+    done: list[LaunchedT] = []
     with LaunchProgress(launches, enabled=not quiet) as bar:
         for index in range(1, launches + 1):
             done.append(launch(set_dir, launch_id(index)))

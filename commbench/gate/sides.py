@@ -4,6 +4,7 @@ a suite run, their rows and samples, how each run ended, and which tools their r
 What the gate does with them is commbench/gate/compare.py."""
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,7 +141,7 @@ LAUNCH_COLUMN = "_launch"
 """Which launch of a run set a result row comes from (its index; a leading _: no results column is named so)."""
 
 
-def _concat(frames: list[pd.DataFrame], columns) -> pd.DataFrame:
+def _concat(frames: list[pd.DataFrame], columns: Sequence[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*columns, LAUNCH_COLUMN])
 
 
@@ -209,7 +210,7 @@ UNKNOWN = "unknown"
 """What an import writes where its tool logs no such key (NCCL Inspector logs neither dtype nor op)."""
 
 
-def known_identity(identity, base: Run, new: Run) -> tuple:
+def known_identity(identity: Sequence[str], base: Run, new: Run) -> tuple[str, ...]:
     """The cross-source identity without the keys one side does not know (all its rows `unknown`) where the other
     side measured a single value of them: the rows then join on the rest (a live job's log against a lab sweep of one
     dtype); where the other side has several, the key stays and nothing joins (the import's --dtype/--op say which)."""

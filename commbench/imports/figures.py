@@ -2,7 +2,10 @@
 agrees with the one the time and the collective's formula give, within what the printing rounded away."""
 
 import math
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
+
+from commbench.imports.model import ImportedTest
 
 AGREES = "agrees"
 NOT_RECOMPUTED = "not recomputed"
@@ -59,7 +62,7 @@ def mean_agrees(values: list[str], printed: str) -> tuple[float, bool]:
     return mean, abs(mean - number(printed)) <= slack + 1e-9 * max(abs(mean), 1.0)
 
 
-def check_busbw(test, factor, why_not) -> None:
+def check_busbw(test: ImportedTest, factor: Callable[[str], float | None], why_not: Callable[[str], str]) -> None:
     """Fill each row's busbw_check: factor(collective) is the busbw factor at the test's world size, or None where
     the size and time do not give the algbw (why_not(collective) says why)."""
     for row in test.rows:

@@ -19,8 +19,9 @@ Anything else (another version, JSON that is not the Inspector's, its Prometheus
 CommbenchError naming the file and line."""
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from commbench.errors import CommbenchError
 
@@ -30,6 +31,8 @@ MARKER_VERSIONS = ("v4.3",)
 COLLECTIVE, P2P, PROXY, DUMP_STATS = "coll_perf", "p2p_perf", "proxy_trace", "dump_stats"
 _COUNTED = {COLLECTIVE: "coll_records", P2P: "p2p_records", PROXY: "proxy_records"}
 """A v4.3 marker's count of each kind of bare record that follows it."""
+T = TypeVar("T")
+
 _WANTED = "pass the JSON files NCCL Inspector wrote (NCCL_INSPECTOR_DUMP_DIR, with NCCL_INSPECTOR_PROM_DUMP=0)"
 
 
@@ -180,13 +183,14 @@ def _not_json(text: str, file_name: str, line: int, error: json.JSONDecodeError)
             f"wrote it?) or edited: {_WANTED}")
 
 
-def _object(value, name: str, where: str) -> dict:
+def _object(value: object, name: str, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise CommbenchError(f"{where}: {name} is not an object; the record was edited: {_WANTED}")
     return value
 
 
-def _field(record: dict, name: str, kinds, where: str, part: str):
+def _field(record: Mapping[str, object], name: str, kinds: type[T] | tuple[type[T], ...], where: str,
+           part: str) -> T:
     value = record.get(name)
     if not isinstance(value, kinds) or isinstance(value, bool):
         wrote = "lacks" if name not in record else f"has {value!r} for"
@@ -253,7 +257,7 @@ def _figure(perf: dict, name: str, where: str) -> str:
     return str(value) if isinstance(value, int) else repr(value)
 
 
-def _name(value) -> str | None:
+def _name(value: object) -> str | None:
     """coll_algo / coll_proto; None where absent or "unknown" (the core passed no string)."""
     return value if isinstance(value, str) and value and value != "unknown" else None
 

@@ -2,13 +2,18 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
+
+SourceName = Literal["nccl-tests", "param", "nccl-inspector"]
+"""The tools `commbench import` reads (imports/__init__.py's SOURCES): each one's command, its files' `tool`, its
+rows' source column."""
 
 NCCL_TESTS_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 """How nccl-tests writes a time (src/util.cu TIME_STRING_FORMAT: -J's start_time and end_time, -S 1's row
 timestamps): the local time of the machine that ran it, with no zone."""
 
 
-def nccl_tests_time(text) -> str | None:
+def nccl_tests_time(text: object) -> str | None:
     """An nccl-tests time as ISO 8601 without a zone (2026-03-10T09:15:00), or None where it is not one."""
     try:
         return datetime.strptime(str(text).strip(), NCCL_TESTS_TIME_FORMAT).isoformat()
@@ -69,7 +74,7 @@ class ImportedTest:
 class ImportedFile:
     name: str
     sha256: str
-    tool: str
+    tool: SourceName
     version: str | None
     backend: str
     device: str

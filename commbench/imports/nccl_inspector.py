@@ -10,17 +10,18 @@ torch.distributed calls have (all_reduce, broadcast and reduce in place, the oth
 one a default sweep measures."""
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from commbench.errors import CommbenchError
 from commbench.imports.figures import AGREES, NOT_RECOMPUTED, busbw_check, number
 from commbench.imports.inspector_records import CollectiveRecord, Context, InspectorLog, read
-from commbench.imports.model import ImportedFile, ImportedRow, ImportedTest
+from commbench.imports.model import ImportedFile, ImportedRow, ImportedTest, SourceName
 from commbench.measure.stats import summarize
-from commbench.names import CUDA, DTYPE_BYTES, NCCL, NO_OP, PER_ITERATION, busbw_factor
+from commbench.names import CUDA, DTYPE_BYTES, NCCL, NCCL_FUNCTIONS, NO_OP, PER_ITERATION, busbw_factor
 
-TOOL = "nccl-inspector"
+TOOL: SourceName = "nccl-inspector"
 STARTED_FROM = ("its first record's dump_timestamp_us (when the plugin wrote it, in UTC; the calls it holds ran up to "
                 "one dump interval before)")
 UNKNOWN = "unknown"
@@ -32,9 +33,9 @@ TIMING_METHOD = (
     "kernel_cpu or collective_cpu = host timestamps, where no GPU time was taken); a row is one rank's calls of one "
     "collective, size, algorithm/protocol and communicator, its time the median call (its algbw and busbw the log's "
     "for that call), samples.csv every call")
-COLLECTIVES = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
-               "Broadcast": "broadcast", "Reduce": "reduce"}
-"""The Inspector's collectives (inspector.cc ncclFuncToString) that commbench rows hold. Its All2All and
+COLLECTIVES = {NCCL_FUNCTIONS[name]: name for name in ("all_reduce", "all_gather", "reduce_scatter", "broadcast",
+                                                       "reduce")}
+"""The Inspector's collectives (names.NCCL_FUNCTIONS, its spelling) that commbench rows hold. Its All2All and
 AllGatherV records carry no bandwidth (inspectorComputeOpBw gives them none) and are skipped, as are the p2p
 records (Send, Recv: single transfers, not nccl-tests' sendrecv)."""
 PER_RANK_PART = {"all_gather", "reduce_scatter"}
@@ -162,7 +163,7 @@ def _test(file_name: str, context: Context, records: list[CollectiveRecord], sel
     return test
 
 
-def _range(values) -> list[int]:
+def _range(values: Iterable[int | None]) -> list[int]:
     """The first and last of the values the log has (sequence numbers, dump times); [] where it has none."""
     present = sorted(value for value in values if value is not None)
     return [present[0], present[-1]] if present else []

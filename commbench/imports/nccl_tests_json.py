@@ -4,7 +4,7 @@ bus_bw, nwrong; and with per-iteration timing, *_per_iter objects whose times_us
 out_of_bounds and average_bus_bandwidth."""
 
 import json
-from typing import cast
+from typing import Any, cast
 
 from commbench import names
 from commbench.errors import CommbenchError
@@ -52,7 +52,10 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
                              "the file was cut or edited: pass the file nccl-tests -J wrote") from None
 
 
-def _read(document: dict, file_name: str, collective: str | None, world_size: int | None):
+def _read(document: dict[str, Any], file_name: str, collective: str | None, world_size: int | None
+          ) -> tuple[str | None, list[ImportedTest]]:
+    # document: nccl-tests' JSON as loaded, its fields unchecked (Any): a missing or mistyped one raises the
+    # KeyError, TypeError or ValueError that parse() turns into one message
     config = document["config"]
     test_name = next(filter(None, map(names.nccl_tests_program_in, document.get("args") or [])), None)
     if test_name is None and collective is None:
@@ -103,7 +106,7 @@ def _read(document: dict, file_name: str, collective: str | None, world_size: in
     return (str(document["nccl_version"]) if document.get("nccl_version") is not None else None), [test]
 
 
-def _text(value) -> str:
+def _text(value: str | float) -> str:
     """A JSON figure as text (json.loads keeps %lf's digits only as a float: repr gives them back); "nan" stays."""
     return value if isinstance(value, str) else repr(float(value))
 

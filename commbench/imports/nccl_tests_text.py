@@ -12,6 +12,7 @@ Lines may carry a launcher's prefix (Open MPI's `[1,0]<stdout>:`, srun's `0: `);
 between the tables are skipped. Several tests may follow each other in one file.
 """
 
+import functools
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -106,8 +107,8 @@ def parse(text: str, file_name: str, *, collective: str | None, world_size: int 
     for test in tests:
         infer.settle_collective(test, given=collective, where=f"{file_name}, the table from line {test.line}")
     for test in tests:
-        check_busbw(test, lambda name, world=test.world_size: names.busbw_factor(name, world),
-                    names.why_no_busbw_factor)
+        assert test.world_size is not None  # _set_world_sizes gave every test one, or raised
+        check_busbw(test, functools.partial(names.busbw_factor, world=test.world_size), names.why_no_busbw_factor)
     return version, tests
 
 
@@ -141,7 +142,8 @@ def _column_header(line: str) -> list[str] | None:
     return tokens if tokens[:1] in (["size"], ["bytes"]) and "type" in tokens else None
 
 
-def _open_test(line: str, number_: int, match, named: str | None, collective: str | None, where: str) -> _Open:
+def _open_test(line: str, number_: int, match: re.Match[str] | None, named: str | None, collective: str | None,
+               where: str) -> _Open:
     settings = dict.fromkeys(("nthreads", "ngpus", "min_bytes", "max_bytes", *_SETTINGS))
     if match is not None:
         settings.update(nthreads=int(match.group(1)), ngpus=int(match.group(2)), min_bytes=int(match.group(3)),
@@ -186,7 +188,7 @@ def _read_line(current: _Open, line: str, where: str) -> None:
         _read_row(current, line.split(), where)
 
 
-def _rank(match) -> dict:
+def _rank(match: re.Match[str]) -> dict[str, object]:
     return {"rank": int(match.group(1)), "host": match.group(4), "device": int(match.group(5)), "bus": match.group(6),
             "gpu": match.group(7)}
 

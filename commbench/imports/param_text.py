@@ -17,10 +17,10 @@ from typing import cast
 
 from commbench.errors import CommbenchError
 from commbench.imports.figures import check_busbw, number
-from commbench.imports.model import ImportedRow, ImportedTest
+from commbench.imports.model import ImportedRow, ImportedTest, SourceName
 from commbench.names import NO_OP
 
-TOOL = "param"
+TOOL: SourceName = "param"
 TIMING_METHOD = ("PARAM (--z 0, non-blocking): per rank, the wall time of issuing --n calls plus one wait for them "
                  "all, divided by --n (a mean per call); its p50 is across ranks, and its busbw follows from the p50")
 REDUCING = {"all_reduce", "reduce", "reduce_scatter", "reduce_scatter_base", "reduce_scatter_v"}

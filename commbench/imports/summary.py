@@ -8,7 +8,7 @@ from commbench import store
 from commbench.benches.collective import KIND
 from commbench.errors import ExitCode
 from commbench.imports.figures import AGREES, NOT_RECOMPUTED
-from commbench.imports.model import ImportedFile
+from commbench.imports.model import ImportedFile, ImportedTest
 from commbench.imports.write import START_FROM_LOG
 
 
@@ -36,7 +36,7 @@ def _checks(files: list[ImportedFile]) -> Counter:
                    for imported in files for test in imported.tests for row in test.rows)
 
 
-def _test_line(imported: ImportedFile, test) -> str:
+def _test_line(imported: ImportedFile, test: ImportedTest) -> str:
     where = f" (line {test.line})" if test.line else ""
     text = f"# {imported.name}{where}: {test.program}, {len(test.rows)} rows"
     closing = test.closing

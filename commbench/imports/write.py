@@ -8,7 +8,9 @@ import shlex
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import commbench
 from commbench import store
@@ -18,19 +20,24 @@ from commbench.expect.rows import RunExpectation
 from commbench.imports.model import ImportedFile, ImportedRow, ImportedTest
 from commbench.names import BATCH, BUILTIN
 from commbench.runinfo import utc_now
-from commbench.sweep.table import SOURCE_AVERAGE, SOURCE_AVERAGE_RESULTS
+from commbench.schema import common
+from commbench.sweep.table_averages import SOURCE_AVERAGE, SOURCE_AVERAGE_RESULTS
 
 STOP_REASON = "imported"
-START_FROM_LOG, START_FROM_IMPORT = "log", "import"
+StartFrom = Literal["log", "import"]
 """meta.json's start_time_source: start_time is the time the files record of their run, or (where they record
 none) when they were imported; imported_at is always the latter, and end_time too (commbench export's run end)."""
+START_FROM_LOG: StartFrom = "log"
+START_FROM_IMPORT: StartFrom = "import"
+Factor = Callable[[str, int], float | None]
+"""(collective, world size) → the tool's busbw factor, or None where the size alone does not give it."""
 ENV = "env"
 COLUMNS = KIND.result_columns if ENV in KIND.result_columns else (*KIND.result_columns, ENV)
 """The kind's columns, with `env` (the label of --env) added where the kind does not list it yet: every imported
 row says the environment it was measured under, "" for the default one."""
 
 
-def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, factor,
+def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, factor: Factor,
               expectation: RunExpectation, env: str = "") -> Path:
     """factor(collective, world) → the busbw factor, or None: the bytes each rank sends under the ring model;
     expectation: the expected busbw of each collective on the machine that wrote the files (commbench expect);
@@ -71,18 +78,19 @@ def one_world(files: list[ImportedFile]) -> int | None:
     return sizes.pop()
 
 
-def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: str, factor,
+def _row(row: ImportedRow, imported: ImportedFile, world: int | None, run_id: str, factor: Factor,
          expectation: RunExpectation, env: str) -> dict:
+    assert world is not None  # a file's parser refuses a test without a world size (no ranks, no --world-size)
     busbw_factor = factor(row.collective, world)
     values = {
         "schema_version": store.SCHEMA_VERSION, "run_id": run_id, "bench": KIND.name, "collective": row.collective,
         "impl": BUILTIN,  # nccl-tests and PARAM time the library's own call (ncclAllReduce, dist.all_reduce)
-        "backend": imported.backend, "device": imported.device, "world_size": world,
-        "dtype": row.dtype, "op": row.op, "inplace": row.inplace, "size_bytes": row.size_bytes, "timing": BATCH,
+        "backend": imported.backend, "device": imported.device, common.WORLD_SIZE: world,
+        "dtype": row.dtype, "op": row.op, "inplace": row.inplace, common.SIZE_BYTES: row.size_bytes, "timing": BATCH,
         "count": row.count, "iters": row.iters, "warmup": row.warmup, "stop_reason": STOP_REASON,
-        "time_us_p50": row.time_us, "algbw_gbps": row.algbw_gbps, "busbw_gbps": row.busbw_gbps,
+        common.TIME_US_P50: row.time_us, common.ALGBW_GBPS: row.algbw_gbps, common.BUSBW_GBPS: row.busbw_gbps,
         "bytes_sent_per_rank": busbw_factor * row.size_bytes if busbw_factor is not None else None,
-        "bytes_source": "model" if busbw_factor is not None else None, "n_wrong": row.n_wrong,
+        "bytes_source": "model" if busbw_factor is not None else None, common.N_WRONG: row.n_wrong,
         "calls_per_sample": row.calls_per_sample, "timing_method": imported.timing_method, "note": row.note,
         "source": imported.tool, "source_file": imported.name, "busbw_check": row.busbw_check,
         **row.more_times_us, **expectation.columns(row.collective), ENV: env, **_own(row),
@@ -110,7 +118,7 @@ def _own_names(rows: list[dict]) -> list[str]:
     return [column for column in dict.fromkeys(column for row in rows for column in row) if column not in COLUMNS]
 
 
-def _cell(value):
+def _cell(value: object) -> object:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
@@ -118,7 +126,7 @@ def _keys(row: dict) -> dict:
     return {column: row[column] for column in KIND.sample_keys}
 
 
-def _write_rows(path: Path, columns, rows: list[dict]) -> None:
+def _write_rows(path: Path, columns: Sequence[str], rows: list[dict]) -> None:
     writer = store.RowWriter(path, columns)
     try:
         writer.write(rows)
@@ -135,7 +143,7 @@ def _meta(files: list[ImportedFile], world: int | None, run_id: str, env: str) -
         "tool": first.tool,
         "files": [{"name": imported.name, "sha256": imported.sha256, "version": imported.version,
                    "tests": [{"program": test.program, "line": test.line, "header": test.header,
-                              "world_size": test.world_size, "rows": len(test.rows), **_closing(test.closing)}
+                              common.WORLD_SIZE: test.world_size, "rows": len(test.rows), **_closing(test.closing)}
                              for test in imported.tests],
                    "notes": imported.notes} for imported in files],
         "timing_method": first.timing_method,
@@ -152,7 +160,7 @@ def _meta(files: list[ImportedFile], world: int | None, run_id: str, env: str) -
         "start_time": started or now, "start_time_source": START_FROM_LOG if started else START_FROM_IMPORT,
         "imported_at": now, "end_time": now,
         "commbench_version": commbench.__version__,
-        "backend": first.backend, "device_type": first.device, "world_size": world, "hosts": hosts,
+        "backend": first.backend, "device_type": first.device, common.WORLD_SIZE: world, "hosts": hosts,
         "device_names": [f"{count} x {name}" for name, count in gpus.items()],
         "backend_version": ", ".join(versions) if versions else None,
         "imported_from": f"{first.tool}: " + ", ".join(f"{imported.name} (sha256 {imported.sha256[:12]})"

@@ -1,7 +1,14 @@
 """Summary statistics of per-iteration samples, with a distribution-free 95 % confidence interval of the median."""
 
+from __future__ import annotations
+
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, SupportsFloat, SupportsIndex
+
+if TYPE_CHECKING:
+    import pandas as pd  # the option checks import this module: pandas is only named here, never loaded
 
 CONFIDENCE = 0.95
 # The order-statistic interval needs P(all samples on one side of the median) = 2·0.5^n < 5 %: n ≥ 6.
@@ -36,14 +43,16 @@ def half_width_pct(median: float, low: float, high: float) -> float:
     return max(median - low, high - median) / median * 100
 
 
-def stored_half_width_pct(row, stem: str) -> float:
+def stored_half_width_pct(row: pd.Series | Mapping[str, object], stem: str) -> float:
     """half_width_pct of a stored row's `{stem}_p50`, `{stem}_ci_lo`, `{stem}_ci_hi` (stem time_us or
     step_time_ms); NaN where a column is missing or holds no number."""
     return half_width_pct(*(as_number(row.get(f"{stem}{suffix}")) for suffix in ("_p50", "_ci_lo", "_ci_hi")))
 
 
-def as_number(value) -> float:
+def as_number(value: object) -> float:
     """A stored cell as a float: NaN for an empty cell, None or text (rows read back from CSV hold any of them)."""
+    if not isinstance(value, str | bytes | SupportsFloat | SupportsIndex):
+        return math.nan  # None, pd.NA, or anything else float() refuses
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -74,7 +83,7 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] |
     return lo, n - 1 - lo
 
 
-def summarize(samples) -> Summary:
+def summarize(samples: Sequence[float]) -> Summary:
     import numpy as np  # the option checks read MIN_SAMPLES_FOR_CI from here without loading numpy
 
     values = np.sort(np.asarray(samples, dtype=np.float64))

@@ -12,12 +12,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from commbench.measure.spin_kernel import spin_kernel
 from commbench.measure.spin_plan import MIN_SPIN_S, batch_plan, cover_text, queue_bound, spin_for, typical_issue_s
-from commbench.names import MEAN
+from commbench.names import MEAN, BlockingMode, RankAverage
 
 
 @dataclass(frozen=True)
@@ -26,13 +27,13 @@ class BatchOptions:
 
     agg: int = 1
     """Calls per iteration (-m); the iteration callable issues them (grouped where torch can); times are per call."""
-    blocking: int = 0
+    blocking: BlockingMode = 0
     """Waits inside the batch (-z, names.BLOCKING_MODES)."""
     graph_launches: int = 0
     """CUDA only (-G): capture the batch's iterations in a CUDA graph once, then time this many replays of it."""
     iteration_times: bool = False
     """Also record each iteration's time inside the batch (-I 1): host clock on CPU, CUDA events on GPUs."""
-    average: str = MEAN
+    average: RankAverage = MEAN
     """How the ranks' times per call combine into the sample (-a, names.RANK_AVERAGES)."""
 
     def calls(self, iterations: int) -> int:
@@ -67,6 +68,35 @@ NCCL_TESTS_DEFAULTS = BatchOptions()
 ISSUE_CALLS_AFTER_FIRST = 3
 """Issue times the spin is sized from, besides the first call's (which may connect NCCL's peers): calls the warm-up
 did not make are made untimed before the timed ones."""
+
+
+class Timer(Protocol):
+    """What timing.measure asks of a rank's timer (CpuTimer, CudaTimer): time calls per iteration or in batches, size
+    the spin the device runs ahead of the host behind, and say what it saw of the host's issue."""
+
+    method: str
+    """How a call is timed, for the row's timing_method."""
+    spins: bool
+    """Whether the device runs ahead of the host behind a spin (and the ranks agree on its length first)."""
+
+    def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]: ...
+
+    def time_batches(self, run: Callable[[], object], batches: int, iterations: int,
+                     options: BatchOptions = NCCL_TESTS_DEFAULTS) -> Batches: ...
+
+    def calls_to_size_spin(self) -> int: ...
+
+    def issue_seen(self) -> float | None: ...
+
+    def size_spin(self, agreed_issue_s: float | None) -> None: ...
+
+    def issue_record(self) -> IssueRecord: ...
+
+    def calls_per_segment(self) -> int | None: ...
+
+    def launch_cover(self) -> str: ...
+
+    def batch_clock_text(self, options: BatchOptions) -> str: ...
 
 
 class CpuTimer:
@@ -262,8 +292,8 @@ class CudaTimer:
         return self._spun_batches(run if graph is None else graph.replay, batches, iterations, options,
                                   graph=graph is not None)
 
-    def _host_clocked_batches(self, run: Callable[[], object], graph, batches: int, iterations: int,
-                              options: BatchOptions) -> Batches:
+    def _host_clocked_batches(self, run: Callable[[], object], graph: torch.cuda.CUDAGraph | None, batches: int,
+                              iterations: int, options: BatchOptions) -> Batches:
         """nccl-tests' own clock: after a barrier on an idle device, a host clock from before the first call is
         issued to after the stream has finished the last (so it holds the issue latency of the first call and the
         wake-up of the last wait). -I brackets each iteration with CUDA events, paired with -z 3 so that the barrier
@@ -275,7 +305,7 @@ class CudaTimer:
         for _ in range(batches):
             self._barrier()
             stream.synchronize()
-            marks: list | None = [] if options.iteration_times and graph is None else None
+            marks: list[torch.cuda.Event] | None = [] if options.iteration_times and graph is None else None
             excluded = 0.0
             start = clock()
             if graph is not None:
@@ -398,20 +428,20 @@ HOST_BLOCKING_NOTE = ("; no spin: gloo on CUDA tensors returns only when the cal
                       "through host memory), so the events hold the whole call, its host part included")
 
 
-def _event(stream):
+def _event(stream: torch.cuda.Stream) -> torch.cuda.Event:
     event = torch.cuda.Event(enable_timing=True)
     event.record(stream)
     return event
 
 
-def _spans_s(marks: list, *, paired: bool, agg: int) -> list[float]:
+def _spans_s(marks: list[torch.cuda.Event], *, paired: bool, agg: int) -> list[float]:
     """Per-call seconds of each iteration from its CUDA events: consecutive marks share a boundary, paired ones
     (-z 3) bracket each iteration alone (nccl-tests' getElapsedTimes)."""
     pairs = zip(marks[::2], marks[1::2]) if paired else zip(marks, marks[1:])
     return [start.elapsed_time(end) / 1e3 / agg for start, end in pairs]
 
 
-def _capture(run: Callable[[], object], iterations: int, stream):
+def _capture(run: Callable[[], object], iterations: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
     """The batch's iterations captured once as a CUDA graph (nccl-tests -G), on a side stream as torch requires.
     Thread-local capture, as nccl-tests' (cudaStreamCaptureModeThreadLocal): the process group's watchdog thread keeps
     querying its events meanwhile, which a global capture would forbid."""

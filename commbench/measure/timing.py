@@ -14,10 +14,48 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from commbench.measure.stats import summarize
-from commbench.measure.timers import NCCL_TESTS_DEFAULTS, NOT_ISSUED_AHEAD, BatchOptions, IssueRecord
-from commbench.names import AUTO, BATCH, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
+from commbench.measure.timers import NCCL_TESTS_DEFAULTS, NOT_ISSUED_AHEAD, BatchOptions, IssueRecord, Timer
+from commbench.names import (
+    AUTO,
+    BATCH,
+    MAX,
+    PER_ITERATION,
+    RANK_AVERAGE_TEXT,
+    STOP_CI,
+    STOP_ITERS,
+    STOP_MAX_TIME,
+    RankAverage,
+    StopReason,
+    Timing,
+    TimingChoice,
+)
+
+_Gathered = TypeVar("_Gathered")
+
+
+class TimerSource(Protocol):
+    """A rank's platform, as far as timing goes (commbench/platform.py): it makes the timer for its device."""
+
+    def timer(self, barrier: Callable[[], None]) -> Timer: ...
+
+
+class RankGroup(Protocol):
+    """What measure() needs of the rank's process group (execution/distributed.RankContext): its platform, a
+    barrier, and the reductions over ranks that make every rank take the same decisions."""
+
+    @property
+    def platform(self) -> TimerSource: ...
+
+    def barrier(self) -> None: ...
+
+    def max_over_ranks(self, values: list[float]) -> list[float]: ...
+
+    def combine_over_ranks(self, values: list[float], how: RankAverage) -> list[float]: ...
+
+    def gather_objects(self, obj: _Gathered) -> list[_Gathered]: ...
 
 BATCH_TARGET_S = 0.005
 """--batch-calls auto: enough calls for one batch to last this long, so that a barrier's skew (5–30 µs) and one
@@ -25,7 +63,7 @@ launch latency are under 1 % of it."""
 MAX_AUTO_BATCH_CALLS = 1000
 
 
-def agree_on_spin(timer, run: Callable[[], object], agree_max: Callable[[float], float]) -> None:
+def agree_on_spin(timer: Timer, run: Callable[[], object], agree_max: Callable[[float], float]) -> None:
     """Size the timer's spin from the issue time the ranks agree on: each rank's typical issue time of one call
     (after the first, which may connect the peers; calls the warm-up did not make are made here, untimed), the
     largest over the ranks that share the timed calls (agree_max: all of them, or a pair). Every rank then spins as
@@ -42,7 +80,7 @@ def agree_on_spin(timer, run: Callable[[], object], agree_max: Callable[[float],
     timer.size_spin(agreed if agreed >= 0 else None)
 
 
-def combined_issue(timer, max_over: Callable[[list[float]], list[float]]) -> IssueRecord:
+def combined_issue(timer: Timer, max_over: Callable[[list[float]], list[float]]) -> IssueRecord:
     """The timed calls' issue record over the ranks: the slowest rank's issue time per call, covered only where
     every rank's spins covered their issue."""
     if not timer.spins:
@@ -57,11 +95,11 @@ def combined_issue(timer, max_over: Callable[[list[float]], list[float]]) -> Iss
 class Measurement:
     samples_s: list[float]
     """per-iteration: each call's time on the slowest rank; batch: each batch's time per call, mean over ranks."""
-    stop_reason: str
+    stop_reason: StopReason
     calls_per_sample: int
     method: str
     """How the samples were taken, for the row's timing_method column."""
-    timing: str = PER_ITERATION
+    timing: Timing = PER_ITERATION
     """The mode the samples were taken in (what --timing auto chose)."""
     iteration_s: list[list[list[float]]] | None = None
     """Batch timing with BatchOptions.iteration_times: per batch, per rank, each iteration's time per call
@@ -70,7 +108,8 @@ class Measurement:
     """The host's issue time per call in the timed calls (the slowest rank's) and whether the spins covered it."""
 
 
-def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: str = PER_ITERATION,
+def measure(run: Callable[[], object], *, ctx: RankGroup, warmup: int, iters: int,
+            timing: TimingChoice = PER_ITERATION,
             batch_calls: int | None = None, target_ci_pct: float | None = None,
             max_time_s: float | None = None, on_timed_start: Callable[[], None] | None = None,
             barrier: Callable[[], None] | None = None, batch: BatchOptions = NCCL_TESTS_DEFAULTS) -> Measurement:
@@ -86,30 +125,69 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
     # a batch starts after a synchronising call (nccl-tests runs one even with -w 0); auto batch size needs one
     warm_calls = max(warmup, 1) if timing == BATCH else warmup
     warm = ctx.max_over_ranks(timer.time_iterations(run, warm_calls)) if warm_calls else []
-    chosen, why = timing, ""
-    if timing == AUTO:
-        warm, chosen, why = _auto_timing(run, timer, ctx)
+    warm, chosen, why = _chosen_timing(run, timer, ctx, timing, warm)
     agree_on_spin(timer, run, lambda need: ctx.max_over_ranks([need])[0])
     if on_timed_start:
         on_timed_start()
-    iteration_s: list[list[list[float]]] | None = [] if chosen == BATCH and batch.iteration_times else None
-    if chosen == BATCH:
-        # auto: no more than one spin covers (CUDA), so that a sample is one segment, not many behind a barrier each
-        iterations = batch_calls or min(auto_batch_calls(warm), timer.calls_per_segment() or MAX_AUTO_BATCH_CALLS)
-        calls = batch.calls(iterations)
+    sampler = (_batch_sampler(run, timer, ctx, warm=warm, batch_calls=batch_calls, batch=batch) if chosen == BATCH
+               else _per_iteration_sampler(run, timer, ctx))
+    samples, stop = _sample_until_stop(sampler.take, iters, ctx=ctx, started=started, target_ci_pct=target_ci_pct,
+                                       max_time_s=max_time_s)
+    issue = combined_issue(timer, ctx.max_over_ranks)
+    return Measurement(samples, stop, sampler.calls, sampler.method + timer.launch_cover() + why, chosen,
+                       sampler.iteration_s, issue)
 
-        def take(count: int) -> list[float]:
-            batches = timer.time_batches(run, count, iterations, batch)
-            if iteration_s is not None:  # per rank: nccl-tests' per-process rows (analyze_perf_json --straggler)
-                by_rank = ctx.gather_objects(batches.iteration_s)
-                iteration_s.extend([rank[index] for rank in by_rank] for index in range(count))
-            return ctx.combine_over_ranks(batches.per_call_s, batch.average)
-        method = f"batch: {_batch_text(iterations, batch)} per sample, {_clock_text(timer, batch)}, " \
-                 f"{_AVERAGE_TEXT[batch.average]}"
-    else:
-        calls = 1
-        take = lambda count: ctx.max_over_ranks(timer.time_iterations(run, count))  # noqa: E731
-        method = f"per-iteration: barrier before each call, {timer.method}, slowest rank"
+
+@dataclass(frozen=True)
+class _Sampler:
+    """How the timed samples are taken in the chosen mode."""
+
+    take: Callable[[int], list[float]]
+    """take(count): count more samples, combined over ranks (the same on every rank)."""
+    calls: int
+    """Collective calls per sample."""
+    method: str
+    """The row's timing_method, less the launch cover and the auto choice."""
+    iteration_s: list[list[list[float]]] | None
+    """Filled by take in batch timing with BatchOptions.iteration_times (Measurement.iteration_s); else None."""
+
+
+def _chosen_timing(run: Callable[[], object], timer: Timer, ctx: RankGroup, timing: TimingChoice,
+                   warm: list[float]) -> tuple[list[float], Timing, str]:
+    """(the calls that size an auto batch, the mode, why auto chose it): --timing auto decides here."""
+    if timing == AUTO:
+        return _auto_timing(run, timer, ctx)
+    return warm, timing, ""
+
+
+def _batch_sampler(run: Callable[[], object], timer: Timer, ctx: RankGroup, *, warm: list[float],
+                   batch_calls: int | None, batch: BatchOptions) -> _Sampler:
+    # auto: no more than one spin covers (CUDA), so that a sample is one segment, not many behind a barrier each
+    iterations = batch_calls or min(auto_batch_calls(warm), timer.calls_per_segment() or MAX_AUTO_BATCH_CALLS)
+    iteration_s: list[list[list[float]]] | None = [] if batch.iteration_times else None
+
+    def take(count: int) -> list[float]:
+        batches = timer.time_batches(run, count, iterations, batch)
+        if iteration_s is not None:  # per rank: nccl-tests' per-process rows (analyze_perf_json --straggler)
+            by_rank = ctx.gather_objects(batches.iteration_s)
+            iteration_s.extend([rank[index] for rank in by_rank] for index in range(count))
+        return ctx.combine_over_ranks(batches.per_call_s, batch.average)
+    method = f"batch: {_batch_text(iterations, batch)} per sample, {_clock_text(timer, batch)}, " \
+             f"{RANK_AVERAGE_TEXT[batch.average]}"
+    return _Sampler(take, batch.calls(iterations), method, iteration_s)
+
+
+def _per_iteration_sampler(run: Callable[[], object], timer: Timer, ctx: RankGroup) -> _Sampler:
+    def take(count: int) -> list[float]:
+        return ctx.max_over_ranks(timer.time_iterations(run, count))
+    method = f"per-iteration: barrier before each call, {timer.method}, {RANK_AVERAGE_TEXT[MAX]}"
+    return _Sampler(take, 1, method, None)
+
+
+def _sample_until_stop(take: Callable[[int], list[float]], iters: int, *, ctx: RankGroup, started: float,
+                       target_ci_pct: float | None, max_time_s: float | None) -> tuple[list[float], StopReason]:
+    """The samples and why they stopped: `iters` of them, then (adaptive) more at each look until the stopping rule
+    says stop (_stop_reason), the last look cut to what the time budget has left."""
     samples = take(iters)
     sampling_started = time.monotonic()  # after the first look's samples: what sampling costs is measured from here
     taken_then = len(samples)
@@ -117,17 +195,13 @@ def measure(run: Callable[[], object], *, ctx, warmup: int, iters: int, timing: 
         stop, elapsed_s, sampling_s = _stop_reason(samples, started, sampling_started, ctx, target_ci_pct,
                                                    max_time_s)
         if stop:
-            issue = combined_issue(timer, ctx.max_over_ranks)
-            return Measurement(samples, stop, calls, method + timer.launch_cover() + why, chosen, iteration_s, issue)
+            return samples, stop
         count = next_look(len(samples))
         if sampling_s > 0 and len(samples) > taken_then:  # keep the last batch within the budget
             assert max_time_s is not None  # sampling time is measured only under the adaptive rule, which has one
             per_sample_s = sampling_s / (len(samples) - taken_then)
             count = min(count, max(LOOK_STEP_MIN, math.ceil((max_time_s - elapsed_s) / per_sample_s)))
         samples.extend(take(count))
-
-
-_AVERAGE_TEXT = {"rank0": "rank 0's time", "mean": "mean over ranks", "min": "fastest rank", "max": "slowest rank"}
 
 
 def _batch_text(iterations: int, options: BatchOptions) -> str:
@@ -142,7 +216,7 @@ def _batch_text(iterations: int, options: BatchOptions) -> str:
     return calls + waits.get(options.blocking, "")
 
 
-def _clock_text(timer, options: BatchOptions) -> str:
+def _clock_text(timer: Timer, options: BatchOptions) -> str:
     return timer.batch_clock_text(options) + ("; each iteration timed too" if options.iteration_times else "")
 
 
@@ -168,7 +242,7 @@ barrier before each, on GPUs the stream sync and spin too): there per-call overh
 give more samples per second of the same collective."""
 
 
-def _auto_timing(run, timer, ctx) -> tuple[list[float], str, str]:
+def _auto_timing(run: Callable[[], object], timer: Timer, ctx: RankGroup) -> tuple[list[float], Timing, str]:
     """--timing auto after the warm-up: AUTO_TIMING_CALLS calls timed per iteration, and the host wall time of the
     whole block around them (the timer's loop is not touched). Returns those calls' times (the slowest rank's, which
     also size an auto batch), the mode and why; the same on every rank."""
@@ -180,24 +254,25 @@ def _auto_timing(run, timer, ctx) -> tuple[list[float], str, str]:
     return calls_s, mode, why
 
 
-def choose_timing(call_s: list[float], wall_s: float) -> tuple[str, str]:
+def choose_timing(call_s: list[float], wall_s: float) -> tuple[Timing, str]:
     """(mode, why) for --timing auto, from calls timed per iteration and the wall time of the loop that timed them."""
     if not (sum(call_s) > 0 and wall_s > 0):
         return PER_ITERATION, "; auto: per-iteration (no time to decide from)"
     overhead = max(0.0, 1 - sum(call_s) / wall_s)
-    mode = BATCH if overhead > AUTO_BATCH_OVERHEAD else PER_ITERATION
+    mode: Timing = BATCH if overhead > AUTO_BATCH_OVERHEAD else PER_ITERATION
     return mode, (f"; auto: {mode}, since per-iteration timing spent {overhead:.0%} of its time outside the calls "
                   f"(batch above {AUTO_BATCH_OVERHEAD:.0%})")
 
 
-def _stop_reason(samples, started, sampling_started, ctx, target_ci_pct,
-                 max_time_s) -> tuple[str | None, float, float]:
+def _stop_reason(samples: list[float], started: float, sampling_started: float, ctx: RankGroup,
+                 target_ci_pct: float | None, max_time_s: float | None) -> tuple[StopReason | None, float, float]:
     """(why to stop or None, seconds since the point started, seconds since the first look), the times the
     slowest rank's, so every rank decides alike and sizes the next batch alike."""
     if target_ci_pct is None:
         return STOP_ITERS, 0.0, 0.0
     if summarize(samples).ci_half_width_pct <= target_ci_pct:
         return STOP_CI, 0.0, 0.0
+    assert max_time_s is not None, "the adaptive rule (target_ci_pct) comes with a time budget"
     now = time.monotonic()
     elapsed_s, sampling_s = ctx.max_over_ranks([now - started, now - sampling_started])
     return (STOP_MAX_TIME if elapsed_s >= max_time_s else None), elapsed_s, sampling_s

@@ -13,9 +13,10 @@ import pandas as pd
 
 from commbench.errors import CommbenchError
 from commbench.names import COLLECTIVE_BENCH, PER_ITERATION, busbw_factor
+from commbench.schema import common
 from commbench.units import readable
 
-GROUP_KEYS = ["collective", "impl", "backend", "world_size", "dtype", "op", "inplace", "timing", "env"]
+GROUP_KEYS = ["collective", "impl", "backend", common.WORLD_SIZE, "dtype", "op", "inplace", "timing", "env"]
 """One fit per key: a fit across timing modes would mix two measurements of each size (per-iteration and batch), one
 across environments two algorithms or protocols."""
 DEFAULT_ENV = ""
@@ -89,12 +90,12 @@ def _piecewise_note(sizes: np.ndarray, times: np.ndarray, whole: LineFit) -> str
 
 def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
     first = rows.iloc[0]
-    sizes, times = rows["size_bytes"].to_numpy(float), rows["time_us_p50"].to_numpy(float)
+    sizes, times = rows[common.SIZE_BYTES].to_numpy(float), rows[common.TIME_US_P50].to_numpy(float)
     if len(sizes) < 2:
         raise ValueError("a fit needs two points")
     line = fit_line(sizes, times)
     algbw_gbps = 1e-3 / line.us_per_byte if line.us_per_byte > 0 else float("nan")
-    factor = _busbw_factor(str(first["collective"]), int(first["world_size"]))
+    factor = _busbw_factor(str(first["collective"]), int(first[common.WORLD_SIZE]))
     note = _piecewise_note(sizes, times, line)
     problems = [note]
     if line.alpha_us < 0:
@@ -105,10 +106,10 @@ def fit_group(rows: pd.DataFrame) -> AlphaBetaFit:
         problems.append("two sizes only: the line passes through both, R² = 1 says nothing")
     note = "; ".join(filter(None, problems))
     predicted = line.alpha_us + line.us_per_byte * sizes
-    residuals = [{"size_bytes": int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
+    residuals = [{common.SIZE_BYTES: int(size), "time_us_measured": float(time), "time_us_fit": float(fit),
                   "residual_pct": float((fit - time) / time * 100)} for size, time, fit in zip(sizes, times, predicted)]
     return AlphaBetaFit(collective=first["collective"], impl=first["impl"], backend=first["backend"],
-                        world_size=int(first["world_size"]), dtype=str(first["dtype"]), op=str(first["op"]),
+                        world_size=int(first[common.WORLD_SIZE]), dtype=str(first["dtype"]), op=str(first["op"]),
                         inplace=bool(first["inplace"]), timing=str(first["timing"]), env=str(first["env"]),
                         n_points=len(rows), alpha_us=line.alpha_us, algbw_gbps=algbw_gbps,
                         busbw_gbps=algbw_gbps * factor, r2=line.r2, note=note, residuals=residuals)
@@ -126,10 +127,10 @@ def fit_results(results: pd.DataFrame) -> list[AlphaBetaFit]:
     before the env column as the default environment ("")."""
     fits = []
     results = _filled(_filled(results, "timing", PER_ITERATION), "env", DEFAULT_ENV)
-    usable = results[(results["bench"] == COLLECTIVE_BENCH) & np.isfinite(results["time_us_p50"].astype(float))
-                     & (results["time_us_p50"].astype(float) > 0)]
+    usable = results[(results["bench"] == COLLECTIVE_BENCH) & np.isfinite(results[common.TIME_US_P50].astype(float))
+                     & (results[common.TIME_US_P50].astype(float) > 0)]
     for _, rows in usable.groupby(GROUP_KEYS, sort=False):
-        if rows["size_bytes"].nunique() >= _MIN_SIZES:
+        if rows[common.SIZE_BYTES].nunique() >= _MIN_SIZES:
             fits.append(fit_group(rows))
     if not fits:
         raise CommbenchError("no collective was measured at two or more sizes; an α–β fit needs a size sweep "

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from commbench.models.memory import StateBytes
+from commbench.names import DDP_DEFAULT_CAP_MB, DTYPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,11 @@ def ready_order_buckets(sizes: list[int], limits: Sequence[float]) -> list[list[
     return buckets + [current] if current else buckets
 
 
-ZERO2_BUCKET_CAP_MB = 25.0
+ZERO2_BUCKET_CAP_MB = DDP_DEFAULT_CAP_MB
 """The partitioned ZeRO-2's bucket cap when none is given: DDP's, so ZeRO-2's buckets are the size of ZeRO-1's."""
-ZERO2_GRAD_BYTES = 2  # bf16 gradients: the paper's mixed precision, the only one the partitioned ZeRO-2 runs
+ZERO2_GRAD_BYTES = DTYPE_BYTES["bfloat16"]  # the paper's mixed precision, the only one the partitioned ZeRO-2 runs
+FP32_GRAD_BYTES = DTYPE_BYTES["float32"]
+"""DDP's gradients, which ZeRO-1 with overlap_with_ddp partitions: fp32, as the parameters."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ def zero2_buckets(shapes: list[tuple[int, ...]], world: int, cap_mb: float | Non
 
 
 def overlap_partition(shapes: list[tuple[int, ...]], world: int, ddp_bucket_limits: list[int],
-                      grad_bytes: int = 4) -> list[list[int]]:
+                      grad_bytes: int = FP32_GRAD_BYTES) -> list[list[int]]:
     """ZeroRedundancyOptimizer with overlap_with_ddp: parameter indices per rank, each DDP bucket (limits in bytes,
     training/ddp_buckets.rebuild_limits; fp32 gradients) wholly to rank bucket index mod N, as torch's
     hook_with_zero_step assigns them without shard_buckets."""

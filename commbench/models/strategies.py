@@ -5,11 +5,23 @@ Code names a strategy by its key (ddp, zero1, zero2, zero3, hsdp, as on the comm
 """
 
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+StrategyKey = Literal["ddp", "zero1", "zero2", "zero3", "hsdp"]
+"""A strategy's key, as the command line, results and code name it (STRATEGIES holds each one's facts)."""
+KEYS: tuple[StrategyKey, ...] = get_args(StrategyKey)
+FsdpImpl = Literal["fsdp2", "fsdp1"]
+"""FSDP's implementations: fully_shard (FSDP2) and FullyShardedDataParallel (FSDP1)."""
+FSDP_IMPLS: tuple[FsdpImpl, ...] = get_args(FsdpImpl)
+Impl = Literal["ddp", "zero1", "zero2", FsdpImpl]
+"""How a strategy is implemented (a training configuration's impl): DDP, ZeroRedundancyOptimizer over DDP, the ZeRO
+paper's partitioned ZeRO-2 (training/zero2.py), or FSDP; training/spec.py's IMPL_COLLECTIVES says what each runs."""
+IMPLS: tuple[Impl, ...] = get_args(Impl)
 
 
 @dataclass(frozen=True)
 class Strategy:
-    key: str
+    key: StrategyKey
     name: str
     shards_params: bool
     shards_grads: bool
@@ -27,15 +39,15 @@ class Strategy:
         return self.shards_params, self.shards_grads, self.shards_optim
 
 
-STRATEGIES = {strategy.key: strategy for strategy in (
+STRATEGIES: dict[str, Strategy] = {strategy.key: strategy for strategy in (
     Strategy("ddp", "DDP", False, False, False, ring_phases=2),
     Strategy("zero1", "ZeRO-1", False, False, True, ring_phases=2),
     Strategy("zero2", "ZeRO-2", False, True, True, ring_phases=2),
     Strategy("zero3", "ZeRO-3/FSDP", True, True, True, ring_phases=3),
     Strategy("hsdp", "HSDP", True, True, True, ring_phases=3, needs_shard_group=True),
 )}
-KEYS = tuple(STRATEGIES)
-WITHOUT_SHARD_GROUP = tuple(key for key in KEYS if not STRATEGIES[key].needs_shard_group)
+assert tuple(STRATEGIES) == KEYS, "one Strategy per key, in StrategyKey's order"
+WITHOUT_SHARD_GROUP: tuple[StrategyKey, ...] = tuple(key for key in KEYS if not STRATEGIES[key].needs_shard_group)
 
 
 def display_name(key: str) -> str:

@@ -4,13 +4,14 @@ run is a sweep with nccl-tests' method (batch timing, both placements, the backe
 
 import difflib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from commbench import names
 from commbench.errors import CommbenchError
 from commbench.names import BATCH, BUILTIN, RANK_AVERAGES
-from commbench.units import format_bytes
+from commbench.units import format_bytes, parse_nccl_tests_size
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,6 @@ UNSUPPORTED = {
 }
 """nccl-tests flags commbench perf does not offer: (long name, the default it accepts as a no-op, why)."""
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:([KkMmGg])(?:i?[Bb])?)?\s*$")
-_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
 AVERAGES = dict(enumerate(RANK_AVERAGES))
 """-a 0/1/2/3 → commbench's --average (names.RANK_AVERAGES is in nccl-tests' order)."""
 
@@ -287,13 +286,12 @@ def _bad(flag: Flag, value: str, why: str) -> CommbenchError:
 
 def _size(text: dict, short: str) -> int:
     flag = BY_SHORT[short]
-    match = _SIZE.match(text[flag.key])
-    if match is None:
+    number = parse_nccl_tests_size(text[flag.key])
+    if number is None:
         raise _bad(flag, text[flag.key], "not a size; give bytes, or a number with K, M or G (1024-based), e.g. 8G")
-    number = float(match.group(1)) * _UNITS.get((match.group(2) or "").lower(), 1)
     if number >= 2**63:
         raise _bad(flag, text[flag.key], f"larger than any buffer ({format_bytes(2**62)} is already absurd)")
-    return int(number)
+    return number
 
 
 def _whole(text: dict, short: str, *, lowest: int) -> int:
@@ -307,7 +305,7 @@ def _whole(text: dict, short: str, *, lowest: int) -> int:
     return number
 
 
-def _choice(text: dict, short: str, allowed) -> int:
+def _choice(text: dict, short: str, allowed: Collection[int]) -> int:
     number = _whole(text, short, lowest=0)
     if number not in allowed:
         raise _bad(BY_SHORT[short], text[BY_SHORT[short].key], f"choose {', '.join(map(str, allowed))}")

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from commbench.errors import CommbenchError
-from commbench.perf.results import Body, PerfRun
+from commbench.perf.results import Body, Line, PerfRun
 
 JSON_FILE_VERSION = 3
 TIME_STANDS_IN_KEY = "commbench_time"
@@ -70,7 +70,7 @@ def write(path: Path, run: PerfRun, *, argv: list[str], env: dict[str, str]) -> 
     path.write_text(json.dumps(document(run, argv=argv, env=env), indent=2) + "\n", encoding="utf-8")
 
 
-def _result(line, settings: dict) -> dict:
+def _result(line: Line, settings: dict) -> dict:
     result = {"size": line.size_bytes, "count": line.count, "type": line.type_name, "redop": line.redop,
               "root": "%6i" % line.root}
     for key, body in (("out_of_place", line.out_of_place), ("in_place", line.in_place)):
@@ -103,7 +103,7 @@ def _per_iteration(body: Body) -> dict:
     return figures
 
 
-def _number(value: float):
+def _number(value: float) -> float | str:
     """nccl-tests' jsonDouble writes NaN as the string "nan"."""
     return "nan" if isinstance(value, float) and math.isnan(value) else value
 

@@ -2,15 +2,23 @@
 in-place body (None where torch has no such placement), from the stored rows, samples and iteration times. The text
 and the JSON writers both print these lines, so the two outputs and the run folder cannot disagree."""
 
+from __future__ import annotations
+
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commbench import names, store
 from commbench.collectives import get_collective
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.names import DTYPE_BYTES
+from commbench.schema import collective as sweep_columns
+from commbench.schema import common
 from commbench.sweep.host_issue import host_issue_sentence
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -134,23 +142,24 @@ def read_perf_run(run_dir: Path, env: str | None = None) -> PerfRun:
     cycles = max(int(results["iters"].max()), 1)
     lines = []
     # nccl-tests' order: type, op (and root), then each cycle over every size
-    for (dtype, op, root), group in results.groupby(["dtype", "op", "root"], sort=False):
+    for (dtype, op, _), group in results.groupby(["dtype", "op", "root"], sort=False):
         for cycle in range(cycles):
-            for size, rows in group.groupby("size_bytes", sort=False):
+            for _, rows in group.groupby(common.SIZE_BYTES, sort=False):
                 bodies = {bool(row["inplace"]): _body(row, cycle, samples, iterations)
                           for _, row in rows.iterrows()}
                 first = rows.iloc[0]
-                lines.append(Line(int(size), int(first["count"]), names.nccl_tests_type_name(str(dtype)),
-                                  _redop(collective, str(op), meta), int(root), cycle,
+                lines.append(Line(int(first[common.SIZE_BYTES]), int(first[sweep_columns.COUNT]),
+                                  names.nccl_tests_type_name(str(dtype)),
+                                  _redop(collective, str(op), meta), int(first["root"]), cycle,
                                   bodies.get(False), bodies.get(True)))
     return PerfRun(run_dir, meta, collective, lines, _expected(results.iloc[0]), host_issue_sentence(results))
 
 
-def _expected(row) -> tuple[float, str] | None:
-    value = row.get("expected_busbw_gbps")
+def _expected(row: pd.Series) -> tuple[float, str] | None:
+    value = row.get(common.EXPECTED_BUSBW_GBPS)
     if value is None or math.isnan(float(value)):
         return None
-    return float(value), str(row.get("expected_basis") or "")
+    return float(value), str(row.get(common.EXPECTED_BASIS) or "")
 
 
 def _redop(collective: str, op: str, meta: dict) -> str:
@@ -162,37 +171,37 @@ def _redop(collective: str, op: str, meta: dict) -> str:
     return op
 
 
-def _body(row, cycle: int, samples, iterations) -> Body:
+def _body(row: pd.Series, cycle: int, samples: pd.DataFrame | None, iterations: pd.DataFrame | None) -> Body:
     collective = get_collective(str(row["collective"]))
-    world, inplace = int(row["world_size"]), bool(row["inplace"])
+    world, inplace = int(row[common.WORLD_SIZE]), bool(row["inplace"])
     time_us, stands_in = _cycle_time(row, cycle, samples)
-    layout = collective.layout(int(row["size_bytes"]), DTYPE_BYTES[str(row["dtype"])], world)
+    layout = collective.layout(int(row[common.SIZE_BYTES]), DTYPE_BYTES[str(row["dtype"])], world)
     moved, seconds = collective.algbw_bytes(layout, world), time_us / 1e6
     noop = collective.is_noop(world=world, inplace=inplace)
     algbw = math.nan if noop else algbw_gbps(moved, seconds)
     busbw = 0.0 if noop else busbw_gbps(moved, seconds, collective.busbw_factor(world))
-    n_wrong = None if math.isnan(float(row["n_wrong"])) else int(row["n_wrong"])
+    n_wrong = None if math.isnan(float(row[common.N_WRONG])) else int(row[common.N_WRONG])
     return Body(time_us, algbw, busbw, n_wrong, _iteration_stats(_matching(iterations, row), cycle), stands_in)
 
 
-def _cycle_time(row, cycle: int, samples) -> tuple[float, str | None]:
+def _cycle_time(row: pd.Series, cycle: int, samples: pd.DataFrame | None) -> tuple[float, str | None]:
     """The cycle's own time (its sample in samples.csv, in iteration order) and None; where the file has no sample
     for it (cut short, edited, or absent), the row's median and what stands in, which the outputs then say."""
     key = _matching(samples, row)
     cycle_times = sorted(zip(key["iteration"], key["time_us"])) if key is not None and len(key) else []
     if cycle < len(cycle_times):
         return float(cycle_times[cycle][1]), None
-    return float(row["time_us_p50"]), MEDIAN_STANDS_IN
+    return float(row[common.TIME_US_P50]), MEDIAN_STANDS_IN
 
 
-def _matching(frame, row):
+def _matching(frame: pd.DataFrame | None, row: pd.Series) -> pd.DataFrame | None:
     """The rows of samples.csv or iteration_times.csv that belong to result row `row` (the kind's sample keys)."""
     from commbench.benches.collective import KIND
 
     return None if frame is None else frame[KIND.samples_of(frame, row)]
 
 
-def _iteration_stats(rows, cycle: int) -> IterationStats | None:
+def _iteration_stats(rows: pd.DataFrame | None, cycle: int) -> IterationStats | None:
     if rows is None or rows.empty:
         return None
     rows = rows[rows["batch"] == cycle]

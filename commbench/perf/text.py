@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 import commbench
-from commbench.perf.results import Body, PerfRun
+from commbench.perf.results import Body, Line, PerfRun
 
 NCCL_TESTS_VERSION = "2.19.6"
 """The nccl-tests release whose output layout this reproduces."""
@@ -139,7 +139,7 @@ def _column_headers(per_iteration: bool) -> list[str]:
             key % ("(B)", "(elements)", "", "", "") + (body % units) * 2 + " "]
 
 
-def _result_line(line, per_iteration: bool) -> str:
+def _result_line(line: Line, per_iteration: bool) -> str:
     text = "%12i  %12i  %8s  %6s  %6i" % (line.size_bytes, line.count, line.type_name, line.redop, line.root)
     for body in (line.out_of_place, line.in_place):
         text += _body_text(body, per_iteration)

@@ -2,10 +2,20 @@
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
-from torch.profiler import profile, schedule
+from torch.profiler import ProfilerActivity, profile, schedule
 
 TRACES_DIR = "traces"
+
+
+class ProfiledPlatform(Protocol):
+    """What capture needs of commbench/platform.py's platforms (which import this package: named here, not
+    imported)."""
+
+    def profiler_activities(self) -> list[ProfilerActivity]: ...
+
+    def synchronize(self) -> None: ...
 
 
 def trace_file_name(*, rank: int, collective: str, impl: str, dtype: str, op: str, inplace: bool,
@@ -14,8 +24,8 @@ def trace_file_name(*, rank: int, collective: str, impl: str, dtype: str, op: st
     return f"rank{rank}-{collective}-{impl}-{dtype}-{op}-{placement}-{size_bytes}B.json.gz"
 
 
-def capture(run: Callable[[], object], *, barrier: Callable[[], None], iterations: int, platform, path: Path,
-            record_shapes: bool = False) -> Path:
+def capture(run: Callable[[], object], *, barrier: Callable[[], None], iterations: int, platform: ProfiledPlatform,
+            path: Path, record_shapes: bool = False) -> Path:
     """Profile `iterations` ProfilerSteps of run() (one more, untraced, warms the profiler up) into a gzipped
     Chrome/Kineto trace that Perfetto opens. Not timed: the point's numbers come from the timed loop. One barrier
     lines the ranks up before the profiler starts; inside, only run() runs, so the trace shows it alone.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commbench.names import TRACE_COLLECTIVES, TRACE_CPP_TYPES, busbw_factor, element_bytes, trace_dtype
-from commbench.profiling.overlap import classify, enclosing_calls, event_kinds, is_gloo_span
+from commbench.profiling.overlap import CommCallSpan, classify, enclosing_calls, event_kinds, is_gloo_span
 from commbench.profiling.trace_file import TraceEvents
 
 CUT_RANKS = "..."
@@ -80,7 +80,7 @@ def kind_name(raw: str) -> str:
     return TRACE_COLLECTIVES.get(letters, raw)
 
 
-def message_of(args) -> Message | None:
+def message_of(args: object) -> Message | None:
     """The message an event's arguments record: "In/Out msg nelems" with "dtype", or an older record_param_comms'
     "Input Dims" with "Input type" (its first tensor argument)."""
     if not isinstance(args, dict):
@@ -99,7 +99,7 @@ def message_of(args) -> Message | None:
     return None
 
 
-def _type_bytes(type_name) -> int | None:
+def _type_bytes(type_name: object) -> int | None:
     """Bytes per element of an "Input type" entry (a C++ type name); None for what is no known element type."""
     dtype = TRACE_CPP_TYPES.get(str(type_name).lower())
     return element_bytes(dtype) if dtype else None
@@ -117,7 +117,7 @@ class Group:
     """"Process Group Ranks" was cut to its first ranks: ranks is then None."""
 
 
-def group_of(args) -> Group:
+def group_of(args: object) -> Group:
     """The group of a communication event ("Process Group Name", "Process Group Ranks", "Group size"). Kineto writes
     at most 30 ranks ("[0, 1, ..., 29, ...]"): a cut list names no ranks, and its length is no size."""
     if not isinstance(args, dict):
@@ -134,7 +134,7 @@ def group_of(args) -> Group:
                  int(size) if isinstance(size, int) and not isinstance(size, bool) else None, cut)
 
 
-def _asked_kind(ran: str, *argument_sets) -> str:
+def _asked_kind(ran: str, *argument_sets: object) -> str:
     """The kind of an NCCL kernel's call: what was asked for (its "Collective name") where NCCL ran it as SendRecv
     kernels (an all-to-all, gather or scatter), else what ran. Sends and receives stay "sendrecv", so the two ends of
     one transfer pair up across ranks."""
@@ -197,7 +197,7 @@ _OVERTAKING_SPANS = 8
 default) each start the next queued call, so a span starts at most a few places out of queue order."""
 
 
-def _enqueuing_operators(trace: TraceEvents, spans) -> dict[int, int]:
+def _enqueuing_operators(trace: TraceEvents, spans: list[int]) -> dict[int, int]:
     """gloo span → the c10d operator that enqueued it (barriers excluded), where operators and spans are as many.
     gloo works its queue in order, on several threads: two calls queued back to back can start in either order, and
     not in the same order on every rank. So each operator, in the order they were enqueued, takes among the earliest
@@ -226,10 +226,10 @@ def _enqueuing_operators(trace: TraceEvents, spans) -> dict[int, int]:
     return found
 
 
-def _tensor_shapes(args) -> list[tuple]:
+def _tensor_shapes(args: object) -> list[tuple[int, ...]]:
     """The shape of every tensor an operator's "Input Dims" records (a tensor list's too)."""
     dims = args.get("Input Dims") if isinstance(args, dict) else None
-    shapes = []
+    shapes: list[tuple[int, ...]] = []
     for arg in dims if isinstance(dims, list) else []:
         if isinstance(arg, list) and arg and all(isinstance(inner, list) for inner in arg):
             shapes += [tuple(inner) for inner in arg]
@@ -238,12 +238,12 @@ def _tensor_shapes(args) -> list[tuple]:
     return shapes
 
 
-def _first_shape(args) -> tuple | None:
+def _first_shape(args: object) -> tuple[int, ...] | None:
     dims = args.get("Input Dims") if isinstance(args, dict) else None
     return tuple(dims[0]) if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
 
 
-def operator_message(args) -> Message | None:
+def operator_message(args: object) -> Message | None:
     """A c10d operator's message: its largest tensor argument (an all-gather's output, a reduce-scatter's input) in
     its first known element type ("Input Dims" / "Input type" with record_shapes)."""
     if not isinstance(args, dict):
@@ -261,7 +261,7 @@ def operator_message(args) -> Message | None:
     return Message(elements * size, elements, dtype)
 
 
-def _elements(dims) -> int:
+def _elements(dims: object) -> int:
     if not isinstance(dims, list) or not dims:
         return 0
     if isinstance(dims[0], list):
@@ -269,7 +269,7 @@ def _elements(dims) -> int:
     return math.prod(value for value in dims if isinstance(value, int))
 
 
-def _span_message(spans) -> Message | None:
+def _span_message(spans: list[CommCallSpan]) -> Message | None:
     for span in reversed(spans):
         if span.message is not None:
             size, dtype = span.message
@@ -279,17 +279,17 @@ def _span_message(spans) -> Message | None:
     return None
 
 
-def _launching_records(trace: TraceEvents, kernels) -> dict[int, int]:
+def _launching_records(trace: TraceEvents, kernels: list[int]) -> dict[int, int]:
     """Each kernel's launching record_param_comms event (the innermost one open on its thread at the launch)."""
     cpu_side = trace.stream < 0
     launch: dict[int, int] = {}
     for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
         launch.setdefault(int(trace.correlation[i]), int(i))
     records = [int(i) for i in np.flatnonzero(cpu_side & (trace.name == "record_param_comms"))]
-    by_thread: dict = {}
+    by_thread: dict[object, list[int]] = {}  # Kineto's thread ids: ints or names
     for record in records:
         by_thread.setdefault(trace.tid[record], []).append(record)
-    found = {}
+    found: dict[int, int] = {}
     for kernel in map(int, kernels):
         launcher = launch.get(int(trace.correlation[kernel]))
         if launcher is None:
@@ -301,7 +301,7 @@ def _launching_records(trace: TraceEvents, kernels) -> dict[int, int]:
     return found
 
 
-def _step(owner_ts: float, steps) -> int | None:
+def _step(owner_ts: float, steps: list[tuple[int, float, float]]) -> int | None:
     if math.isnan(owner_ts):
         return None
     return next((number for number, start, end in steps if start <= owner_ts <= end), None)

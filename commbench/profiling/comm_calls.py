@@ -29,7 +29,7 @@ class CommCall:
     elements: int | None  # the larger of input and output; None when the trace has no shapes
 
 
-def _elements(dims) -> int:
+def _elements(dims: list) -> int:
     """Elements of one argument's dims: [rows, cols] for a tensor, [[...], [...]] for a tensor list."""
     if not dims:
         return 0
@@ -49,7 +49,8 @@ def comm_calls(trace: TraceEvents, *, gather_group_size: int | None = None) -> l
         kind = next((kind for pattern, kind in _KINDS if pattern.match(name)), None)
         if kind is None:
             continue
-        args = trace.args[index] if isinstance(trace.args[index], dict) else {}
+        recorded = trace.args[index]
+        args = recorded if isinstance(recorded, dict) else {}
         dims = args.get("Input Dims")
         elements = None
         if isinstance(dims, list) and dims:

@@ -7,12 +7,19 @@ per-link fallback, the summary, combining ranks per GPU) takes a reader or recor
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Literal, Protocol, TypedDict, TypeVar
 
-SAMPLE_FIELDS = ["t_s", "mark", "mem_used_bytes", "util_pct", "power_mw", "energy_mj", "sm_clock_mhz",
-                 "nvlink_tx_kib", "nvlink_rx_kib", "pcie_tx_kibps", "pcie_rx_kibps"]
+from commbench.schema import gpu
 
-MARK_START, MARK_END = "timed_start", "timed_end"
+SAMPLE_FIELDS = list(gpu.SAMPLE_FIELDS)
+"""A sample's fields (gpu_samples.csv), declared in commbench/schema/gpu.py."""
+
+Mark = Literal["timed_start", "timed_end"]
+"""A counter read at the timed loop's start or end (a GpuSample's mark; None marks a plain sample)."""
+MARK_START: Mark = "timed_start"
+MARK_END: Mark = "timed_end"
 ALL_LINKS = 0xFFFFFFFF  # NVML field scope that sums every link; a bare field id would read link 0 only
 NVLINK_FIELDS = ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX")  # KiB, cumulative
 PCIE_PERIOD_S = 0.5
@@ -29,7 +36,7 @@ def pcie_every_for(interval_s: float) -> int:
 @dataclass(frozen=True)
 class GpuSample:
     t_s: float  # monotonic seconds
-    mark: str | None = None  # MARK_START / MARK_END: a counter read at the timed loop's start or end; None: a sample
+    mark: Mark | None = None  # MARK_START / MARK_END: a counter read at the timed loop's start or end; None: a sample
     mem_used_bytes: int | None = None
     util_pct: float | None = None
     power_mw: float | None = None
@@ -53,11 +60,41 @@ def nvml_unavailable_reason() -> str | None:
         return f"NVML not available ({type(error).__name__})"
 
 
-def _call(function, *args):
+T = TypeVar("T")
+
+
+def _call(function: Callable[..., T], *args: object) -> T | None:
     try:
         return function(*args)
     except Exception:  # a metric this GPU or driver does not support stays empty
         return None
+
+
+class Gauges(TypedDict):
+    """The cheap reads of one sample (NvmlReader.gauges); None where the GPU or driver does not report one."""
+
+    mem_used_bytes: int | None
+    util_pct: float | None
+    power_mw: float | None
+    energy_mj: float | None
+    sm_clock_mhz: float | None
+
+
+class GpuReader(Protocol):
+    """What the sampler reads of one GPU: NvmlReader, or a test's stand-in."""
+
+    @property
+    def links(self) -> int: ...
+
+    def gauges(self) -> Gauges: ...
+
+    def energy_mj(self) -> float | None: ...
+
+    def pcie_kibps(self) -> tuple[float | None, float | None]: ...
+
+    def field_values(self, requests: list[tuple[int, int]]) -> list[tuple[int, float]] | None: ...
+
+    def close(self) -> None: ...
 
 
 class NvmlReader:
@@ -74,7 +111,7 @@ class NvmlReader:
             if all(hasattr(pynvml, name) for name in NVLINK_FIELDS) else ()
         self.links = getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)
 
-    def gauges(self) -> dict:
+    def gauges(self) -> Gauges:
         """The cheap reads: memory used, utilisation, power, energy counter, SM clock."""
         nvml, handle = self._nvml, self._handle
         memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
@@ -108,7 +145,7 @@ class NvlinkCounters:
     driver accepts it; where it is refused (nvmlReturn != 0), each link's counter (scope = link index), summed over
     the links that answered the first time (a link that stops answering later makes the read empty, not smaller)."""
 
-    def __init__(self, reader) -> None:
+    def __init__(self, reader: GpuReader) -> None:
         self._reader = reader
         self._fields = tuple(getattr(reader, "nvlink_field_ids", ()))
         self._lock = threading.Lock()
@@ -154,7 +191,7 @@ class GpuSampler:
     GIL), PCIe only every `pcie_every`-th sample; mark_timed_start()/mark_timed_end() read the counters (NVLink,
     energy) on the calling thread exactly where the timed loop starts and ends."""
 
-    def __init__(self, reader, interval_s: float, *, pcie_every: int | None = None):
+    def __init__(self, reader: GpuReader, interval_s: float, *, pcie_every: int | None = None) -> None:
         self._reader = reader
         self.interval_s = interval_s
         self.pcie_every = pcie_every or pcie_every_for(interval_s)
@@ -182,7 +219,7 @@ class GpuSampler:
         return GpuSample(t_s=t_s, **gauges, nvlink_tx_kib=tx, nvlink_rx_kib=rx, pcie_tx_kibps=pcie_tx,
                          pcie_rx_kibps=pcie_rx)
 
-    def _mark(self, mark: str) -> None:
+    def _mark(self, mark: Mark) -> None:
         before = time.monotonic()
         tx, rx = self._nvlink.read()
         energy = self._reader.energy_mj()
@@ -288,7 +325,8 @@ _COMBINE = {"gpu_mem_used_peak_bytes": (_largest, _largest), "gpu_mem_alloc_peak
             "gpu_util_pct_mean": (_mean, _mean), "power_w_mean": (_mean, _total), "energy_j": (_mean, _total),
             "nvlink_tx_gbps_mean": (_mean, _mean), "nvlink_rx_gbps_mean": (_mean, _mean),
             "gpu_sample_interval_s_mean": (_largest, _largest)}
-SUMMARY_COLUMNS = list(_COMBINE)
+SUMMARY_COLUMNS = list(gpu.SUMMARY_COLUMNS)
+"""A row's GPU columns (commbench/schema/gpu.py), in file order; _COMBINE says how each is combined."""
 UUID_KEY = "gpu_uuid"
 """Each rank's summary names its GPU under this key; ranks with the same UUID share one GPU (gloo on CUDA)."""
 

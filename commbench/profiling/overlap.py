@@ -17,11 +17,12 @@ it; gloo spans by what gloo ran (all_reduce, broadcast, ...).
 import math
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from commbench.names import element_bytes, trace_dtype
+from commbench.names import NCCL_KERNEL_KINDS, element_bytes, trace_dtype
 from commbench.profiling import intervals
 from commbench.profiling.trace_file import TraceEvents
 
@@ -39,13 +40,14 @@ GLOO_SPAN = "gloo:"
 GENERIC = "Generic"
 """NCCL ≥ 2.19 runs a collective without a kernel of its own in ncclDevKernel_Generic*: the kernel name does not
 say which collective it is, so it is attributed to the collective of the CPU call that launched it."""
-_COLLECTIVE_PREFIXES = (("reducescatter", "ReduceScatter"), ("allgather", "AllGather"), ("allreduce", "AllReduce"),
-                        ("broadcast", "Broadcast"), ("reduce", "Reduce"), ("barrier", "AllReduce"),
-                        ("alltoall", "SendRecv"), ("gather", "SendRecv"), ("scatter", "SendRecv"),
-                        ("send", "SendRecv"), ("recv", "SendRecv"))
-"""A torch collective's name (letters only, lower case) → the NCCL kernel kind that runs it, so an attributed Generic
-kernel counts with the kernels named after its collective (torch runs barrier as a one-element all-reduce, and
-all-to-all, gather, scatter, send and recv as grouped NCCL sends and receives)."""
+_COLLECTIVE_PREFIXES = tuple(sorted(((collective.replace("_", ""), kind)
+                                     for collective, kind in NCCL_KERNEL_KINDS.items()),
+                                    key=lambda prefix: -len(prefix[0])))
+"""The start of a torch collective's name (letters only, lower case) → the NCCL kernel kind that runs it
+(names.NCCL_KERNEL_KINDS), so an attributed Generic kernel counts with the kernels named after its collective. The
+longest first: reduce_scatter_tensor is a reducescatter, not a reduce."""
+EventIndex = int | np.integer
+"""An event's index in TraceEvents: an int, or numpy's (np.flatnonzero's)."""
 FSDP_COPY_OPS = frozenset({"fsdp::all_gather_copy_in", "fsdp::split_with_sizes_copy", "fsdp::chunk_cat"})
 """FSDP2's copy operators (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py): the all-gather's copy-in and
 copy-out and the reduce-scatter's copy-in. Their kernels are generic copy/cat kernels, named for nothing FSDP, so a
@@ -66,7 +68,7 @@ class Classified:
     steps: list[tuple[int, float, float]]  # (step number, start, end) of each ProfilerStep window
     comm_copy: np.ndarray | None = None  # bool per event: FSDP's copy work around a collective (GPU), timed as comm
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.comm_copy is None:
             self.comm_copy = np.zeros(len(self.comm), dtype=bool)
 
@@ -81,7 +83,8 @@ def classify(trace: TraceEvents) -> Classified:
     return _classify_cpu(trace, steps)
 
 
-def _classify_gpu(trace, gpu_side, cpu_side, steps) -> Classified:
+def _classify_gpu(trace: TraceEvents, gpu_side: np.ndarray, cpu_side: np.ndarray,
+                  steps: list[tuple[int, float, float]]) -> Classified:
     launch_ts: dict[int, float] = {}
     for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
         launch_ts.setdefault(int(trace.correlation[i]), trace.ts[i])
@@ -138,7 +141,7 @@ def is_gloo_span(trace: TraceEvents, i: int) -> bool:
     return trace.cat[i] == "user_annotation" and trace.name[i].startswith(GLOO_SPAN)
 
 
-def _classify_cpu(trace, steps) -> Classified:
+def _classify_cpu(trace: TraceEvents, steps: list[tuple[int, float, float]]) -> Classified:
     comm = gloo_spans(trace)
     aten = (trace.cat == "cpu_op") & np.array([name.startswith("aten::") for name in trace.name], dtype=bool)
     step_threads = [trace.tid[i] for i in range(len(trace)) if PROFILER_STEP.match(trace.name[i])]
@@ -203,7 +206,7 @@ def _kind(name: str, device: str) -> str:
     return match.group(1) if match else name.split("(")[0]
 
 
-def _collective_kind(name) -> str | None:
+def _collective_kind(name: object) -> str | None:
     """The NCCL kind of a torch collective's name ("allreduce", "_allgather_base", "reduce_scatter_tensor_coalesced",
     "all_to_all", ...); None for what is no collective (e.g. record_param_comms' "wait")."""
     if not name:
@@ -212,7 +215,7 @@ def _collective_kind(name) -> str | None:
     return next((kind for prefix, kind in _COLLECTIVE_PREFIXES if letters.startswith(prefix)), None)
 
 
-def _launcher_kind(name: str, args) -> str | None:
+def _launcher_kind(name: str, args: object) -> str | None:
     """The collective a CPU-side communication call stands for: record_param_comms (its "Collective name"),
     the backend's nccl:<collective> span or a c10d::<collective> operator; None for any other event."""
     if name == "record_param_comms":
@@ -255,7 +258,8 @@ def event_kinds(trace: TraceEvents, classified: Classified) -> Kinds:
     return Kinds(kind, generic, launcher_bytes)
 
 
-def _attribute_by_launch(trace: TraceEvents, kernels: list[np.intp], kind: list, launcher_bytes: dict) -> None:
+def _attribute_by_launch(trace: TraceEvents, kernels: list[np.intp], kind: list[str | None],
+                         launcher_bytes: dict[int, int]) -> None:
     for kernel, enclosing in enclosing_calls(trace, kernels).items():
         kind[kernel] = enclosing[-1].kind
         message = _innermost_message(enclosing)
@@ -273,46 +277,65 @@ class CommCallSpan:
     message: tuple[int, str] | None  # (bytes, torch dtype name as the trace writes it, e.g. "Float")
 
 
-def enclosing_calls(trace: TraceEvents, kernels) -> dict[int, list[CommCallSpan]]:
+def enclosing_calls(trace: TraceEvents, kernels: Iterable[EventIndex]) -> dict[int, list[CommCallSpan]]:
     """For each kernel, the communication calls open on its launching thread when it was launched (the
     cudaLaunchKernel of the same correlation id), outermost first; kernels with none are left out."""
-    cpu_side = trace.stream < 0
-    launch: dict[int, np.intp] = {}  # correlation id → the CPU-side (runtime) event that launched the kernel
-    for i in np.flatnonzero(cpu_side & (trace.correlation >= 0)):
-        launch.setdefault(int(trace.correlation[i]), i)
-    queries: dict = defaultdict(list)  # thread → (launch time, kernel index)
-    for i in kernels:
-        launcher = launch.get(int(trace.correlation[i]))
-        if launcher is not None:
-            queries[trace.tid[launcher]].append((float(trace.ts[launcher]), i))
+    launches = _launches_by_thread(trace, kernels)
+    if not launches:
+        return {}
+    calls = _comm_calls_by_thread(trace, set(launches))
     found: dict[int, list[CommCallSpan]] = {}
-    if not queries:
-        return found
-    calls: dict = defaultdict(list)  # thread → its communication calls
-    for i in np.flatnonzero(cpu_side):
+    for tid, thread_launches in launches.items():
+        found.update(_calls_open_at(calls[tid], thread_launches))
+    return found
+
+
+def _launches_by_thread(trace: TraceEvents, kernels: Iterable[EventIndex]) -> dict[object, list[tuple[float, int]]]:
+    """Thread → (launch time, kernel index) of each kernel whose launching CPU-side (runtime) call the trace holds
+    (the one with the kernel's correlation id)."""
+    launch: dict[int, int] = {}  # correlation id → the CPU-side event that launched the kernel
+    for i in np.flatnonzero((trace.stream < 0) & (trace.correlation >= 0)):
+        launch.setdefault(int(trace.correlation[i]), int(i))
+    launches: dict[object, list[tuple[float, int]]] = defaultdict(list)
+    for kernel in kernels:
+        launcher = launch.get(int(trace.correlation[kernel]))
+        if launcher is not None:
+            launches[trace.tid[launcher]].append((float(trace.ts[launcher]), int(kernel)))
+    return launches
+
+
+def _comm_calls_by_thread(trace: TraceEvents, threads: set[object]) -> dict[object, list[CommCallSpan]]:
+    """Thread → its CPU-side communication calls (record_param_comms, nccl:*, c10d::*), for the given threads."""
+    calls: dict[object, list[CommCallSpan]] = defaultdict(list)
+    for i in np.flatnonzero(trace.stream < 0):
         tid = trace.tid[i]
-        if tid not in queries:
+        if tid not in threads:
             continue
         call_kind = _launcher_kind(trace.name[i], trace.args[i])
         if call_kind:
             calls[tid].append(CommCallSpan(float(trace.ts[i]), float(trace.end[i]), call_kind,
                                            message_of(trace.args[i])))
-    for tid, launches in queries.items():
-        # one sweep in time order: the calls open at a launch form a stack (a thread's calls nest), innermost last
-        ordered = sorted(calls[tid], key=lambda call: (call.start, -call.end))
-        stack: list = []
-        position = 0
-        for time, kernel in sorted(launches):
-            while position < len(ordered) and ordered[position].start <= time:
-                while stack and stack[-1].end < ordered[position].start:
-                    stack.pop()
-                stack.append(ordered[position])
-                position += 1
-            while stack and stack[-1].end < time:
+    return calls
+
+
+def _calls_open_at(calls: list[CommCallSpan], launches: list[tuple[float, int]]) -> dict[int, list[CommCallSpan]]:
+    """Kernel → the calls of one thread open at its launch time, outermost first. One sweep in time order: the calls
+    open at a launch form a stack (a thread's calls nest), innermost last."""
+    ordered = sorted(calls, key=lambda call: (call.start, -call.end))
+    stack: list[CommCallSpan] = []
+    position = 0
+    found: dict[int, list[CommCallSpan]] = {}
+    for time, kernel in sorted(launches):
+        while position < len(ordered) and ordered[position].start <= time:
+            while stack and stack[-1].end < ordered[position].start:
                 stack.pop()
-            enclosing = [call for call in stack if call.end >= time]
-            if enclosing:
-                found[kernel] = enclosing
+            stack.append(ordered[position])
+            position += 1
+        while stack and stack[-1].end < time:
+            stack.pop()
+        enclosing = [call for call in stack if call.end >= time]
+        if enclosing:
+            found[kernel] = enclosing
     return found
 
 
@@ -320,9 +343,9 @@ def _innermost_message(enclosing: list[CommCallSpan]) -> tuple[int, str] | None:
     return next((call.message for call in reversed(enclosing) if call.message is not None), None)
 
 
-def launch_messages(trace: TraceEvents, kernels) -> dict[int, tuple[int, str]]:
+def launch_messages(trace: TraceEvents, kernels: Iterable[EventIndex]) -> dict[int, tuple[int, str]]:
     """The message (bytes, dtype) of each kernel's launching communication call, where one records it."""
-    found = {}
+    found: dict[int, tuple[int, str]] = {}
     for kernel, enclosing in enclosing_calls(trace, kernels).items():
         message = _innermost_message(enclosing)
         if message is not None:
@@ -330,7 +353,7 @@ def launch_messages(trace: TraceEvents, kernels) -> dict[int, tuple[int, str]]:
     return found
 
 
-def message_of(args) -> tuple[int, str] | None:
+def message_of(args: object) -> tuple[int, str] | None:
     """(bytes, dtype) of a collective's message from its event arguments (record_param_comms' or an NCCL kernel's
     copy of them): the larger of its input and output element counts times the element size."""
     if not isinstance(args, dict) or "In msg nelems" not in args:
@@ -341,7 +364,7 @@ def message_of(args) -> tuple[int, str] | None:
     return (elements * size, dtype) if size else None
 
 
-def _message_bytes(args) -> int | None:
+def _message_bytes(args: object) -> int | None:
     message = message_of(args)
     return message[0] if message else None
 

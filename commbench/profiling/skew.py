@@ -12,15 +12,19 @@ clocks: they mean something on one host or on synchronised hosts.
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
 from commbench.names import trace_dtype
 from commbench.profiling.overlap import classify, event_kinds, launch_messages, message_of
 from commbench.profiling.trace_file import TraceEvents
-from commbench.profiling.trace_points import TraceGroup, group_by_point, trace_rank
+from commbench.profiling.trace_points import PointKeys, TraceGroup, group_by_point, trace_rank
 
-SIZE_FROM_TRACE, SIZE_FROM_POINT = "trace", "point"
+SizeFrom = Literal["trace", "point"]
+"""Where a call's size came from: the trace's own arguments, or the point's file name (gloo's spans record none)."""
+SIZE_FROM_TRACE: SizeFrom = "trace"
+SIZE_FROM_POINT: SizeFrom = "point"
 
 POINT_RULE = "the k-th call of one kind, size and dtype on each rank of this point (its traces, one per rank)"
 UNPLACED_RULE = ("these files are not named rank<R>-<point> as commbench names traces, so they cannot be grouped "
@@ -33,7 +37,7 @@ class CallKey:
     kind: str
     bytes: int | None  # None: the trace records no size for this call
     dtype: str | None
-    size_from: str | None = field(default=None, compare=False)  # SIZE_FROM_TRACE, SIZE_FROM_POINT or None: where
+    size_from: SizeFrom | None = field(default=None, compare=False)  # SIZE_FROM_TRACE, SIZE_FROM_POINT or None: where
     # the size came from, which says nothing about which call it is
 
 
@@ -41,7 +45,7 @@ def _letters(name: str) -> str:
     return "".join(char for char in name.lower() if char.isalpha())
 
 
-def calls(trace: TraceEvents, point_keys: dict) -> list[tuple[CallKey, float]]:
+def calls(trace: TraceEvents, point_keys: PointKeys) -> list[tuple[CallKey, float]]:
     """Each communication event of the trace, in start order: its key and start (µs)."""
     classified = classify(trace)
     kinds = event_kinds(trace, classified)
@@ -93,7 +97,7 @@ def point_skew(group: TraceGroup) -> tuple[dict, list[dict]]:
     return point, entries
 
 
-def _key_order(key: CallKey):
+def _key_order(key: CallKey) -> tuple[str, bool, int, str]:
     return key.kind, key.bytes is not None, key.bytes or 0, key.dtype or ""
 
 

@@ -4,8 +4,10 @@ import gzip
 import json
 import math
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, TypeGuard
 
 import numpy as np
 
@@ -27,13 +29,18 @@ class TraceEvents:
     tid: np.ndarray  # object: Kineto writes ints or strings
     stream: np.ndarray  # int64, -1 for CPU-side events
     correlation: np.ndarray  # int64, -1 when absent
-    args: list = field(repr=False)  # the args dict of each event (or None)
+    args: list[object] = field(repr=False)
+    """The args of each event as its JSON holds them: a dict (checked where it is read), or None."""
 
     def __len__(self) -> int:
         return len(self.ts)
 
 
-def _open(path: Path):
+Event = Mapping[str, object]
+"""One of a trace's traceEvents, as JSON gave it: its fields are checked where they are read (_checked_event)."""
+
+
+def _open(path: Path) -> IO[str]:
     with open(path, "rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
     return gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
@@ -44,25 +51,27 @@ _WHOLE_NUMBER_ARGS = ("stream", "correlation", "In msg nelems", "Out msg nelems"
 collective's message size."""
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _foreign(path: Path, index: int, event: dict, problem: str) -> CommbenchError:
+def _foreign(path: Path, index: int, event: Event, problem: str) -> CommbenchError:
     name = str(event.get("name", ""))[:60]
     return CommbenchError(f"{path}: traceEvents[{index}] ({name!r}) {problem}; this is not a torch.profiler trace "
                           "or it was edited: record the trace again")
 
 
-def _checked_event(path: Path, index: int, event: dict) -> None:
+def _checked_event(path: Path, index: int, event: Event) -> tuple[float, float]:
     """Times are finite numbers and a duration is not negative (Kineto writes them so): NaN or a string would
     otherwise turn every overlap figure into NaN or fail inside numpy. The thread and the ids that classify an
-    event have Kineto's types too."""
-    for key in ("ts", "dur"):
-        if not _is_number(event[key]):
-            raise _foreign(path, index, event, f"has {key} {event[key]!r}, not a finite number of µs")
-    if event["dur"] < 0:
-        raise _foreign(path, index, event, f"has a negative duration ({event['dur']!r} µs)")
+    event have Kineto's types too. Returns (ts, dur)."""
+    ts, duration = event["ts"], event["dur"]
+    if not _is_number(ts):
+        raise _foreign(path, index, event, f"has ts {ts!r}, not a finite number of µs")
+    if not _is_number(duration):
+        raise _foreign(path, index, event, f"has dur {duration!r}, not a finite number of µs")
+    if duration < 0:
+        raise _foreign(path, index, event, f"has a negative duration ({duration!r} µs)")
     tid = event.get("tid")
     if tid is not None and not isinstance(tid, (int, str)):
         raise _foreign(path, index, event, f"has tid {tid!r}, not a thread id (a number or a name)")
@@ -71,25 +80,40 @@ def _checked_event(path: Path, index: int, event: dict) -> None:
         for key in _WHOLE_NUMBER_ARGS:
             if key in args and not (isinstance(args[key], int) and not isinstance(args[key], bool)):
                 raise _foreign(path, index, event, f"has args.{key} {args[key]!r}, not a whole number")
+    return ts, duration
 
 
-def _distributed_info(path: Path, document: dict) -> dict:
+@dataclass(frozen=True)
+class DistributedInfo:
+    """torch.profiler's distributedInfo, the fields commbench reads; None where the trace has none."""
+
+    rank: int | None = None
+    world_size: int | None = None
+    backend: str | None = None
+
+
+def _whole_number(path: Path, info: Mapping[str, object], key: str) -> int | None:
+    value = info.get(key)
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise CommbenchError(f"{path}: distributedInfo.{key} is {value!r}, not a whole number of 0 or more; "
+                         "record the trace again")
+
+
+def _distributed_info(path: Path, document: Mapping[str, object]) -> DistributedInfo:
     """torch.profiler's distributedInfo (rank, world size, backend), checked: it labels every figure printed."""
     info = document.get("distributedInfo")
     if info is None:
-        return {}
+        return DistributedInfo()
     if not isinstance(info, dict):
         raise CommbenchError(f"{path}: distributedInfo is a JSON {type(info).__name__}, not an object; this is not "
                              "a torch.profiler trace or it was edited: record the trace again")
-    for key in ("rank", "world_size"):
-        value = info.get(key)
-        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
-            raise CommbenchError(f"{path}: distributedInfo.{key} is {value!r}, not a whole number of 0 or more; "
-                                 "record the trace again")
-    if info.get("backend") is not None and not isinstance(info["backend"], str):
-        raise CommbenchError(f"{path}: distributedInfo.backend is {info['backend']!r}, not a name; record the trace "
+    rank, world_size = _whole_number(path, info, "rank"), _whole_number(path, info, "world_size")
+    backend = info.get("backend")
+    if backend is not None and not isinstance(backend, str):
+        raise CommbenchError(f"{path}: distributedInfo.backend is {backend!r}, not a name; record the trace "
                              "again")
-    return info
+    return DistributedInfo(rank, world_size, backend)
 
 
 def load_trace(path: str | Path) -> TraceEvents:
@@ -98,36 +122,37 @@ def load_trace(path: str | Path) -> TraceEvents:
     path = Path(path)
     try:
         with _open(path) as file:
-            document = json.load(file)
+            document: object = json.load(file)
     except FileNotFoundError:
         raise CommbenchError(f"{path} does not exist; pass a Kineto trace (.json or .json.gz)") from None
     except (json.JSONDecodeError, UnicodeDecodeError, OSError, EOFError, zlib.error) as error:
         raise CommbenchError(f"{path} is not a JSON trace ({type(error).__name__}); pass a torch.profiler "
                              "Chrome/Kineto trace (.json or .json.gz)") from None
     events = document.get("traceEvents") if isinstance(document, dict) else None
-    if not isinstance(events, list):
+    if not isinstance(document, dict) or not isinstance(events, list):
         raise CommbenchError(f"{path} has no traceEvents: it is not a torch.profiler (Kineto) trace")
-    columns: dict[str, list] = {key: [] for key in ("name", "cat", "ts", "dur", "tid", "stream", "correlation",
+    columns: dict[str, list[object]] = {key: [] for key in ("name", "cat", "ts", "dur", "tid", "stream", "correlation",
                                                       "args")}
     info = _distributed_info(path, document)
     float_times = False
-    for index, event in enumerate(events):  # one pass: traces of real jobs hold hundreds of thousands of events
-        if not isinstance(event, dict):
+    for index, item in enumerate(events):  # one pass: traces of real jobs hold hundreds of thousands of events
+        if not isinstance(item, dict):
             continue
+        event: Event = item
         cat, duration = event.get("cat"), event.get("dur")
         if duration is None or cat is None or cat == "Trace" or event.get("ts") is None:
             continue
-        _checked_event(path, index, event)
+        start, duration = _checked_event(path, index, event)
         args = event.get("args")
         columns["name"].append(str(event.get("name", "")))
         columns["cat"].append(cat)
-        columns["ts"].append(event["ts"])
+        columns["ts"].append(start)
         columns["dur"].append(duration)
         columns["tid"].append(event.get("tid"))
         columns["args"].append(args)
         columns["stream"].append(args["stream"] if isinstance(args, dict) and "stream" in args else -1)
         columns["correlation"].append(args["correlation"] if isinstance(args, dict) and "correlation" in args else -1)
-        float_times = float_times or isinstance(event["ts"], float)
+        float_times = float_times or isinstance(start, float)
     if not columns["ts"]:
         raise CommbenchError(f"{path} holds no timed events (ts, dur, cat); record a trace with torch.profiler "
                              "while the job runs")
@@ -137,9 +162,9 @@ def load_trace(path: str | Path) -> TraceEvents:
         ts, end = np.ceil(ts), np.floor(end)
     return TraceEvents(
         path=str(path),
-        rank=info.get("rank"),
-        world_size=info.get("world_size"),
-        backend=info.get("backend"),
+        rank=info.rank,
+        world_size=info.world_size,
+        backend=info.backend,
         name=np.array(columns["name"], dtype=object),
         cat=np.array(columns["cat"], dtype=object),
         ts=ts,

@@ -9,6 +9,7 @@ Any other name cannot be placed: those traces stay one set, the files as given.
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from commbench.profiling.trace_file import TraceEvents
 from commbench.units import format_bytes
@@ -19,13 +20,27 @@ _SWEEP_POINT = re.compile(r"^(?P<collective>[a-z_]+)-(?P<impl>[a-z]+)-(?P<dtype>
 _TRAINING_POINT = re.compile(r"^(?P<bench>.+)-config(?P<config>\d+)$")
 
 
+class PointKeys(TypedDict, total=False):
+    """What a trace's name says of its point: a sweep point's (collective … size_bytes), or a training
+    configuration's (bench, config); empty for other names."""
+
+    collective: str
+    impl: str
+    dtype: str
+    op: str
+    inplace: bool
+    size_bytes: int
+    bench: str
+    config: int
+
+
 @dataclass
 class TraceGroup:
     """Traces to match against each other: one point's (name set), or the given files that no name places."""
 
     name: str | None  # the file name without its rank prefix; None for the unplaced files
     folder: str | None
-    keys: dict  # what the name says: collective, impl, dtype, op, inplace, size_bytes; or bench, config
+    keys: PointKeys  # what the name says: collective, impl, dtype, op, inplace, size_bytes; or bench, config
     traces: list[TraceEvents] = field(default_factory=list)
     index: int = -1  # position in the listing, set once every group is known
 
@@ -45,7 +60,7 @@ class TraceGroup:
         return self.name or "the given traces"
 
 
-def point_keys(name: str) -> dict:
+def point_keys(name: str) -> PointKeys:
     """The point a sweep's or a training run's trace name (without the rank prefix) stands for; {} for others."""
     if match := _SWEEP_POINT.match(name):
         keys = match.groupdict()
@@ -91,9 +106,9 @@ def group_by_point(traces: list[TraceEvents]) -> list[TraceGroup]:
     return ordered
 
 
-def _listing_order(group: TraceGroup):
+def _listing_order(group: TraceGroup) -> tuple[str | None, tuple[object, ...]]:
     keys = group.keys
-    within: tuple
+    within: tuple[object, ...]
     if "size_bytes" in keys:
         within = (0, keys["collective"], keys["impl"], keys["dtype"], keys["op"], keys["size_bytes"],
                   keys["inplace"])  # out-of-place first, as the sweep runs them

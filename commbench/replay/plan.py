@@ -9,11 +9,19 @@ all-gather / reduce-scatter / all-to-all of the same per-rank part. A call is on
 replay (send/recv, reduce, gather, scatter, a subgroup, a dtype it does not run) are listed, not silently dropped.
 """
 
+from __future__ import annotations
+
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from statistics import median
+from typing import TYPE_CHECKING
 
 from commbench.errors import CommbenchError
 from commbench.names import DTYPE_BYTES, DTYPES
+
+if TYPE_CHECKING:
+    from commbench.profiling.collective_calls import Call
 
 REPLAYABLE = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
 _PER_RANK = {"all_gather", "reduce_scatter", "all_to_all"}
@@ -31,7 +39,7 @@ class Plan:
     """First call's start to the last call's end, median over the traced ranks."""
 
 
-def load_calls(paths) -> tuple[dict[str, list], int | None]:
+def load_calls(paths: Iterable[str | Path]) -> tuple[dict[str, list[Call]], int | None]:
     """Each trace's calls, and the world size the traces were recorded at (distributedInfo), where they say."""
     from commbench import profiling
 
@@ -111,11 +119,11 @@ def _check_ranks_agree(paths: list[str], per_rank: list[list]) -> None:
                                  f"has {theirs}; pass the traces of one job and one step (--step)")
 
 
-def _size(call) -> str:
+def _size(call: Call) -> str:
     return "?" if call.message is None else f"{call.message.bytes} B {call.message.dtype}"
 
 
-def _why_not(call, traced_world: int) -> str:
+def _why_not(call: Call, traced_world: int) -> str:
     if call.kind not in REPLAYABLE:
         return f"commbench replays {', '.join(REPLAYABLE)}"
     if call.message is None:

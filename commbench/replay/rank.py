@@ -7,11 +7,24 @@ stream, a spin kernel covering the host's issue time, so that it compares with t
 records; on CPU by the host clock (gloo returns when the call is done). The sequence is timed by the host clock on
 every device: its traced gaps are host waits."""
 
+from __future__ import annotations
+
 import time
+from typing import TYPE_CHECKING
 
 from commbench.bench_kind import Measured, RankRun
 from commbench.measure.timing import agree_on_spin
 from commbench.replay import rows as replay_rows
+from commbench.replay.rows import CallKey, ReplayedSpec
+
+if TYPE_CHECKING:
+    from commbench.bench_kind import RankContext
+    from commbench.collectives.base import Buffers, Collective, Layout, Runner
+    from commbench.measure.timers import Timer
+    from commbench.names import OpName
+
+    Prepared = tuple[Collective, Layout, Buffers, Runner, OpName]
+    """A planned call ready to run: its collective, layout, buffers, runner and reduction."""
 
 _SPIN_BELOW_S = 0.002
 """Gaps shorter than this are spun: a sleep that short wakes a scheduler tick late."""
@@ -19,18 +32,18 @@ SEQUENCE_TIMER = "host clock"
 """How the whole sequence is timed, on every device (its gaps are host sleeps and spins)."""
 
 
-def prepare(spec, ctx):
+def prepare(spec: ReplayedSpec, ctx: RankContext) -> None:
     return None
 
 
-def _runners(spec, ctx) -> tuple[list[tuple], dict[tuple, tuple]]:
+def _runners(spec: ReplayedSpec, ctx: RankContext) -> tuple[list[Prepared], dict[CallKey, Prepared]]:
     """One (collective, layout, buffers, call) per planned call; calls of the same kind, size and dtype share
     buffers."""
     from commbench.backends import DTYPES
     from commbench.collectives import get_collective
     from commbench.collectives.base import Layout, RunSetup
 
-    shared: dict[tuple, tuple] = {}
+    shared: dict[CallKey, Prepared] = {}
     found = []
     for call in spec.calls:
         key = (call["kind"], call["elements"], call["dtype"])
@@ -51,7 +64,7 @@ def _runners(spec, ctx) -> tuple[list[tuple], dict[tuple, tuple]]:
             buffers = collective.make_buffers(layout, inplace=inplace, dtype=DTYPES[call["dtype"]],
                                               device=ctx.device, rank=ctx.rank, world=ctx.world)
             collective.fill_inputs(buffers, rank=ctx.rank, world=ctx.world)
-            op = "sum" if collective.reduces else "none"
+            op: OpName = "sum" if collective.reduces else "none"
             setup = RunSetup(rank=ctx.rank, world=ctx.world, p2p_batched=ctx.platform.p2p_batched, op=op)
             shared[key] = (collective, layout, buffers, collective.runner("builtin", buffers, setup), op)
         found.append(shared[key])
@@ -69,7 +82,7 @@ def _wait(seconds: float) -> None:
         pass
 
 
-def _timers(ctx, runners) -> list:
+def _timers(ctx: RankContext, runners: list[Prepared]) -> list[Timer]:
     """One per-iteration timer per call. On a GPU each times its call untimed first (after the warm-up, so no
     first-call connection setup): the host's issue time of that call, agreed over the ranks, sizes the spin that
     covers it."""
@@ -79,7 +92,7 @@ def _timers(ctx, runners) -> list:
     return timers
 
 
-def measure(spec, point, run: RankRun) -> Measured:
+def measure(spec: ReplayedSpec, point: object, run: RankRun) -> Measured:
     ctx = run.ctx
     runners, shared = _runners(spec, ctx)
     sync = ctx.platform.synchronize
@@ -119,11 +132,13 @@ def measure(spec, point, run: RankRun) -> Measured:
     return Measured(rows[0], samples=samples, rows=rows[1:])
 
 
-def _check(collective, layout, buffers, call, op, ctx) -> int:
+def _check(collective: Collective, layout: Layout, buffers: Buffers, call: Runner, op: OpName,
+           ctx: RankContext) -> int:
     from commbench.collectives import check_data
 
     collective.refill_for_check(buffers, rank=ctx.rank, world=ctx.world)
     call()
     ctx.platform.synchronize()
     expected = collective.expected(layout, rank=ctx.rank, world=ctx.world)
+    assert expected is not None  # None only on a reduce's non-roots: each replayed collective defines every output
     return check_data.count_wrong(buffers.recv, expected, op=op, world=ctx.world)

@@ -4,18 +4,24 @@ None) or (None, why it was skipped); the last run of the kind is drawn (a matrix
 
 import matplotlib
 
+from commbench.schema import common
+
 matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
 
 from commbench.cluster.hunt_table import node_matrix
 from commbench.cluster.p2p_rows import time_column
 from commbench.cluster.p2p_table import matrix
+from commbench.report.figure_layout import Drawn
+from commbench.runs import LoadedRun
 from commbench.units import format_bytes
 
 
-def _heatmap(axis, grid, title: str, unit: str, *, higher_is_better: bool) -> None:
+def _heatmap(axis: Axes, grid: pd.DataFrame, title: str, unit: str, *, higher_is_better: bool) -> None:
     values = grid.to_numpy(dtype=float)
     # dark = slow either way: bandwidth low or latency high
     image = axis.imshow(np.ma.masked_invalid(values), cmap="viridis" if higher_is_better else "viridis_r")
@@ -30,13 +36,12 @@ def _heatmap(axis, grid, title: str, unit: str, *, higher_is_better: bool) -> No
                 axis.text(column, row, f"{value:.3g}", ha="center", va="center", fontsize=7, color="white")
 
 
-def hunt_node_matrix(runs):
+def hunt_node_matrix(runs: list[LoadedRun]) -> Drawn:
     run = runs[-1]
-    grids = [(node_matrix(run.results, column), title, unit, up) for column, title, unit, up in (
-        ("busbw_gbps", "pair busbw (nccl-tests sendrecv)", "GB/s", True),
-        ("latency_us", "pair latency", "µs", False))]
-    if grids[0][0] is None:
+    busbw, latency = node_matrix(run.results, common.BUSBW_GBPS), node_matrix(run.results, "latency_us")
+    if busbw is None or latency is None:
         return None, f"{run.name} has no node pairs (one node)"
+    grids = [(busbw, "pair busbw (nccl-tests sendrecv)", "GB/s", True), (latency, "pair latency", "µs", False)]
     figure, axes = plt.subplots(1, 2, figsize=(12, 5.2))
     suspects = run.results[(run.results["phase"] == "finding") & (run.results["verdict"] == "suspect")]
     for axis, (grid, title, unit, up) in zip(axes, grids):
@@ -55,11 +60,11 @@ def hunt_node_matrix(runs):
     return figure, None
 
 
-def p2p_matrix(runs):
+def p2p_matrix(runs: list[LoadedRun]) -> Drawn:
     run = runs[-1]
-    sizes = sorted(run.results["size_bytes"].unique())
+    sizes = sorted(run.results[common.SIZE_BYTES].unique())
     column = time_column(str(run.results["statistic"].iloc[0]))
-    panels = [(int(sizes[-1]), "busbw_gbps", "busbw", "GB/s", True),
+    panels = [(int(sizes[-1]), common.BUSBW_GBPS, "busbw", "GB/s", True),
               (int(sizes[0]), column, f"time {column.rsplit('_', 1)[1]}", "µs", False)]
     figure, axes = plt.subplots(1, 2, figsize=(12, 5.4))
     for axis, (size, column, title, unit, up) in zip(axes, panels):

@@ -5,8 +5,10 @@ the kinds' plots. Each takes the LoadedRuns of the kinds that list the figure an
 from collections.abc import Callable
 
 from commbench.report import cluster_plots, collective_plots, replay_plots, training_plots
+from commbench.report.figure_layout import Drawn
+from commbench.runs import LoadedRun
 
-DRAW: dict[str, Callable] = {
+DRAW: dict[str, Callable[[list[LoadedRun]], Drawn]] = {
     "replay_traced_vs_replayed": replay_plots.traced_vs_replayed,
     "busbw_vs_size": collective_plots.busbw_vs_size,
     "latency_fit": collective_plots.latency_with_fit,

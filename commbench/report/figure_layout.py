@@ -3,7 +3,7 @@ axes labelled 1 KiB … 1 GiB, configuration axes whose labels fit side by side,
 median."""
 
 import math
-from typing import Any
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -11,19 +11,28 @@ matplotlib.use("Agg")  # files only: no display on CI machines or cluster nodes
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextToPath
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+from numpy.typing import ArrayLike
 
 from commbench.units import format_bytes
 
 CI_NOTE = "error bars: 95 % CI of the median"
+Drawn = tuple[Figure, None] | tuple[None, str]
+LegendEntry = Artist | tuple[Artist, ...]
+"""A legend entry: an artist, or a container of artists (what errorbar returns)."""
+"""What a figure function returns: the figure, or no figure and why it was skipped."""
 MAX_SIZE_TICKS = 11
 _TICK_STRIDES = (1, 2, 3, 5, 10, 20)  # in powers of two; 10 and 20 land on KiB, MiB, GiB
 
 
-def legend_outside(axis, *, fontsize: float = 8, handles: list | None = None, title: str | None = None) -> None:
+def legend_outside(axis: Axes, *, fontsize: float = 8, handles: Sequence[LegendEntry] | None = None,
+                   title: str | None = None) -> None:
     """The legend right of the axes, where no data can be; tight_layout and savefig(bbox_inches='tight') make room.
     `handles` (artists with their labels) fixes the order: matplotlib lists lines before error bars otherwise."""
     handles = handles if handles is not None else axis.get_legend_handles_labels()[0]
@@ -55,10 +64,10 @@ def size_label(size: int) -> str:
     return f"{size // tib} TiB" if size >= tib and size % tib == 0 else format_bytes(size)
 
 
-def size_axis(axis, sizes) -> None:
+def size_axis(axis: Axes, sizes: ArrayLike) -> None:
     """Log2 x axis of message sizes, ticks labelled as the CLI takes sizes (4 KiB, 16 MiB), the others unlabelled."""
-    sizes = np.asarray(sizes, dtype=float)
-    ticks = size_ticks(sizes.min(), sizes.max())
+    values = np.asarray(sizes, dtype=float)
+    ticks = size_ticks(values.min(), values.max())
     axis.set_xscale("log", base=2)
     axis.xaxis.set_major_locator(FixedLocator(ticks))
     axis.xaxis.set_major_formatter(FuncFormatter(lambda value, _: size_label(int(round(value)))))
@@ -118,7 +127,7 @@ def numbered(labels: list[str]) -> bool:
     return _bars_width(labels) + _AROUND_BARS_IN > FIGURE_MAX_IN
 
 
-def lay_out_bars(figure, labelled: list[tuple[Any, list[str]]]) -> None:
+def lay_out_bars(figure: Figure, labelled: list[tuple[Axes, list[str]]]) -> None:
     """tight_layout, then room for the bar labels: tight_layout gives the y label and the legend what they need and
     the bars what is left, which a wide legend (or a two-line y label) can make less than _AROUND_BARS_IN assumed.
     Where an axis (`labelled`: (axis, its labels)) gives a bar less room than its label needs, the figure widens by
@@ -136,7 +145,7 @@ def lay_out_bars(figure, labelled: list[tuple[Any, list[str]]]) -> None:
         figure.tight_layout()
 
 
-def bar_axis(axis, labels: list[str], *, show: bool = True) -> list:
+def bar_axis(axis: Axes, labels: list[str], *, show: bool = True) -> list[LegendEntry]:
     """Bars at 0 … n-1 labelled horizontally with their wrapped labels, or, where those would not fit side by side,
     with 1 … n; returns the legend entries that then name each number (none otherwise). show=False: ticks without
     labels (a panel above another with the same bars)."""
@@ -153,9 +162,9 @@ def bar_axis(axis, labels: list[str], *, show: bool = True) -> list:
     return []
 
 
-def ratio_axis(axis, values) -> None:
+def ratio_axis(axis: Axes, ratios: ArrayLike) -> None:
     """Log2 y axis for a ratio: 1/2 and 2 lie equally far from 1, and 0.07 and 5 both stay readable."""
-    values = np.asarray(values, dtype=float)
+    values = np.asarray(ratios, dtype=float)
     values = values[np.isfinite(values) & (values > 0)]
     axis.set_yscale("log", base=2)
     if values.size:
@@ -166,7 +175,7 @@ def ratio_axis(axis, values) -> None:
         axis.yaxis.set_minor_formatter(NullFormatter())
 
 
-def ci_errors(center, low, high) -> np.ndarray:
+def ci_errors(center: ArrayLike, low: ArrayLike, high: ArrayLike) -> np.ndarray:
     """yerr for errorbar: distances from the center down to `low` and up to `high`; NaN (no bar drawn, rather than a
     bar of zero length that would claim certainty) where the interval is unknown: fewer than 6 samples have none."""
     center, low, high = (pd.to_numeric(pd.Series(np.asarray(values)), errors="coerce").to_numpy(float)

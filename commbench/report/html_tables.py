@@ -46,7 +46,7 @@ def fitted_tables(frame: pd.DataFrame, *, classes: str, index: bool = False) -> 
                              else f"{classes} split", index=index) for number, part in enumerate(parts))
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-"
     if isinstance(value, float):

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.figure import Figure
 
 from commbench import store
+from commbench.bench_kind import BenchKind, Plot
 from commbench.benches import KINDS
 from commbench.errors import CommbenchError
 from commbench.names import COMMBENCH_SOURCE
 from commbench.report.drawings import DRAW
+from commbench.report.figure_layout import Drawn
 from commbench.report.html_tables import PAGE_PX, fitted_tables
 from commbench.runs import LoadedRun, bench_dirs, load_run
 
@@ -58,16 +61,16 @@ def _ran(bench_dir: Path) -> bool:
     return (bench_dir / store.RESULTS_FILE).exists()
 
 
-def _plots() -> list:
+def _plots() -> list[tuple[Plot, list[BenchKind]]]:
     """Every plot of the registered kinds once, in registry order, with the kinds that list it."""
-    plots: dict[str, tuple] = {}
+    plots: dict[str, tuple[Plot, list[BenchKind]]] = {}
     for kind in KINDS.values():
         for plot in kind.plots:
             plots.setdefault(plot.stem, (plot, []))[1].append(kind)
     return list(plots.values())
 
 
-def _draw(plot, kinds: list, runs: list[LoadedRun]):
+def _draw(plot: Plot, kinds: list[BenchKind], runs: list[LoadedRun]) -> Drawn:
     """(figure, None) or (None, why skipped)."""
     mine = [run for run in runs if run.kind in kinds]
     if not mine:
@@ -80,19 +83,24 @@ def render(run_dirs: list[Path], out: Path) -> Report:
     out.mkdir(parents=True, exist_ok=True)
     report = Report(out)
     for plot, kinds in _plots():
-        figure, why = _draw(plot, kinds, runs)
-        if figure is None:
-            report.skipped.append((plot.caption, why))
-            continue
-        for suffix in ("png", "svg"):  # tight: the legends sit outside the axes and must not be cut off
-            figure.savefig(out / f"{plot.stem}.{suffix}", dpi=110, bbox_inches="tight")
-        # a drawing that knows better than the kind's fixed caption what it drew (no α–β fit passed) names it
-        caption = figure.get_label() or plot.caption
-        plt.close(figure)
-        report.drawn.append((plot.stem, caption, out / f"{plot.stem}.png"))
+        match _draw(plot, kinds, runs):
+            case None, why:
+                report.skipped.append((plot.caption, why))
+            case figure, None:
+                report.drawn.append(_save(figure, plot, out))
     (out / "report.html").write_text(_html(runs, report), encoding="utf-8")
     (out / "summary.md").write_text(_markdown(runs, report), encoding="utf-8")
     return report
+
+
+def _save(figure: Figure, plot: Plot, out: Path) -> tuple[str, str, Path]:
+    """Writes the figure as PNG and SVG; returns (its stem, its caption, the PNG)."""
+    for suffix in ("png", "svg"):  # tight: the legends sit outside the axes and must not be cut off
+        figure.savefig(out / f"{plot.stem}.{suffix}", dpi=110, bbox_inches="tight")
+    # a drawing that knows better than the kind's fixed caption what it drew (no α–β fit passed) names it
+    caption = str(figure.get_label() or plot.caption)
+    plt.close(figure)
+    return plot.stem, caption, out / f"{plot.stem}.png"
 
 
 def _meta_table(runs: list[LoadedRun]) -> pd.DataFrame:
@@ -101,7 +109,7 @@ def _meta_table(runs: list[LoadedRun]) -> pd.DataFrame:
                         index=META_FIELDS)
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value))
     return "" if value is None else str(value)

@@ -3,24 +3,28 @@ agree), one marker per kind."""
 
 import matplotlib
 
+from commbench.schema import common
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
 from commbench.replay.rows import SEQUENCE
+from commbench.report.figure_layout import Drawn
+from commbench.runs import LoadedRun
 from commbench.units import format_bytes
 
 
-def traced_vs_replayed(runs: list):
+def traced_vs_replayed(runs: list[LoadedRun]) -> Drawn:
     figure, axis = plt.subplots(figsize=(7, 5.5))
     everything = []
     for run in runs:
         rows = run.results[run.results["kind"] != SEQUENCE]
         for kind, group in rows.groupby("kind", sort=False):
-            traced, replayed = group["time_us_traced_p50"].to_numpy(float), group["time_us_p50"].to_numpy(float)
+            traced, replayed = group["time_us_traced_p50"].to_numpy(float), group[common.TIME_US_P50].to_numpy(float)
             label = f"{run.name}: {kind}" if len(runs) > 1 else kind
             axis.scatter(traced, replayed, label=label, s=40)
-            for x, y, size in zip(traced, replayed, group["size_bytes"]):
+            for x, y, size in zip(traced, replayed, group[common.SIZE_BYTES]):
                 axis.annotate(format_bytes(int(size)), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
             everything += [*traced, *replayed]
     values = np.array([value for value in everything if value > 0])

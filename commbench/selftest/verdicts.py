@@ -1,18 +1,24 @@
 """The selftest's paths and their verdicts, each read from what its sub-run wrote (rows, samples, traces, files) and
 how the sub-run ended: pass, FAIL (with what failed) or n/a (with why)."""
 
+from __future__ import annotations
+
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commbench import store
+from commbench.bench_kind import BenchKind
 from commbench.benches import kind_for_command
 from commbench.errors import CommbenchError
-from commbench.names import CUDA, PER_ITERATION, TIMINGS
+from commbench.names import CUDA, MEAN, PER_ITERATION, RANK_AVERAGE_TEXT, TIMINGS
+from commbench.schema import common
 from commbench.selftest.plan import ITERS, Plan
 from commbench.selftest.steps import StepRun
+from commbench.sweep.spec import Point as SweepPoint
 from commbench.units import format_bytes
 
 if TYPE_CHECKING:
@@ -39,12 +45,12 @@ class SubRun:
 
     step: StepRun | None
     meta: dict | None
-    results: "pd.DataFrame | None"
+    results: pd.DataFrame | None
     """The rows."""
     run_dir: Path
 
     @classmethod
-    def read(cls, step: StepRun | None, run_dir: Path, kind) -> "SubRun":
+    def read(cls, step: StepRun | None, run_dir: Path, kind: BenchKind) -> SubRun:
         meta = results = None
         if (run_dir / store.META_FILE).exists():
             try:
@@ -79,7 +85,7 @@ class SubRun:
     def wrong_total(self) -> int:
         if self.results is None or self.results.empty:
             return 0
-        return int(self.results["n_wrong"].fillna(0).sum())
+        return int(self.results[common.N_WRONG].fillna(0).sum())
 
 
 def not_selected(plan: Plan) -> str:
@@ -95,20 +101,24 @@ def _points(plan: Plan, step: str) -> list:
 
 # --- the collective sweep: one launch, many paths -----------------------------------------------------------------
 
-def _inplace(value) -> bool:
+def _inplace(value: object) -> bool:
     return str(value) in ("True", "true", "1")
 
 
-def _key(collective, impl, inplace, size_bytes, timing) -> tuple:
-    return (str(collective), str(impl), _inplace(inplace), int(size_bytes), str(timing))
+RowKey = tuple[str, str, bool, int, str]
+"""A sweep row's (collective, impl, in place, size in bytes, timing)."""
 
 
-def _label(key: tuple) -> str:
+def _key(collective: object, impl: object, inplace: object, size_bytes: object, timing: object) -> RowKey:
+    return (str(collective), str(impl), _inplace(inplace), int(str(size_bytes)), str(timing))
+
+
+def _label(key: RowKey) -> str:
     collective, impl, inplace, size, timing = key
     return f"{collective} {impl} {'in' if inplace else 'out'} {format_bytes(size)} {timing}"
 
 
-def _judge_rows(expected: set[tuple], sweep: SubRun, keys_of_rows: list[tuple], failure: str | None,
+def _judge_rows(expected: set[RowKey], sweep: SubRun, keys_of_rows: list[RowKey], failure: str | None,
                 describe: str) -> tuple[str, str]:
     """pass when every expected point has its row and every row's check found 0 wrong elements."""
     if failure:
@@ -121,7 +131,7 @@ def _judge_rows(expected: set[tuple], sweep: SubRun, keys_of_rows: list[tuple], 
     unchecked = [key for key, row in found.items() if _missing_number(row.n_wrong)]
     if unchecked:
         return FAIL, f"{len(unchecked)} row(s) not checked (n_wrong empty), e.g. {_label(unchecked[0])}"
-    wrong = {key: int(row.n_wrong) for key, row in found.items() if int(row.n_wrong)}
+    wrong = {key: _count(row.n_wrong) for key, row in found.items() if _count(row.n_wrong)}
     if wrong:
         first = min(wrong)
         return FAIL, (f"{sum(wrong.values())} wrong element(s) in {len(wrong)} of {len(expected)} rows, e.g. "
@@ -129,11 +139,15 @@ def _judge_rows(expected: set[tuple], sweep: SubRun, keys_of_rows: list[tuple], 
     return PASS, f"{len(expected)} rows ({describe}), 0 wrong"
 
 
-def _missing_number(value) -> bool:
+def _count(value: object) -> int:
+    return int(float(str(value)))  # n_wrong reads back from CSV as an int, or a float where a row has none
+
+
+def _missing_number(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def sweep_checks(plan: Plan, sweep: SubRun, samples=None) -> list[Check]:
+def sweep_checks(plan: Plan, sweep: SubRun, samples: pd.DataFrame | None = None) -> list[Check]:
     """collective NAME IMPL, timing MODE, placement out|in and nvml sampler, all from the one sweep."""
     selected = "sweep" in plan.selected
     failure = sweep.failure("sweep", plan.timeout_s) if selected else None
@@ -141,10 +155,10 @@ def sweep_checks(plan: Plan, sweep: SubRun, samples=None) -> list[Check]:
     expected_all = {_key(p.collective, p.impl, p.inplace, p.layout.size_bytes, p.timing) for p in points}
     row_keys = [] if sweep.results is None else [
         _key(*values) for values in zip(sweep.results["collective"], sweep.results["impl"], sweep.results["inplace"],
-                                        sweep.results["size_bytes"], sweep.results["timing"])]
+                                        sweep.results[common.SIZE_BYTES], sweep.results["timing"])]
     checks = []
 
-    def judge(path: str, expected: set[tuple], describe: str, empty_reason: str) -> None:
+    def judge(path: str, expected: set[RowKey], describe: str, empty_reason: str) -> None:
         if not selected:
             checks.append(Check(path, NA, not_selected(plan)))
         elif not expected:
@@ -184,14 +198,14 @@ def sweep_checks(plan: Plan, sweep: SubRun, samples=None) -> list[Check]:
     return checks
 
 
-def _order(points):
-    index = {}
+def _order(points: Sequence[SweepPoint]) -> Callable[[RowKey], int]:
+    index: dict[str, int] = {}
     for point in points:
         index.setdefault(point.collective, point.index)
     return lambda key: index.get(key[0], 0)
 
 
-def _shape(expected: set[tuple]) -> str:
+def _shape(expected: set[RowKey]) -> str:
     sizes = " and ".join(format_bytes(size) for size in sorted({key[3] for key in expected}))
     placements = "+".join(name for name, inplace in (("out", False), ("in", True))
                           if inplace in {key[2] for key in expected})
@@ -199,7 +213,8 @@ def _shape(expected: set[tuple]) -> str:
     return f"{sizes} × {placements} × {timings}"
 
 
-def _timing_facts(sweep: SubRun, timing: str, expected: set[tuple], samples) -> tuple[str | None, str]:
+def _timing_facts(sweep: SubRun, timing: str, expected: set[RowKey], samples: pd.DataFrame | None
+                  ) -> tuple[str | None, str]:
     """(what is wrong, or None; what was seen): every row of the mode has its timed samples on disk and a positive
     median time."""
     assert sweep.results is not None  # called once _judge_rows found every expected row in them
@@ -207,19 +222,19 @@ def _timing_facts(sweep: SubRun, timing: str, expected: set[tuple], samples) -> 
     problems = []
     if (rows["iters"] != ITERS).any():
         problems.append(f"iters other than {ITERS}")
-    if not (rows["time_us_p50"] > 0).all():
+    if not (rows[common.TIME_US_P50] > 0).all():
         problems.append("a median time of 0 or empty")
     per_row = {}
     if samples is not None and not samples.empty:
         mode = samples[samples["timing"] == timing]
-        for values, group in mode.groupby(["collective", "impl", "inplace", "size_bytes", "timing"]):
+        for values, group in mode.groupby(["collective", "impl", "inplace", common.SIZE_BYTES, "timing"]):
             per_row[_key(*values)] = len(group)
     short = [key for key in sorted(expected) if per_row.get(key, 0) != ITERS]
     if short:
         problems.append(f"{len(short)} row(s) without their {ITERS} samples in samples.csv, e.g. {_label(short[0])}")
     calls = rows["calls_per_sample"]
     spread = f"{int(calls.min())}" if calls.min() == calls.max() else f"{int(calls.min())}–{int(calls.max())}"
-    mean = "" if timing == PER_ITERATION else ", per-call time the mean over ranks"
+    mean = "" if timing == PER_ITERATION else f", per-call time the {RANK_AVERAGE_TEXT[MEAN]}"
     return "; ".join(problems) or None, f"{ITERS} samples each, {spread} call(s) per sample{mean}"
 
 
@@ -291,7 +306,7 @@ def _judged_without_communication(plan: Plan, profile: SubRun, traces: list[dict
     point's output must have been checked (the device copy is the work), and every trace must be a GPU trace."""
     path = "profile + trace analyze"
     assert profile.results is not None  # profile_check found its one row
-    if profile.results["n_wrong"].isna().any():
+    if profile.results[common.N_WRONG].isna().any():
         return Check(path, FAIL, "profiled sweep: its row was not checked (n_wrong empty)")
     not_gpu = [trace["rank"] for trace in traces if trace.get("device") != "gpu"]
     if not_gpu:

@@ -45,10 +45,10 @@ def require_client() -> None:
         _slurm_command(name)
 
 
-def _call(argv: list[str], **options) -> subprocess.CompletedProcess:
+def _call(argv: list[str], *, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """A Slurm client command as an argument list; a hung or missing one is a one-line error, not a traceback."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=120, **options)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise CommbenchError(f"`{' '.join(argv)}` did not answer in 120 s: is slurmctld up? (scontrol ping)") from None
     except OSError as error:

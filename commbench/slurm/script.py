@@ -11,11 +11,11 @@ Two kinds of user input reach the script, and each is made safe its own way:
 
 import re
 import shlex
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from commbench import shipped
+from commbench.batch.fields import check_text_field, refuse_control_characters
 from commbench.errors import CommbenchError
 from commbench.machine import CPUS_PER_LOCAL_RANK
 from commbench.slurm.container import Container
@@ -62,12 +62,10 @@ DEFAULT_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")
 """Exported into the job from the submitting shell by default: the knobs that change what a collective does."""
 
 
-@dataclass(frozen=True)
-class JobRequest:
-    nodes: int
-    gpus_per_node: int
-    nproc_per_node: int
-    job_name: str
+@dataclass(frozen=True, kw_only=True)
+class SbatchOptions:
+    """The options of `commbench slurm submit` that reach sbatch as they are."""
+
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
@@ -76,6 +74,14 @@ class JobRequest:
     cpus_per_task: int | None = None
     exclusive: bool = False
     sbatch_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRequest(SbatchOptions):
+    nodes: int
+    gpus_per_node: int
+    nproc_per_node: int
+    job_name: str
     env: dict[str, str] = field(default_factory=dict)
     rdzv_port: int | None = None
     python: str = "python3"
@@ -91,7 +97,7 @@ def validate(request: JobRequest) -> None:
     for option, value in (*_directive_values(request), ("--time", request.time),
                           *(("--sbatch-arg", arg) for arg in request.sbatch_args)):
         if value is not None:
-            _refuse_control_characters(option, value)
+            refuse_control_characters(option, value)
     if request.time is not None and not _TIME.fullmatch(request.time):
         raise CommbenchError(f"--time {request.time!r} is not a Slurm time; use MINUTES, HH:MM:SS or D-HH:MM:SS")
     for option, value in _directive_values(request):
@@ -127,23 +133,8 @@ def _validate_counts(request: JobRequest) -> None:
         raise CommbenchError(f"--rdzv-port {request.rdzv_port} is not a usable port; use 1024-65535")
 
 
-def check_text_field(option: str, value: str) -> None:
-    """A free-text value (a path, a command): not empty, and no control characters, which no file name or command
-    needs and which would hide in a terminal, a log line or meta.json."""
-    if not value.strip():
-        raise CommbenchError(f"{option} {value!r} is empty; give a value or leave the option out")
-    _refuse_control_characters(option, value)
-
-
-def _refuse_control_characters(option: str, value: str) -> None:
-    """Named before any other complaint: a newline or an escape sequence is what a user cannot see in the value."""
-    bad = next((char for char in value if unicodedata.category(char) in ("Cc", "Zl", "Zp")), None)
-    if bad is not None:
-        raise CommbenchError(f"{option} {value!r} holds the control character {bad!r}; remove it")
-
-
 def check_env_name(name: str) -> None:
-    _refuse_control_characters("--env", name)
+    refuse_control_characters("--env", name)
     if not _ENV_NAME.fullmatch(name):
         raise CommbenchError(f"--env {name!r} is not an environment variable name; use letters, digits and _ "
                              "(not starting with a digit)")

@@ -5,17 +5,24 @@ A bench table's keys are the long options of its command without the dashes (`bu
 its resolve(), so a suite means exactly what the same command line means.
 """
 
+from __future__ import annotations
+
 import re
 import sys
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commbench.bench_kind import Bench
 from commbench.benches import COMMANDS
 from commbench.benches.options import TARGET_KEYS, options_of, parse_options
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.shipped import shipped_suite, suite_names
+
+if TYPE_CHECKING:
+    from commbench.machine import Machine
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,7 +64,7 @@ def find_suite(name_or_path: str | Path) -> Path:
                          f"({names})")
 
 
-def load_suite(name_or_path: str | Path, machine, *, overrides: dict | None = None) -> Suite:
+def load_suite(name_or_path: str | Path, machine: Machine, *, overrides: dict[str, object] | None = None) -> Suite:
     """Parse and validate every bench for `machine` (this one, or Machine.for_job() for a Slurm job's nodes);
     overrides: backend/device/nproc given on the command line."""
     path = find_suite(name_or_path)
@@ -88,7 +95,8 @@ def load_suite(name_or_path: str | Path, machine, *, overrides: dict | None = No
     return Suite(path=path, text=text, description=description, benches=benches)
 
 
-def _load_bench(path: Path, number: int, table: dict, target: dict, machine) -> SuiteBench:
+def _load_bench(path: Path, number: int, table: dict[str, object], target: dict[str, object], machine: Machine
+                ) -> SuiteBench:
     command = table.get("kind")
     where = f"[[bench]] #{number}"
     if not isinstance(command, str) or command not in COMMANDS:
@@ -115,9 +123,9 @@ def _load_bench(path: Path, number: int, table: dict, target: dict, machine) -> 
     try:
         options = parse_options(kind.options, {field: value for field, (_, value) in values.items()})
     except CommbenchError as error:
-        key = next((key for key, _ in values.values()
-                    if re.search(rf"--{re.escape(key.replace('_', '-'))}(?![\w-])", str(error))), None)
-        raise CommbenchError(f"{path}: {where}" + (f": key {key!r}" if key else "") + f": {error}") from None
+        named = next((key for key, _ in values.values()
+                      if re.search(rf"--{re.escape(key.replace('_', '-'))}(?![\w-])", str(error))), None)
+        raise CommbenchError(f"{path}: {where}" + (f": key {named!r}" if named else "") + f": {error}") from None
     try:
         with warnings.catch_warnings(record=True) as raised:
             warnings.simplefilter("always", CommbenchWarning)
@@ -131,7 +139,7 @@ def _load_bench(path: Path, number: int, table: dict, target: dict, machine) -> 
     return SuiteBench(name=name, command=command, bench=bench)
 
 
-def _check_keys(path: Path, where: str, table: dict, allowed) -> None:
+def _check_keys(path: Path, where: str, table: dict[str, object], allowed: Collection[str]) -> None:
     for key in table:
         if key not in allowed:
             raise CommbenchError(f"{path}: {where}: unknown key {key!r}; allowed keys: {', '.join(allowed)}")

@@ -1,15 +1,20 @@
 """Run a suite into one run folder: results/<run-id>/ holds meta.json, suite.toml and one folder per bench, each
 an ordinary run folder of its bench kind. How the benches launch is the session's (commbench/execution/session.py)."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from commbench import runinfo, store
 from commbench.errors import CommbenchError
 from commbench.execution import session
 from commbench.runs import Outcome, read_outcome
 from commbench.suite.load import Suite, SuiteBench
+
+if TYPE_CHECKING:
+    from commbench.machine import Machine
 
 SUITE_FILE = "suite.toml"
 NOT_RUN = "not run: an earlier bench of the suite failed"
@@ -24,7 +29,7 @@ class SuiteOutcome:
     benches: list[tuple[SuiteBench, Outcome]]
 
 
-def run_suite(suite: Suite, machine, *, out: Path, run_id: str | None, into: Path | None, argv: list[str],
+def run_suite(suite: Suite, machine: Machine, *, out: Path, run_id: str | None, into: Path | None, argv: list[str],
               quiet: bool) -> SuiteOutcome:
     """into: an existing run folder to fill (made by `commbench slurm submit`, which already wrote its meta.json)."""
     writes = not machine.in_job or machine.rank == 0

@@ -14,6 +14,8 @@ NCCL_ALGO, NCCL_PROTO = "NCCL_ALGO", "NCCL_PROTO"
 NCCL_PREFIX = "NCCL_"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 DEFAULT_LABEL = ""
+Axes = tuple[tuple[str, tuple[str, ...]], ...]
+"""The environment axes: each variable's name and the values it takes, in the order given."""
 """The label of rows measured in the environment the sweep was started in (no axis)."""
 
 
@@ -63,7 +65,7 @@ def with_shortcuts(axes: tuple[tuple[str, tuple[str, ...]], ...], *, nccl_algo: 
     return tuple(added)
 
 
-def combinations(axes) -> list[dict[str, str]]:
+def combinations(axes: Axes) -> list[dict[str, str]]:
     """Every combination of the axes' values (their cross product, the first axis slowest); [{}] without axes."""
     if not axes:
         return [{}]
@@ -76,13 +78,13 @@ def label_of(environment: dict[str, str]) -> str:
     return " ".join(f"{name}={environment[name]}" for name in sorted(environment))
 
 
-def parse_label(label) -> dict[str, str]:
+def parse_label(label: object) -> dict[str, str]:
     """The combination an `env` label names ({} for the default environment, or a cell left empty)."""
     if not isinstance(label, str) or not label.strip():
         return {}
     return dict(pair.split("=", 1) for pair in label.split())
 
 
-def nccl_names(axes) -> list[str]:
+def nccl_names(axes: Axes) -> list[str]:
     """The axes' variables that only NCCL reads (NCCL_*): they change nothing on a gloo run."""
     return [name for name, _ in axes if name.startswith(NCCL_PREFIX)]

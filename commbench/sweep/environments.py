@@ -6,6 +6,7 @@ import hashlib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.names import GLOO
@@ -36,7 +37,23 @@ class LaunchEnvironments:
         return self.combinations != ({},)
 
 
-def resolve(options, *, backend: str, in_job: bool) -> LaunchEnvironments:
+class EnvironmentOptions(Protocol):
+    """What the environments are made from: the collective bench's --env-axis, --nccl-algo, --nccl-proto,
+    --tuner-plugin and --tuner-config (benches/collective.py's options)."""
+
+    @property
+    def env_axes(self) -> tuple[str, ...]: ...
+    @property
+    def nccl_algo(self) -> tuple[str, ...]: ...
+    @property
+    def nccl_proto(self) -> tuple[str, ...]: ...
+    @property
+    def tuner_plugin(self) -> str | None: ...
+    @property
+    def tuner_config(self) -> str | None: ...
+
+
+def resolve(options: EnvironmentOptions, *, backend: str, in_job: bool) -> LaunchEnvironments:
     """The sweep's environments from its options; bad input refused in one line naming the fix. An NCCL_* variable
     on a gloo run changes nothing, which a warning says (its rows will tie)."""
     axes = env_axes.with_shortcuts(env_axes.parse_axes(options.env_axes), nccl_algo=options.nccl_algo,

@@ -1,6 +1,8 @@
 """What the tables and perf's text say of the host's issue time: which rows are host-bound (results.csv's host_bound,
 commbench/measure/spin_plan.py's rule), and one sentence for all of them."""
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from commbench.measure.spin_plan import HOST_BOUND_SHARE
@@ -18,7 +20,7 @@ def host_bound_word(bound: bool | None) -> str:
     return NOT_APPLICABLE if bound is None else HOST_BOUND if bound else NOT_HOST_BOUND
 
 
-def is_flagged(row) -> bool:
+def is_flagged(row: pd.Series | Mapping[str, object]) -> bool:
     return str(row.get("host_bound") or "") == HOST_BOUND
 
 

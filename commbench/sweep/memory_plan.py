@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from commbench.collectives import check_data, get_collective
 from commbench.errors import CommbenchError, CommbenchWarning
 from commbench.gpu_mapping import ranks_per_gpu
+from commbench.machine import Machine
 from commbench.names import CPU, DTYPE_BYTES, FLOATING_DTYPES, NCCL
 from commbench.sweep.spec import SweepSpec, impls_for, ops_for, placements_for
 from commbench.units import format_bytes, readable, round_down_to_unit, size_text
@@ -85,7 +86,7 @@ class Need:
     case: str
 
 
-def pool_for(spec: SweepSpec, machine) -> Pool | None:
+def pool_for(spec: SweepSpec, machine: Machine) -> Pool | None:
     """The memory the sweep's ranks on this machine share, None when it is not known."""
     ranks_here = (machine.local_world_size or 1) if machine.in_job else spec.nproc
     if spec.device == CPU:
@@ -124,7 +125,7 @@ def need_at(spec: SweepSpec, size_bytes: int) -> Need:
     return worst
 
 
-def check_fits(spec: SweepSpec, machine) -> None:
+def check_fits(spec: SweepSpec, machine: Machine) -> None:
     """Refuse, before anything launches, a sweep whose largest point cannot fit in the memory its ranks share."""
     pool = pool_for(spec, machine)
     if pool is None:

@@ -1,15 +1,15 @@
 """What a collective sweep runs: the frozen spec, its validation, and the ordered points every rank agrees on."""
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from commbench import names
 from commbench.backends import unsupported_reason
 from commbench.bench_kind import Spec
-from commbench.collectives import IMPLEMENTATIONS, get_collective
-from commbench.collectives.base import Layout
+from commbench.collectives import get_collective
+from commbench.collectives.base import Collective, Layout
 from commbench.errors import CommbenchError
-from commbench.measure.stats import MIN_SAMPLES_FOR_CI
 from commbench.names import (
     AUTO,
     BATCH,
@@ -22,10 +22,16 @@ from commbench.names import (
     NO_OP,
     PER_ITERATION,
     PLACEMENTS,
-    RANK_AVERAGES,
-    TIMING_CHOICES,
+    Implementation,
+    OpName,
+    RankAverage,
+    ReduceOp,
+    TimingChoice,
 )
 from commbench.units import format_bytes
+
+if TYPE_CHECKING:
+    from commbench.measure.timers import BatchOptions  # imports torch: only for the annotation
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,20 +40,20 @@ class SweepSpec(Spec):
 
     collectives: tuple[str, ...]
     """Collectives in the order they run."""
-    impls: tuple[str, ...] = ("builtin", "ring")
+    impls: tuple[Implementation, ...] = ("builtin", "ring")
     """Implementations: "builtin" is the backend's own collective, "ring" the hand-written ring over send/recv.
     A collective runs those of them it has."""
     sizes: tuple[int, ...]
     """Requested message sizes in bytes; each collective rounds them to whole elements as nccl-tests does."""
     dtypes: tuple[str, ...]
-    ops: tuple[str, ...]
+    ops: tuple[ReduceOp, ...]
     """Reduction ops; collectives that do not reduce run once with op "none"."""
     placement: str
     """out, in or both: out-of-place and/or in-place buffers."""
     warmup: int
     iters: int
     """Timed iterations per point (per batch in adaptive mode)."""
-    timings: tuple[str, ...] = (PER_ITERATION,)
+    timings: tuple[TimingChoice, ...] = (PER_ITERATION,)
     """Timing modes (commbench/measure/timing.py): per-iteration and/or batch; each point is measured in each."""
     batch_calls: int | None = None
     """Calls per sample in batch mode; None = enough for a batch of about 5 ms (from the warm-up)."""
@@ -59,7 +65,6 @@ class SweepSpec(Spec):
     """Pieces in flight per ring step (--ring-chunks); None = the measured default (collectives/ring.py)."""
     profile_iters: int = 0
     """Iterations per point to record with torch.profiler after timing (0 = no traces)."""
-    """NVML sampling interval while a point is timed (GPU runs)."""
     check: bool = True
     check_iters: int = 1
     """Check runs per point (nccl-tests -c), each on fresh inputs; the first with wrong elements ends the check."""
@@ -69,7 +74,7 @@ class SweepSpec(Spec):
     """The root rank of broadcast and reduce (nccl-tests -r)."""
     agg_iters: int = 1
     """Batch timing: calls per iteration, issued as one group where torch can (nccl-tests -m)."""
-    average: str = MEAN
+    average: RankAverage = MEAN
     """Batch timing: how the ranks' times per call combine (nccl-tests -a; names.RANK_AVERAGES)."""
     blocking: int = 0
     """Batch timing: waits inside a batch (nccl-tests -z; names.BLOCKING_MODES)."""
@@ -98,11 +103,13 @@ class SweepSpec(Spec):
         return self.profile_iters > 0
 
     @property
-    def batch_options(self):
+    def batch_options(self) -> "BatchOptions":
         """What batch timing does besides the calls per sample (commbench/measure/timing.py)."""
         from commbench.measure.timers import BatchOptions
 
-        return BatchOptions(agg=self.agg_iters, blocking=self.blocking, graph_launches=self.cuda_graph,
+        # the number as its BlockingMode: validate() refused any other, and index() raises on one all the same
+        blocking = BLOCKING_MODES[BLOCKING_MODES.index(self.blocking)]
+        return BatchOptions(agg=self.agg_iters, blocking=blocking, graph_launches=self.cuda_graph,
                             iteration_times=self.iteration_times, average=self.average)
 
 
@@ -112,12 +119,12 @@ class Point:
 
     index: int
     collective: str
-    impl: str
+    impl: Implementation
     dtype: str
-    op: str
+    op: OpName
     inplace: bool
     layout: Layout = field(compare=False)
-    timing: str = PER_ITERATION
+    timing: TimingChoice = PER_ITERATION
     env: str = ""
     """The label of the environment combination it runs under (env_axes.label_of); "" without --env-axis."""
 
@@ -132,52 +139,65 @@ class Point:
 def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None,
              gpu_capability: tuple[int, ...] | None = None) -> None:
     """Refuse anything that cannot run, naming the fix; called before any process is launched. nccl_version and
-    gpu_capability: the machine's (None when unknown), for what old NCCL versions and older GPUs lack."""
+    gpu_capability: the machine's (None when unknown), for what old NCCL versions and older GPUs lack.
+
+    Each value on its own (a choice, a bound: --iters 1 or more, --timeout above 0) is the option's to check, where
+    CollectiveOptions declares it (benches/options.py checks it while the options are read); what is checked here
+    relates options to each other, to the collectives and to the machine."""
     for name in spec.collectives:
-        get_collective(name)
-    _check_choices("--impl", spec.impls, IMPLEMENTATIONS)
-    _check_choices("--dtype", spec.dtypes, names.DTYPE_CHOICES)  # unsupported_reason below names what cannot run
-    _check_choices("--op", spec.ops, names.REDUCE_OPS)
-    _check_choices("--placement", (spec.placement,), PLACEMENTS)
-    _check_choices("--timing", spec.timings, TIMING_CHOICES)
-    if AUTO in spec.timings and len(spec.timings) > 1:
-        raise CommbenchError(f"--timing auto picks one mode per point, so it does not combine with "
-                             f"{', '.join(t for t in spec.timings if t != AUTO)}: give auto alone, or the modes")
-    if spec.batch_calls is not None and spec.batch_calls < 1:
-        raise CommbenchError(f"--batch-calls {spec.batch_calls} must be 1 or more calls per batch, or auto")
-    if spec.iters < 1:
-        raise CommbenchError(f"--iters {spec.iters}: a point needs at least 1 sample (a 95 % CI of the median needs "
-                             f"{MIN_SAMPLES_FOR_CI}); use --iters {MIN_SAMPLES_FOR_CI} or more")
+        get_collective(name)  # refuses an unknown one, naming those there are
+    _check_timing_modes(spec)
     _validate_batch_options(spec)
-    if spec.ring_chunks is not None and spec.ring_chunks < 1:
-        raise CommbenchError(f"--ring-chunks {spec.ring_chunks} must be 1 or more pieces per ring step")
+    _check_implementations(spec)
+    _check_adaptive(spec)
+    _check_root(spec)
+    _check_backend_runs(spec, nccl_version, gpu_capability)
+    plan(spec, spec.nproc)
+
+
+def _check_implementations(spec: SweepSpec) -> None:
+    """Each collective has one of the implementations asked for."""
     for name in spec.collectives:
         if not impls_for(spec, name):
             has = ", ".join(get_collective(name).implementations)
             raise CommbenchError(f"{name} has no {' or '.join(spec.impls)} implementation (it has: {has}); "
                                  f"add --impl {has.split(', ')[0]}")
-    if spec.profile_iters < 0:
-        raise CommbenchError(f"--profile-iters {spec.profile_iters} is negative; use 1 or more with --profile")
-    if spec.gpu_sample_interval_s <= 0:
-        raise CommbenchError(f"--gpu-sample-interval {spec.gpu_sample_interval_s:g} must be above 0 seconds")
-    if spec.warmup < 0:
-        raise CommbenchError(f"--warmup {spec.warmup} is negative; use 0 or more")
-    if spec.timeout_s <= 0:
-        raise CommbenchError(f"--timeout {spec.timeout_s:g} must be above 0 seconds")
-    if spec.target_ci_pct is not None:
-        if spec.target_ci_pct <= 0:
-            raise CommbenchError(f"--target-ci {spec.target_ci_pct:g} must be above 0 percent, e.g. 2")
-        if spec.max_time_s is None or spec.max_time_s <= 0:
-            raise CommbenchError("--target-ci needs a time budget per point above 0: add --max-time SECONDS")
-        if spec.max_time_s >= spec.timeout_s:
-            raise CommbenchError(f"--max-time {spec.max_time_s:g} must be below --timeout {spec.timeout_s:g}, "
-                                 "or a point on budget would be taken for a hang")
-    elif spec.max_time_s is not None:
-        raise CommbenchError("--max-time applies to the adaptive mode only: add --target-ci PERCENT or drop it")
+
+
+def _check_timing_modes(spec: SweepSpec) -> None:
+    """auto alone or the modes, and a batch of at least one call (--batch-calls is a number or auto, which the
+    option leaves to the sweep to read)."""
+    if AUTO in spec.timings and len(spec.timings) > 1:
+        raise CommbenchError(f"--timing auto picks one mode per point, so it does not combine with "
+                             f"{', '.join(t for t in spec.timings if t != AUTO)}: give auto alone, or the modes")
+    if spec.batch_calls is not None and spec.batch_calls < 1:
+        raise CommbenchError(f"--batch-calls {spec.batch_calls} must be 1 or more calls per batch, or auto")
+
+
+def _check_adaptive(spec: SweepSpec) -> None:
+    """--target-ci and --max-time together (the adaptive mode), the budget below the hang timeout."""
+    if spec.target_ci_pct is None:
+        if spec.max_time_s is not None:
+            raise CommbenchError("--max-time applies to the adaptive mode only: add --target-ci PERCENT or drop it")
+        return
+    if spec.max_time_s is None:
+        raise CommbenchError("--target-ci needs a time budget per point above 0: add --max-time SECONDS")
+    if spec.max_time_s >= spec.timeout_s:
+        raise CommbenchError(f"--max-time {spec.max_time_s:g} must be below --timeout {spec.timeout_s:g}, "
+                             "or a point on budget would be taken for a hang")
+
+
+def _check_root(spec: SweepSpec) -> None:
+    """The root of broadcast and reduce is a rank of this run."""
     rooted = [name for name in spec.collectives if get_collective(name).has_root]
     if rooted and not 0 <= spec.root < spec.nproc:
         raise CommbenchError(f"--root {spec.root} is not a rank of this run ({', '.join(rooted)} with {spec.nproc} "
                              f"ranks): give a rank from 0 to {spec.nproc - 1}")
+
+
+def _check_backend_runs(spec: SweepSpec, nccl_version: tuple[int, ...] | None,
+                        gpu_capability: tuple[int, ...] | None) -> None:
+    """Every collective, implementation, dtype and op the sweep runs is one the backend runs on this device."""
     for name in spec.collectives:
         for impl, dtype, op in itertools.product(impls_for(spec, name), spec.dtypes, ops_for(spec, name)):
             if (dtype, op) in spec.left_out:
@@ -187,20 +207,14 @@ def validate(spec: SweepSpec, *, nccl_version: tuple[int, ...] | None = None,
                                         nccl_version=nccl_version, gpu_capability=gpu_capability)
             if reason:
                 raise CommbenchError(reason)
-    plan(spec, spec.nproc)
 
 
 def _validate_batch_options(spec: SweepSpec) -> None:
     """nccl-tests' knobs: each shapes batch timing only, and the CUDA graph needs CUDA work to capture."""
-    _check_choices("--average", (spec.average,), RANK_AVERAGES)
-    if spec.blocking not in BLOCKING_MODES:
+    if spec.blocking not in BLOCKING_MODES:  # --blocking declares its lowest, 0; the modes end at 3
         raise CommbenchError(f"--blocking {spec.blocking}: choose 0 (calls back to back), 1 (a wait and a barrier "
                              "after each iteration), 2 (a wait after each) or 3 (a wait and a barrier, the barrier "
                              "not timed)")
-    for option, value, lowest in (("--agg-iters", spec.agg_iters, 1), ("--check-iters", spec.check_iters, 1),
-                                  ("--cuda-graph", spec.cuda_graph, 0)):
-        if value < lowest:
-            raise CommbenchError(f"{option} {value} must be {lowest} or more")
     asked = [option for option, value in (("--agg-iters", spec.agg_iters != 1), ("--average", spec.average != MEAN),
                                           ("--blocking", spec.blocking != 0), ("--cuda-graph", spec.cuda_graph != 0),
                                           ("--iteration-times", spec.iteration_times)) if value]
@@ -213,34 +227,31 @@ def _validate_batch_options(spec: SweepSpec) -> None:
         raise CommbenchError(f"{' and '.join(grouped)} change what a batch issues, and --timing auto may time a point "
                              "per iteration instead (one call): give --timing batch")
     if spec.cuda_graph:
-        if spec.device != CUDA or spec.backend == GLOO:
-            where = "on CPU" if spec.device == CPU else "with gloo, which cannot be captured"
-            raise CommbenchError(f"--cuda-graph {spec.cuda_graph} replays CUDA work captured from NCCL, and this run "
-                                 f"is {where}; drop --cuda-graph (nccl-tests -G), or run with NCCL on GPUs")
-        if spec.blocking == 3:
-            raise CommbenchError("--cuda-graph and --blocking 3 do not combine (a graph replays every iteration at "
-                                 "once, so no barrier can stand between them): drop one")
-        if spec.iteration_times:
-            raise CommbenchError("--cuda-graph and --iteration-times do not combine (a graph replay has no events "
-                                 "between iterations): drop one")
-        if "ring" in spec.impls:
-            raise CommbenchError("--cuda-graph captures the backend's own collectives: use --impl builtin")
+        _check_cuda_graph(spec)
 
 
-def _check_choices(option: str, values, allowed) -> None:
-    if not values:
-        raise CommbenchError(f"{option} is empty; choose from {', '.join(allowed)}")
-    for value in values:
-        if value not in allowed:
-            raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
+def _check_cuda_graph(spec: SweepSpec) -> None:
+    """--cuda-graph: NCCL work on CUDA to capture, and nothing that needs a stop between the iterations."""
+    if spec.device != CUDA or spec.backend == GLOO:
+        where = "on CPU" if spec.device == CPU else "with gloo, which cannot be captured"
+        raise CommbenchError(f"--cuda-graph {spec.cuda_graph} replays CUDA work captured from NCCL, and this run "
+                             f"is {where}; drop --cuda-graph (nccl-tests -G), or run with NCCL on GPUs")
+    if spec.blocking == 3:
+        raise CommbenchError("--cuda-graph and --blocking 3 do not combine (a graph replays every iteration at "
+                             "once, so no barrier can stand between them): drop one")
+    if spec.iteration_times:
+        raise CommbenchError("--cuda-graph and --iteration-times do not combine (a graph replay has no events "
+                             "between iterations): drop one")
+    if "ring" in spec.impls:
+        raise CommbenchError("--cuda-graph captures the backend's own collectives: use --impl builtin")
 
 
-def impls_for(spec: SweepSpec, collective: str) -> tuple[str, ...]:
+def impls_for(spec: SweepSpec, collective: str) -> tuple[Implementation, ...]:
     """The asked-for implementations this collective has (broadcast and all_to_all have no ring)."""
     return tuple(impl for impl in spec.impls if impl in get_collective(collective).implementations)
 
 
-def ops_for(spec: SweepSpec, collective: str) -> tuple[str, ...]:
+def ops_for(spec: SweepSpec, collective: str) -> tuple[OpName, ...]:
     """The ops a collective runs with: the asked-for reductions, or "none" when it does not reduce."""
     return spec.ops if get_collective(collective).reduces else (NO_OP,)
 
@@ -288,7 +299,7 @@ def plan(spec: SweepSpec, world: int) -> list[Point]:
     return points
 
 
-def _layouts(collective, sizes, elt_bytes: int, world: int, dtype: str) -> list[Layout]:
+def _layouts(collective: Collective, sizes: Sequence[int], elt_bytes: int, world: int, dtype: str) -> list[Layout]:
     layouts: dict[int, Layout] = {}
     for size in sizes:
         layout = collective.layout(size, elt_bytes, world)
@@ -301,7 +312,7 @@ def _layouts(collective, sizes, elt_bytes: int, world: int, dtype: str) -> list[
     return list(layouts.values())
 
 
-def _smallest_size(collective, elt_bytes: int, world: int) -> int:
+def _smallest_size(collective: Collective, elt_bytes: int, world: int) -> int:
     return next(s for s in (2**k for k in range(64)) if collective.layout(s, elt_bytes, world).count >= 1)
 
 

@@ -1,7 +1,9 @@
 """What an FSDP configuration's micro-batches before the last do with their gradients under accumulation
 (--accum-sync); training/step.py applies it, models/comm_volume.py predicts its messages. No torch at import."""
 
-ACCUM_SYNCS = ("last", "every", "last-gathered", "replicas-last")
+from typing import Literal, get_args
+
+AccumSync = Literal["last", "every", "last-gathered", "replicas-last"]
 """--accum-sync: what the micro-batches before the last of an accumulated step do with their gradients (FSDP).
   last           no reduction (FSDP2 set_requires_gradient_sync(False), FSDP1 no_sync): unsharded gradients accumulate
                  until the last micro-batch reduce-scatters them (the default: the least communication);
@@ -11,5 +13,6 @@ ACCUM_SYNCS = ("last", "every", "last-gathered", "replicas-last")
   replicas-last  HSDP: reduce-scatter inside the shard group every micro-batch, all-reduce across the replicas on the
                  last only (FSDP2 set_requires_all_reduce(False)).
 FSDP2_ACCUM_SYNCS and HSDP_ACCUM_SYNCS need FSDP2's setters (and a shard group); FSDP1 runs last and every."""
-FSDP2_ACCUM_SYNCS = ("last-gathered", "replicas-last")
-HSDP_ACCUM_SYNCS = ("replicas-last",)
+ACCUM_SYNCS: tuple[AccumSync, ...] = get_args(AccumSync)
+FSDP2_ACCUM_SYNCS: tuple[AccumSync, ...] = ("last-gathered", "replicas-last")
+HSDP_ACCUM_SYNCS: tuple[AccumSync, ...] = ("replicas-last",)

@@ -8,16 +8,13 @@ sweep meant by it: the tables say both ("1/16 grads = 1.3 MiB").
 import math
 from fractions import Fraction
 
+from commbench.names import DDP_DEFAULT_CAP_MB, DDP_DEFAULT_FIRST_MB, DTYPE_BYTES
+
 MIB = 1024 * 1024
 DEFAULT_CAP_FRACTIONS = (Fraction(1, 16), Fraction(1, 4), Fraction(1))
 """The default sweep's caps, as fractions of the model's gradient bytes: many small buckets, a few, and one (no
 overlap of the all-reduce with backward), beside DDP's own default row."""
-DDP_DEFAULT_FIRST_MB = 1.0
-DDP_DEFAULT_CAP_MB = 25.0
-"""DDP's own buckets, as results.csv records them (bucket_cap_mb 25, first_bucket_mb 1): torch's
-_DEFAULT_FIRST_BUCKET_BYTES and its default cap, which training/ddp_buckets.py reads from torch (the tests check the
-two agree)."""
-GRADIENT_BYTES_PER_PARAM = 4
+GRADIENT_BYTES_PER_PARAM = DTYPE_BYTES["float32"]
 """fp32 gradients: what the default caps are fractions of (ddp_buckets.gradient_bytes_in_ready_order's default)."""
 
 
@@ -32,11 +29,11 @@ def round_up(mib: float) -> float:
     return round(math.ceil(mib / step - 1e-9) * step, 6)
 
 
-def is_ddp_default(cap_mb, first_mb) -> bool:
+def is_ddp_default(cap_mb: float, first_mb: float | None) -> bool:
     return cap_mb == DDP_DEFAULT_CAP_MB and first_mb == DDP_DEFAULT_FIRST_MB
 
 
-def bucket_label(cap_mb, first_mb, params) -> str:
+def bucket_label(cap_mb: float, first_mb: float | None, params: float | None) -> str:
     """How a table names a DDP row's bucket settings: "default (1 MiB first, then 25 MiB)" for DDP's own; a
     default-sweep cap as its fraction of the gradients, "cap 1/16 grads = 1.3 MiB" ("cap all grads = 21 MiB" for the
     one that holds them all); any other cap in MiB; a first bucket of its own after it ("cap 4 MiB, first 0.5 MiB")."""

@@ -39,7 +39,7 @@ from commbench.training.checkpointing import apply_activation_checkpointing
 from commbench.training.master_weights import MasterWeightAdamW
 from commbench.training.precision import fsdp_bf16
 from commbench.training.spec import TrainConfig, TrainSpec
-from commbench.training.step import step_function
+from commbench.training.step import Model, step_function
 from commbench.training.synthetic import build_model, count_params
 
 METHOD = "unsharded local copy"
@@ -97,7 +97,7 @@ class _CastInputs(nn.Module):
         super().__init__()
         self.model, self.dtype = model, dtype
 
-    def forward(self, inputs):
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.model(inputs.to(self.dtype) if inputs.is_floating_point() else inputs)
 
 
@@ -150,9 +150,8 @@ def build_baseline(built: Built, config: TrainConfig, spec: TrainSpec, pool: Bat
                 clone.grad = torch.zeros_like(clone)
                 clones.append(clone)
         optimizer = _ShardStep(model, optimizer_class(clones, lr=spec.lr))
-    if getattr(config, "compile", None):
-        # compiled as the configuration is (its first warm-up step compiles); TorchDynamo's caches are not cleared
-        # here, so the configuration's own compiled model does not compile again in the paired steps
-        model = torch.compile(model)
-    return step_function(model, optimizer, pool, accum_steps=config.accum_steps, precision=config.mixed_precision,
+    # compiled as the configuration is (its first warm-up step compiles); TorchDynamo's caches are not cleared here,
+    # so the configuration's own compiled model does not compile again in the paired steps
+    stepped: Model = torch.compile(model) if getattr(config, "compile", None) else model
+    return step_function(stepped, optimizer, pool, accum_steps=config.accum_steps, precision=config.mixed_precision,
                          impl=config.impl, device=device)

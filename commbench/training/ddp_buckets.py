@@ -13,16 +13,18 @@ bucket layout once: two caps that give the same buckets are one configuration un
 
 import inspect
 import math
+from collections.abc import Iterable
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import distributed as torch_ddp
 
 from commbench.models.shard_layout import ready_order_buckets
-from commbench.training.bucket_caps import MIB
+from commbench.training.bucket_caps import DDP_DEFAULT_CAP_MB, MIB
+from commbench.training.spec import ModelShape, TrainConfig
 
 _DDP_PARAMETERS = inspect.signature(torch_ddp.DistributedDataParallel.__init__).parameters
-TORCH_CAP_MB = float(getattr(torch_ddp, "_DEFAULT_BUCKET_CAP_MB", None) or 25)
+TORCH_CAP_MB = float(getattr(torch_ddp, "_DEFAULT_BUCKET_CAP_MB", None) or DDP_DEFAULT_CAP_MB)
 """DDP's bucket cap when no bucket argument is given: 25 MiB, named _DEFAULT_BUCKET_CAP_MB in torch 2.13 and written
 inside DistributedDataParallel.__init__ in torch 2.11 (which has no such name; seen on a GPU node)."""
 FIRST_BUCKET_ARGUMENT = "bucket_cap_mb_list" in _DDP_PARAMETERS
@@ -65,7 +67,7 @@ def assign(tensor_bytes: list[int], limits: list[int]) -> tuple[int, ...]:
     return tuple(sum(tensor_bytes[index] for index in bucket) for bucket in group(tensor_bytes, limits))
 
 
-def gradient_shapes_in_ready_order(shape) -> list[tuple[int, ...]]:
+def gradient_shapes_in_ready_order(shape: ModelShape) -> list[tuple[int, ...]]:
     """Each parameter's gradient shape in the order backward produces them (the reverse of the parameter order),
     from the model built on the meta device: shapes only, nothing allocated."""
     from commbench.training.synthetic import SyntheticModel
@@ -75,16 +77,16 @@ def gradient_shapes_in_ready_order(shape) -> list[tuple[int, ...]]:
     return [tuple(p.shape) for p in reversed(list(model.parameters())) if p.requires_grad]
 
 
-def gradient_bytes_in_ready_order(shape, element_bytes: int = 4) -> list[int]:
+def gradient_bytes_in_ready_order(shape: ModelShape, element_bytes: int = 4) -> list[int]:
     """Each parameter's gradient bytes in that order (element_bytes: 4 for fp32 gradients, 2 for bf16 ones)."""
     return [math.prod(size) * element_bytes for size in gradient_shapes_in_ready_order(shape)]
 
 
-def predicted_buckets(shape, cap_mb: float | None, first_mb: float | None) -> tuple[int, ...]:
+def predicted_buckets(shape: ModelShape, cap_mb: float | None, first_mb: float | None) -> tuple[int, ...]:
     return assign(gradient_bytes_in_ready_order(shape), rebuild_limits(cap_mb, first_mb))
 
 
-def predicted_bucket_shapes(shape, cap_mb: float | None, first_mb: float | None, *, element_bytes: int = 4
+def predicted_bucket_shapes(shape: ModelShape, cap_mb: float | None, first_mb: float | None, *, element_bytes: int = 4
                             ) -> list[list[tuple[int, ...]]]:
     """The gradient shapes in each of DDP's buckets after its rebuild, first bucket first (what a comm hook that
     looks inside a bucket, as PowerSGD does, works on)."""
@@ -94,14 +96,16 @@ def predicted_bucket_shapes(shape, cap_mb: float | None, first_mb: float | None,
             for bucket in group([math.prod(size) * element_bytes for size in shapes], limits)]
 
 
-def merge_same_buckets(configs, shape) -> tuple[tuple, tuple[str, ...]]:
+def merge_same_buckets(configs: Iterable[TrainConfig], shape: ModelShape
+                       ) -> tuple[tuple[TrainConfig, ...], tuple[str, ...]]:
     """The configurations with one row per distinct bucket layout: of the DDP configurations that differ only in
     their bucket settings and give the same buckets for this model, the first is kept. Returns them and one note per
     merge naming the merged caps and why."""
     seen: dict[tuple, tuple[float | None, float | None]] = {}
     merged: dict[tuple, dict[tuple[float | None, float | None], None]] = {}
-    kept, notes = [], []
-    sizes_of = {}
+    kept: list[TrainConfig] = []
+    notes: list[str] = []
+    sizes_of: dict[tuple[float | None, float | None], tuple[int, ...]] = {}
     for config in configs:
         if config.impl != "ddp":
             kept.append(config)
@@ -127,7 +131,7 @@ def merge_same_buckets(configs, shape) -> tuple[tuple, tuple[str, ...]]:
 
 def bucket_text(cap_mb: float | None, first_mb: float | None) -> str:
     if is_torch_default(cap_mb, first_mb):
-        return "default (torch's 1 MiB first bucket, 25 MiB cap)"
+        return f"default (torch's {TORCH_FIRST_MB:g} MiB first bucket, {TORCH_CAP_MB:g} MiB cap)"
     text = f"{TORCH_CAP_MB if cap_mb is None else cap_mb:g} MiB"
     return text if first_mb is None else f"{text} with a {first_mb:g} MiB first bucket"
 

@@ -15,7 +15,17 @@ its own threads, so ranks with several buckets issue them in different orders an
 No torch at import: the command line lists the hooks without loading it.
 """
 
-COMM_HOOKS = ("none", "bf16", "fp16", "powersgd")
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, get_args
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed import GradBucket
+    from torch.nn.parallel import DistributedDataParallel
+
+CommHook = Literal["none", "bf16", "fp16", "powersgd"]
+"""--comm-hook: DDP's own all-reduce, a half-precision bucket, or PowerSGD."""
+COMM_HOOKS: tuple[CommHook, ...] = get_args(CommHook)
 HALF_PRECISION_HOOKS = {"bf16": "bfloat16", "fp16": "float16"}
 POWERSGD_RANK = 1
 """PowerSGD's matrix approximation rank: torch's default, and the rank of the PowerSGD paper's main results."""
@@ -24,7 +34,7 @@ POWERSGD_START_ITERATION = 2
 feedback; --warmup-steps is at least 2, so the timed steps are compressed."""
 
 
-def register_comm_hook(ddp, name: str) -> None:
+def register_comm_hook(ddp: "DistributedDataParallel", name: str) -> None:
     """Register the hook named by --comm-hook on a DistributedDataParallel module (none: DDP's own all-reduce)."""
     if name == "none":
         return
@@ -41,18 +51,21 @@ def register_comm_hook(ddp, name: str) -> None:
     raise ValueError(f"unknown comm hook {name!r}")
 
 
-def _half_precision_hook(dtype_name: str):
+def _half_precision_hook(dtype_name: str) -> "Callable[[object, GradBucket], torch.futures.Future[torch.Tensor]]":
     import torch
     import torch.distributed as dist
+    from torch.distributed import GradBucket
 
     dtype = getattr(torch, dtype_name)
 
-    def hook(state, bucket):
+    # annotated with the real objects, evaluated here (no postponed annotations in this module): DDP's
+    # register_comm_hook compares a hook's annotations with dist.GradBucket and Future[Tensor] and refuses others
+    def hook(state: object, bucket: GradBucket) -> torch.futures.Future[torch.Tensor]:
         group = dist.group.WORLD
         buffer = bucket.buffer()
         compressed = buffer.to(dtype).div_(dist.get_world_size(group))  # divide first: fp16 sums can overflow
 
-        def decompress(_):
+        def decompress(_: "torch.futures.Future[list[torch.Tensor]]") -> torch.Tensor:
             buffer.copy_(compressed)  # the all-reduce wrote its result into `compressed`
             return buffer
 

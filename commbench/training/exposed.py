@@ -17,13 +17,20 @@ figure exists for DDP alone and keeps DDP's hooks in its baseline. The trace's f
 --verbose.
 """
 
+from __future__ import annotations
+
 import math
 import statistics
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from commbench.names import CPU
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def median_and_max(values) -> tuple[float | None, float | None]:
+
+def median_and_max(values: Iterable[float | None]) -> tuple[float | None, float | None]:
     """(median, maximum) of the per-rank values that are numbers; (None, None) when no rank has one."""
     present = [float(value) for value in values if value is not None and not math.isnan(float(value))]
     if not present:
@@ -68,7 +75,7 @@ VERBOSE_MEANING = ("trace exp/max = the profiler trace's exposed comm, median ov
                    "its hooks' copies stay in both halves)")
 
 
-def table_notes(results, verbose: bool = False) -> list[str]:
+def table_notes(results: pd.DataFrame, verbose: bool = False) -> list[str]:
     """Footnote lines about exposed communication for the rows in `results` (a DataFrame of training rows): what the
     table's one exposed figure is and why it is the one, where the others are (or, verbose, what they are), FSDP2
     over gloo, and a compute-only baseline that is absent and why."""

@@ -20,6 +20,8 @@ peak would give a percentage nobody can check.
 import re
 from dataclasses import dataclass
 
+from commbench.training.spec import ModelShape
+
 TFLOPS = 1e12
 
 
@@ -81,7 +83,7 @@ def rate_columns(*, tokens_per_s: float, world: int, flops_per_token: int, devic
             "mfu_pct": None if peak is None else 100 * achieved_tflops / peak, "mfu_note": note}
 
 
-def synthetic_flops_per_token(shape) -> int:
+def synthetic_flops_per_token(shape: ModelShape) -> int:
     """Model FLOPs per token of the synthetic model of this shape, counted from the model itself (built on the meta
     device: shapes, no memory), so the count follows whatever the model holds: N is every parameter outside its
     embedding tables (blocks, final norm, LM head)."""

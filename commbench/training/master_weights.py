@@ -8,14 +8,18 @@ fp32, which are the master copy, and casts a bf16 copy for compute; with fp32 gr
 4 + 4 + 8 = 16 bytes per sharded element, the paper's ZeRO-3 16Ψ/N.
 """
 
+from collections.abc import Callable, Iterable
+from typing import overload
+
 import torch
 
 from commbench.models.memory import PRESETS, StateBytes
+from commbench.training.spec import TrainConfig
 
 MASTER_STATE = PRESETS["mixed-adam"]  # P2 G2 O12
 
 
-def state_bytes_of(config) -> StateBytes:
+def state_bytes_of(config: TrainConfig) -> StateBytes:
     """Bytes per parameter that a configuration holds at rest: the paper's mixed Adam with master weights, else fp32
     parameters, gradients and AdamW moments (FSDP's bf16 policy included: its sharded parameters stay fp32)."""
     return MASTER_STATE if getattr(config, "master_weights", None) else PRESETS["fp32-adam"]
@@ -26,12 +30,18 @@ class MasterWeightAdamW(torch.optim.Optimizer):
     updated in fp32, and the parameter receives the master rounded to its own dtype. State per parameter: master,
     exp_avg, exp_avg_sq (fp32, the parameter's size) and a step count (a scalar, outside the ZeRO formulas)."""
 
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2):
+    def __init__(self, params: Iterable[torch.Tensor], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
         loss = closure() if closure is not None else None
         for group in self.param_groups:
             beta1, beta2 = group["betas"]

@@ -6,23 +6,37 @@ HSDP mesh per configuration would hold one more set of communicators (NCCL buffe
 A mesh only names which ranks talk to which, so configurations of the same shape share one.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import torch.distributed as dist
 
-_meshes: dict[tuple, object] = {}
-_world = None  # the default process group the cached meshes belong to
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+MeshKey = tuple[str, tuple[int, ...], tuple[str, ...] | None]
+"""(device type, shape, dimension names): what makes two meshes the same."""
 
 
-def device_mesh(device_type: str, shape: tuple[int, ...], dim_names: tuple[str, ...] | None = None):
-    """The DeviceMesh of this shape, made on first use. A new default process group (the old one destroyed and the
-    world initialised again in this process) drops the cache: its meshes' groups belonged to the old one."""
-    from torch.distributed.device_mesh import init_device_mesh
+class DeviceMeshes:
+    """The meshes of one launch's process group, each made on first use. Made once per launch (training/measure.py's
+    prepare) and passed to every configuration's build, so configurations of one shape share one mesh."""
 
-    global _world
-    world = dist.distributed_c10d._get_default_group()
-    if world is not _world:
-        _meshes.clear()
-        _world = world
-    key = (device_type, tuple(shape), dim_names)
-    if key not in _meshes:
-        _meshes[key] = init_device_mesh(device_type, tuple(shape), mesh_dim_names=dim_names)
-    return _meshes[key]
+    def __init__(self) -> None:
+        self._meshes: dict[MeshKey, DeviceMesh] = {}
+        self._world: object = None  # the default process group the meshes belong to
+
+    def get(self, device_type: str, shape: tuple[int, ...], dim_names: tuple[str, ...] | None = None) -> DeviceMesh:
+        """The DeviceMesh of this shape, made on first use. A new default process group (the old one destroyed and
+        the world initialised again in this process) drops the meshes: their groups belonged to the old one."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        world = dist.distributed_c10d._get_default_group()
+        if world is not self._world:
+            self._meshes.clear()
+            self._world = world
+        key = (device_type, tuple(shape), dim_names)
+        if key not in self._meshes:
+            self._meshes[key] = init_device_mesh(device_type, tuple(shape), mesh_dim_names=dim_names)
+        return self._meshes[key]

@@ -15,6 +15,7 @@ import math
 
 from commbench.models.comm_volume import TrainingTraffic
 from commbench.training.ddp_hooks import POWERSGD_RANK
+from commbench.training.spec import ModelShape
 
 MIN_COMPRESSION_RATE = 2
 """PowerSGDState's default min_compression_rate, which training/ddp_hooks.py keeps."""
@@ -35,21 +36,24 @@ def bucket_messages(shapes: list[tuple[int, ...]], *, rank: int = POWERSGD_RANK,
     return uncompressed, ps, qs
 
 
-def step_messages(buckets: list[list[tuple[int, ...]]], **settings) -> list[int]:
+def step_messages(buckets: list[list[tuple[int, ...]]], *, rank: int = POWERSGD_RANK,
+                  min_compression_rate: float = MIN_COMPRESSION_RATE) -> list[int]:
     """Elements of every all-reduce of a compressed step, bucket after bucket (three per bucket)."""
-    return [elements for bucket in buckets for elements in bucket_messages(bucket, **settings)]
+    return [elements for bucket in buckets
+            for elements in bucket_messages(bucket, rank=rank, min_compression_rate=min_compression_rate)]
 
 
 def powersgd_traffic(buckets: list[list[tuple[int, ...]]], *, world: int, element_bytes: int,
-                     **settings) -> TrainingTraffic:
+                     rank: int = POWERSGD_RANK, min_compression_rate: float = MIN_COMPRESSION_RATE
+                     ) -> TrainingTraffic:
     """One optimizer step's messages (gradient accumulation syncs the last micro-batch only) and the bytes a ring
     all-reduce sends per rank for them: 2(n−1)/n of each message."""
-    elements = sum(step_messages(buckets, **settings))
+    elements = sum(step_messages(buckets, rank=rank, min_compression_rate=min_compression_rate))
     ring = 2 * (world - 1) / world if world > 1 else 0.0
     return TrainingTraffic(elements, ring * elements * element_bytes)
 
 
-def predicted_traffic(shape, *, cap_mb: float | None, first_mb: float | None, world: int,
+def predicted_traffic(shape: ModelShape, *, cap_mb: float | None, first_mb: float | None, world: int,
                       element_bytes: int) -> TrainingTraffic:
     """powersgd_traffic over the buckets DDP forms for this model (ModelShape) at its rebuild, before the first
     compressed step; element_bytes: the gradients' (2 for bf16 parameters, else 4)."""

@@ -12,7 +12,8 @@ import contextlib
 
 import torch
 
-FSDP_IMPLS = ("fsdp1", "fsdp2")
+from commbench.names import DTYPE_BYTES
+from commbench.training.spec import FSDP_IMPLS
 
 
 def _resolved(precision: str | None) -> str:
@@ -38,10 +39,16 @@ def autocast_dtype(precision: str | None, impl: str) -> torch.dtype | None:
     return torch.bfloat16 if _resolved(precision) == "bf16" and impl not in FSDP_IMPLS else None
 
 
+def element_bytes(sixteen_bit: bool) -> int:
+    """Bytes per element of a training tensor (parameters, gradients, what a comm hook sends): 2 for bf16 (and fp16,
+    as wide), 4 for fp32, as names.DTYPE_BYTES gives them."""
+    return DTYPE_BYTES["bfloat16" if sixteen_bit else "float32"]
+
+
 def gathered_bytes(precision: str | None, impl: str) -> int:
     """Bytes per element of what FSDP all-gathers and ZeRO-1 broadcasts: the parameters, bf16 only under FSDP's
     policy (autocast casts a copy for compute; the parameters, and so the broadcast, stay fp32)."""
-    return 2 if fsdp_bf16(precision, impl) else 4
+    return element_bytes(fsdp_bf16(precision, impl))
 
 
 def matmul_precision(precision: str | None) -> str:
@@ -53,7 +60,7 @@ def apply_matmul_precision(precision: str | None) -> None:
     torch.set_float32_matmul_precision(matmul_precision(precision))
 
 
-def compute(precision: str | None, impl: str, device_type: str):
+def compute(precision: str | None, impl: str, device_type: str) -> contextlib.AbstractContextManager[object]:
     """The context a micro-batch's forward and loss run in."""
     dtype = autocast_dtype(precision, impl)
     return torch.autocast(device_type, dtype=dtype) if dtype is not None else contextlib.nullcontext()

@@ -1,33 +1,57 @@
 """What a training sweep runs: the model, the step settings, and the resolved list of configurations (one row each)."""
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any, Literal, TypeVar, get_args
 
 from commbench.bench_kind import Spec
 from commbench.errors import CommbenchError
 from commbench.measure.stats import MIN_SAMPLES_FOR_CI
-from commbench.names import CUDA, GLOO, GLOO_CUDA_COLLECTIVES
+from commbench.models.strategies import FSDP_IMPLS as FSDP_IMPLS  # re-exported with FsdpImpl: precision.py reads it
+from commbench.models.strategies import IMPLS, Impl, StrategyKey
+from commbench.models.strategies import FsdpImpl as FsdpImpl
+from commbench.names import CUDA, DDP_DEFAULT_FIRST_MB, GLOO, GLOO_CUDA_COLLECTIVES
+from commbench.training.accum_sync import AccumSync
+from commbench.training.checkpointing import ActivationCheckpointing
+from commbench.training.ddp_hooks import CommHook
 
-ISOLATIONS = ("reset", "process")
+Isolation = Literal["reset", "process"]
 """--isolation: one launch with memory reset between configurations, or a launch per configuration."""
-MODEL_KINDS = ("transformer", "mlp")
-PRECISIONS = ("fp32", "tf32", "bf16")
+ISOLATIONS: tuple[Isolation, ...] = get_args(Isolation)
+ModelKind = Literal["transformer", "mlp"]
+MODEL_KINDS: tuple[ModelKind, ...] = get_args(ModelKind)
+Precision = Literal["fp32", "tf32", "bf16"]
 """--mixed-precision: fp32 throughout; tf32 (fp32 tensors, TensorFloat-32 matrix multiplications: CUDA only); bf16
 (how models are trained on GPUs: bfloat16 compute, fp32 parameters, optimizer state and gradient reduction). How each
 implementation applies bf16 is commbench/training/precision.py."""
-REDUCE_DTYPES = ("fp32", "bf16")
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+ReduceDtype = Literal["fp32", "bf16"]
 """--reduce-dtype (FSDP): what gradients are reduce-scattered (and HSDP all-reduced) in."""
+REDUCE_DTYPES: tuple[ReduceDtype, ...] = get_args(ReduceDtype)
+Fsdp2Backward = Literal["default", "1", "2"]
+"""FSDP2's --backward-prefetch: its own (one unit ahead), or 1 or 2 blocks ahead."""
+Fsdp1Backward = Literal["pre", "post", "none"]
+"""FSDP1's --backward-prefetch: BACKWARD_PRE, BACKWARD_POST or none."""
+BackwardPrefetch = Literal[Fsdp2Backward, Fsdp1Backward]
+FSDP2_BACKWARD: tuple[Fsdp2Backward, ...] = get_args(Fsdp2Backward)
+FSDP1_BACKWARD: tuple[Fsdp1Backward, ...] = get_args(Fsdp1Backward)
+Wrap = Literal["block", "model"]
+"""--wrap: one FSDP unit per block, or one for the whole model."""
+WRAPS: tuple[Wrap, ...] = get_args(Wrap)
 _FSDP_COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 """all_gather_into_tensor and reduce_scatter_tensor in a shard group; all_reduce across HSDP's replicas."""
-IMPL_COLLECTIVES = {"ddp": ("all_reduce", "broadcast"), "zero1": ("all_reduce", "broadcast"),
-                    "zero2": ("reduce_scatter", "all_gather"), "fsdp2": _FSDP_COLLECTIVES, "fsdp1": _FSDP_COLLECTIVES}
+IMPL_COLLECTIVES: dict[Impl, tuple[str, ...]] = {
+    "ddp": ("all_reduce", "broadcast"), "zero1": ("all_reduce", "broadcast"), "zero2": ("reduce_scatter", "all_gather"),
+    "fsdp2": _FSDP_COLLECTIVES, "fsdp1": _FSDP_COLLECTIVES}
 """The collectives each implementation runs on the model's tensors, which the backend must run on the device (ZeRO-1's
 ZeroRedundancyOptimizer broadcasts each rank's updated parameters over DDP's all-reduced gradients; the partitioned
 ZeRO-2 reduce-scatters gradient buckets and all-gathers the updated parameters)."""
+assert tuple(IMPL_COLLECTIVES) == IMPLS, "one entry per implementation, in Impl's order"
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelShape:
-    kind: str = "transformer"
+    kind: ModelKind = "transformer"
     """transformer (attention + MLP blocks) or mlp (MLP blocks only)."""
     layers: int = 4
     hidden: int = 256
@@ -40,8 +64,9 @@ class ModelShape:
     """Transformer: tokens of the embedding and of the LM head's logits (mlp models have neither)."""
 
 
-def _setting(short: str | None = None, default=None):
-    """A configuration setting; short: its name in labels (default: the field name)."""
+def _setting(short: str | None = None, default: Any = None) -> Any:
+    """A configuration setting; short: its name in labels (default: the field name). Returns a dataclass field, which
+    stands as the field's default and so is typed as the field (Any), as dataclasses.field itself is."""
     return field(default=default, metadata={"short": short})
 
 
@@ -50,9 +75,9 @@ class TrainConfig:
     """One configuration: a strategy, how it is implemented, and its settings (None = not applicable). Every setting
     is also a results column of the same name and part of the configuration's label."""
 
-    strategy: str
+    strategy: StrategyKey
     """ddp, zero1, zero2, zero3 or hsdp."""
-    impl: str
+    impl: Impl
     """ddp (DistributedDataParallel), zero1 (ZeroRedundancyOptimizer over DDP), zero2 (the ZeRO paper's ZeRO-2 under
     master weights, training/zero2.py), fsdp2 (fully_shard) or fsdp1."""
     accum_steps: int = _setting("accum", default=1)
@@ -62,17 +87,17 @@ class TrainConfig:
     own default is bucket_mb=25 first_bucket_mb=1, built by passing no bucket argument (training/ddp_buckets.py)."""
     gradient_as_bucket_view: bool | None = _setting("bucket_view")
     static_graph: bool | None = _setting()
-    comm_hook: str | None = _setting()
+    comm_hook: CommHook | None = _setting()
     reshard_after_forward: bool | int | None = _setting("reshard")
     """FSDP2: True, False or a smaller mesh size to reshard to; FSDP1: True = FULL_SHARD, False = SHARD_GRAD_OP."""
     forward_prefetch: int | None = _setting("fwd_prefetch")
     """FSDP2: blocks gathered ahead in forward; FSDP1: 0 or 1 (its forward_prefetch flag)."""
-    backward_prefetch: str | None = _setting("bwd_prefetch")
+    backward_prefetch: BackwardPrefetch | None = _setting("bwd_prefetch")
     """FSDP2: default, 1 or 2 blocks ahead; FSDP1: pre, post or none."""
     limit_all_gathers: bool | None = _setting("limit_ag")
-    wrap: str | None = _setting()
+    wrap: Wrap | None = _setting()
     """block (one FSDP unit per block) or model (one unit for the whole model)."""
-    mixed_precision: str | None = _setting("precision")
+    mixed_precision: Precision | None = _setting("precision")
     """fp32, tf32 or bf16 (PRECISIONS), for every implementation; None reads as fp32."""
     master_weights: bool | None = _setting("master")
     """DDP, ZeRO-1 and ZeRO-2 under bf16: bf16 parameters and gradients, fp32 master copy and Adam moments in the
@@ -85,18 +110,18 @@ class TrainConfig:
     overlap_with_ddp: bool | None = _setting("overlap_ddp")
     """ZeRO-1: ZeroRedundancyOptimizer(overlap_with_ddp=True), each partition's step run from DDP's comm hook as its
     bucket is reduced."""
-    reduce_dtype: str | None = _setting("reduce")
+    reduce_dtype: ReduceDtype | None = _setting("reduce")
     """FSDP: the dtype gradients are reduced in (fp32 or bf16); None reads as fp32."""
     cpu_offload: bool | None = _setting("offload")
     """FSDP: sharded parameters, gradients and optimizer state kept in host memory (CPUOffloadPolicy / CPUOffload)."""
-    activation_checkpointing: str | None = _setting("ac")
+    activation_checkpointing: ActivationCheckpointing | None = _setting("ac")
     """FSDP: none, or full (every block's activations recomputed in backward, torchtitan's "full")."""
     blocks_per_unit: int | None = _setting("unit_blocks")
     """FSDP2: consecutive blocks per fully_shard unit (one all-gather and one reduce-scatter for each group)."""
-    accum_sync: str | None = _setting()
+    accum_sync: AccumSync | None = _setting()
     """FSDP under gradient accumulation: which micro-batches reduce gradients (training/step.py names the values)."""
 
-    def settings(self) -> dict:
+    def settings(self) -> dict[str, object]:
         """The settings that apply to this configuration, in field order."""
         return {name: getattr(self, name) for name in SETTINGS if getattr(self, name) is not None}
 
@@ -114,7 +139,7 @@ BUCKET_DEFAULT = "default"
 """--bucket-cap-mb's name for DDP's own buckets: no bucket argument passed (a 1 MiB first bucket, then 25 MiB)."""
 
 
-def parse_bucket_cap(value) -> float | str:
+def parse_bucket_cap(value: str | float) -> float | str:
     """A --bucket-cap-mb value: default, or a cap in MiB above 0."""
     if str(value).strip().lower() == BUCKET_DEFAULT:
         return BUCKET_DEFAULT
@@ -128,21 +153,28 @@ def parse_bucket_cap(value) -> float | str:
     return size
 
 
-def refuse_unknown(option: str, values, allowed) -> None:
-    """One line naming the first value of an axis that is not among `allowed`, and the choices."""
+Choice = TypeVar("Choice", bound=str)
+
+
+def refuse_unknown(option: str, values: Iterable[object], allowed: tuple[Choice, ...]) -> tuple[Choice, ...]:
+    """One line naming the first value of an axis that is not among `allowed`, and the choices; else the values, as
+    the allowed choices they are (typed as `allowed`'s Literal)."""
+    known: list[Choice] = []
     for value in values:
         if value not in allowed:
             raise CommbenchError(f"unknown {option} {value!r}; choose from {', '.join(allowed)}")
+        known.append(allowed[allowed.index(value)])
+    return tuple(known)
 
 
-def default_precision(device: str) -> str:
+def default_precision(device: str) -> Precision:
     """What a sweep runs when --mixed-precision is not given: bf16 on GPUs, as models are trained there (fp32 without
     TF32 leaves the tensor cores idle and makes communication a far smaller share of the step than in training);
     fp32 on CPU, where bf16 is fast only with AVX-512 BF16 or AMX and the correctness references are fp32."""
     return "bf16" if device == CUDA else "fp32"
 
 
-def config_label(strategy: str, impl: str, settings: dict) -> str:
+def config_label(strategy: str, impl: str, settings: Mapping[str, object]) -> str:
     """A configuration's name: strategy (and implementation when it differs) and name=value per given setting, e.g.
     "hsdp/fsdp2 accum=1 reshard=true wrap=block shard_group=2"."""
     parts = [strategy if strategy == impl else f"{strategy}/{impl}"]
@@ -150,7 +182,7 @@ def config_label(strategy: str, impl: str, settings: dict) -> str:
     return " ".join(parts)
 
 
-def setting_text(value) -> str:
+def setting_text(value: object) -> str:
     """A setting as labels write it, whether it comes from a TrainConfig or back from results.csv."""
     if type(value).__name__ in ("bool", "bool_") or str(value) in ("True", "False"):
         return str(value).lower()
@@ -174,7 +206,7 @@ class TrainSpec(Spec):
     """Optimizer steps recorded with torch.profiler (0 = no trace-based communication figures)."""
     seed: int
     lr: float
-    isolation: str = "reset"
+    isolation: Isolation = "reset"
     """reset: one launch, memory freed and peak counters reset between configurations; process: one launch each."""
     memory_budget_bytes: float | None = None
     """Peak memory a configuration may use to count as fitting; None = the device's (GPU memory, or RAM / ranks)."""
@@ -189,7 +221,7 @@ class TrainSpec(Spec):
         return self.profile_steps > 0
 
     @classmethod
-    def _fields_from_json(cls, data: dict) -> dict:
+    def _fields_from_json(cls, data: dict[str, Any]) -> dict[str, Any]:
         return {**data, "configs": tuple(TrainConfig(**config) for config in data["configs"]),
                 "shape": ModelShape(**data["shape"])}
 
@@ -224,6 +256,18 @@ def few_steps_note(steps: int) -> str | None:
 
 def validate(spec: TrainSpec) -> None:
     """Refuse anything that cannot run, naming the fix; called before any process is launched."""
+    _validate_counts(spec)
+    _validate_limits(spec)
+    for config in spec.configs:
+        _validate_config(spec, config)
+    _validate_ddp(spec)
+    _validate_zero(spec)
+    _validate_fsdp(spec)
+    _validate_backend(spec)
+
+
+def _validate_counts(spec: TrainSpec) -> None:
+    """Configurations, steps and the model's sizes: enough of each to run."""
     if not spec.configs:
         raise CommbenchError("the sweep has no configuration; give at least one value per axis")
     if spec.steps < MIN_STEPS:
@@ -238,6 +282,10 @@ def validate(spec: TrainSpec) -> None:
                         ("--vocab", spec.shape.vocab)):
         if value < 1:
             raise CommbenchError(f"{name} {value} must be 1 or more")
+
+
+def _validate_limits(spec: TrainSpec) -> None:
+    """The sweep's other settings: profiling, learning rate, isolation, memory budget, timeout, heads."""
     if spec.profile_steps < 0:
         raise CommbenchError(f"--profile-steps {spec.profile_steps} is negative; use 0 (no trace) or more")
     if spec.lr <= 0:
@@ -250,29 +298,33 @@ def validate(spec: TrainSpec) -> None:
         raise CommbenchError(f"--timeout {spec.timeout_s:g} must be above 0 seconds")
     if spec.shape.hidden % spec.shape.heads:
         raise CommbenchError(f"--hidden {spec.shape.hidden} must divide by --heads {spec.shape.heads}")
-    for config in spec.configs:
-        if config.accum_steps < 1:
-            raise CommbenchError(f"--accum-steps {config.accum_steps} must be 1 or more micro-batches per step")
-        if config.shard_group is not None and (config.shard_group < 1 or spec.nproc % config.shard_group):
-            raise CommbenchError(f"--shard-group {config.shard_group} must divide the {spec.nproc} ranks "
-                                 "(HSDP is replicas × shard group); e.g. --shard-group 2 with --nproc 4")
-        if config.mixed_precision not in (None, *PRECISIONS):
-            raise CommbenchError(f"unknown --mixed-precision {config.mixed_precision!r}; choose from "
-                                 f"{', '.join(PRECISIONS)}")
-        if config.mixed_precision == "tf32" and spec.device != CUDA:
-            raise CommbenchError(f"--mixed-precision tf32 sets how NVIDIA GPUs multiply fp32 matrices; on --device "
-                                 f"{spec.device} use fp32 or bf16")
-        if config.master_weights and (config.impl not in ("ddp", "zero1", "zero2")
-                                      or config.mixed_precision != "bf16"):
-            raise CommbenchError("--master-weights true keeps bf16 parameters with fp32 master copies for ddp, zero1 "
-                                 "and zero2 under --mixed-precision bf16 (FSDP's bf16 policy keeps fp32 shards "
-                                 "already); add --mixed-precision bf16 or drop --master-weights")
-        if config.strategy == "hsdp" and config.shard_group in (None, spec.nproc):
-            raise CommbenchError(f"hsdp needs at least two replicas: give --shard-group N with N < {spec.nproc} "
-                                 "dividing the rank count (with 2 ranks, use zero3 instead)")
-    _validate_ddp(spec)
-    _validate_zero(spec)
-    _validate_fsdp(spec)
+
+
+def _validate_config(spec: TrainSpec, config: TrainConfig) -> None:
+    """One configuration's settings that apply to every implementation: accumulation, shard group, precision."""
+    if config.accum_steps < 1:
+        raise CommbenchError(f"--accum-steps {config.accum_steps} must be 1 or more micro-batches per step")
+    if config.shard_group is not None and (config.shard_group < 1 or spec.nproc % config.shard_group):
+        raise CommbenchError(f"--shard-group {config.shard_group} must divide the {spec.nproc} ranks "
+                             "(HSDP is replicas × shard group); e.g. --shard-group 2 with --nproc 4")
+    if config.mixed_precision not in (None, *PRECISIONS):
+        raise CommbenchError(f"unknown --mixed-precision {config.mixed_precision!r}; choose from "
+                             f"{', '.join(PRECISIONS)}")
+    if config.mixed_precision == "tf32" and spec.device != CUDA:
+        raise CommbenchError(f"--mixed-precision tf32 sets how NVIDIA GPUs multiply fp32 matrices; on --device "
+                             f"{spec.device} use fp32 or bf16")
+    if config.master_weights and (config.impl not in ("ddp", "zero1", "zero2")
+                                  or config.mixed_precision != "bf16"):
+        raise CommbenchError("--master-weights true keeps bf16 parameters with fp32 master copies for ddp, zero1 "
+                             "and zero2 under --mixed-precision bf16 (FSDP's bf16 policy keeps fp32 shards "
+                             "already); add --mixed-precision bf16 or drop --master-weights")
+    if config.strategy == "hsdp" and config.shard_group in (None, spec.nproc):
+        raise CommbenchError(f"hsdp needs at least two replicas: give --shard-group N with N < {spec.nproc} "
+                             "dividing the rank count (with 2 ranks, use zero3 instead)")
+
+
+def _validate_backend(spec: TrainSpec) -> None:
+    """What gloo cannot run: FSDP's collectives on CUDA tensors, PowerSGD's out-of-order all-reduces."""
     if spec.backend == GLOO and spec.device == CUDA:
         _refuse_gloo_cuda(spec)
     if spec.backend == GLOO and any(config.comm_hook == "powersgd" for config in spec.configs):
@@ -320,9 +372,10 @@ def timeout_for(base_s: float, configs: tuple[TrainConfig, ...]) -> float:
     return base_s
 
 
-COMPILE_FIRST_PIECE_MB = 1.0
+COMPILE_FIRST_PIECE_MB = DDP_DEFAULT_FIRST_MB
 """TorchDynamo's DDPOptimizer's first piece of a compiled DDP model: torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
-(1 MiB; the tests check it is torch's), written out here because this module does not load torch."""
+(DDP's own first bucket, 1 MiB; the tests check it is torch's), named in names.py because this module does not load
+torch."""
 
 
 def _validate_ddp(spec: TrainSpec) -> None:

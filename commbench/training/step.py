@@ -3,7 +3,9 @@ accum_sync (ACCUM_SYNCS), by default the last only."""
 
 import contextlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
 
 import torch
 
@@ -11,9 +13,20 @@ from commbench.training.batches import BatchPool
 from commbench.training.precision import compute as precision_context
 from commbench.training.synthetic import batch_loss
 
+Model = Callable[[torch.Tensor], torch.Tensor]
+"""What a step runs forward: a module (DDP, FSDP, plain) or what torch.compile made of one."""
+
+
+class Stepper(Protocol):
+    """What a step updates the parameters with: a torch optimizer, or the compute baseline's shard step."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None: ...
+
+    def step(self) -> object: ...
+
 
 @contextlib.contextmanager
-def _fsdp2_off(model, *setters: str):
+def _fsdp2_off(model: object, *setters: str) -> Iterator[None]:
     """FSDP2's setters (set_requires_gradient_sync, ...) turned off for one micro-batch, then on again."""
     for setter in setters:
         getattr(model, setter)(False)
@@ -25,7 +38,7 @@ def _fsdp2_off(model, *setters: str):
 
 
 @contextlib.contextmanager
-def gradient_sync(model, enabled: bool, accum_sync: str | None = None):
+def gradient_sync(model: object, enabled: bool, accum_sync: str | None = None) -> Iterator[None]:
     """DDP and FSDP1 skip the sync inside no_sync(); FSDP2 modules through set_requires_gradient_sync (and, for
     accum_sync last-gathered and replicas-last, set_reshard_after_backward / set_requires_all_reduce)."""
     if enabled or accum_sync == "every":
@@ -37,11 +50,8 @@ def gradient_sync(model, enabled: bool, accum_sync: str | None = None):
         with _fsdp2_off(model, "set_requires_all_reduce"):
             yield
     elif hasattr(model, "set_requires_gradient_sync"):
-        model.set_requires_gradient_sync(False)
-        try:
+        with _fsdp2_off(model, "set_requires_gradient_sync"):
             yield
-        finally:
-            model.set_requires_gradient_sync(True)
     elif hasattr(model, "no_sync"):
         with model.no_sync():
             yield
@@ -49,7 +59,8 @@ def gradient_sync(model, enabled: bool, accum_sync: str | None = None):
         yield
 
 
-def train_step(model, optimizer, micro_batches, *, sync: bool = True, compute=contextlib.nullcontext,
+def train_step(model: Model, optimizer: Stepper, micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]], *,
+               sync: bool = True, compute: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
                accum_sync: str | None = None) -> float:
     """One optimizer step over `micro_batches` ((inputs, targets) already on the device: nothing is drawn or copied
     here, since this is what the sweeps time). Returns the mean loss over the micro-batches of this rank. sync False
@@ -71,8 +82,8 @@ def train_step(model, optimizer, micro_batches, *, sync: bool = True, compute=co
     return float(total)
 
 
-def step_function(model, optimizer, pool: BatchPool, *, accum_steps: int, precision: str | None, impl: str,
-                  device: torch.device, accum_sync: str | None = None) -> Callable[..., float]:
+def step_function(model: Model, optimizer: Stepper, pool: BatchPool, *, accum_steps: int, precision: str | None,
+                  impl: str, device: torch.device, accum_sync: str | None = None) -> Callable[..., float]:
     """What the sweep times: step(sync=True) runs the next optimizer step on the pool's micro-batches (optimizer
     step k takes the micro-batches k × accum_steps ...), at the configuration's precision."""
     steps = itertools.count()

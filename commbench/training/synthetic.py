@@ -60,7 +60,7 @@ class _Attention(nn.Module):
         self.qkv = nn.Linear(hidden, 3 * hidden)
         self.proj = nn.Linear(hidden, hidden)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, hidden = x.shape
         q, k, v = self.qkv(self.norm(x)).view(batch, tokens, 3, self.heads, hidden // self.heads).unbind(2)
         out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
@@ -74,7 +74,7 @@ class _MLP(nn.Module):
         self.up = nn.Linear(hidden, ffn)
         self.down = nn.Linear(ffn, hidden)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.down(F.gelu(self.up(self.norm(x))))
 
 
@@ -86,7 +86,7 @@ class Block(nn.Module):
         self.attention = _Attention(shape.hidden, shape.heads) if shape.kind == "transformer" else None
         self.mlp = _MLP(shape.hidden, shape.ffn_mult * shape.hidden)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.mlp(self.attention(x) if self.attention is not None else x)
 
 
@@ -107,7 +107,7 @@ class SyntheticModel(nn.Module):
         self.head = nn.Linear(shape.hidden, shape.vocab, bias=False) if shape.kind == "transformer" \
             else nn.Linear(shape.hidden, shape.hidden)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.embedding is not None:
             x = self.embedding(x)
         for block in self.blocks:

@@ -5,10 +5,13 @@ recommends (fastest that fits) and a ranking that says what the step time's nois
 
 import math
 import textwrap
+from collections.abc import Callable, Hashable, Mapping
 
 import pandas as pd
 
 from commbench.measure.stats import as_number
+from commbench.schema import common
+from commbench.schema import training as col
 from commbench.training.bucket_caps import DDP_DEFAULT_CAP_MB, DDP_DEFAULT_FIRST_MB, bucket_label
 from commbench.training.exposed import table_notes as exposed_notes
 from commbench.training.ranking import (  # best_config, tied_configs: the report and tests use them here
@@ -19,68 +22,74 @@ from commbench.training.ranking import (  # best_config, tied_configs: the repor
 )
 from commbench.training.spec import SETTINGS, config_label, setting_text
 
+Shown = Callable[[pd.DataFrame, bool], bool]
+"""Whether the table shows a column: f(results, verbose)."""
 
-def _always(results, verbose) -> bool:
+
+def _always(results: pd.DataFrame, verbose: bool) -> bool:
     return True
 
 
-def _verbose(results, verbose) -> bool:
+def _verbose(results: pd.DataFrame, verbose: bool) -> bool:
     return verbose
 
 
-def _where_any(name: str):
+def _where_any(name: str) -> Shown:
     """Shown where some row has a value (the buckets of DDP-based rows), short or verbose alike."""
-    return lambda results, verbose: _column(results, name).notna().any()
+    return lambda results, verbose: bool(_column(results, name).notna().any())
 
 
-def _verbose_or_any(name: str):
+def _verbose_or_any(name: str) -> Shown:
     """Shown with --verbose, and in the short table where some row has a value (MFU: none on CPU, a footnote says
     why)."""
-    return lambda results, verbose: verbose or _column(results, name).notna().any()
+    return lambda results, verbose: verbose or bool(_column(results, name).notna().any())
 
 
-_COLUMNS = [  # (header, units, value of a row, whether the table shows it: f(results, verbose))
+_FITS_TEXT: dict[bool | None, str] = {True: "yes", False: "NO"}
+"""The fits column as the table shows it ("?" where the row does not say)."""
+# (header, units, value of a row, whether the table shows it: f(results, verbose))
+_COLUMNS: list[tuple[str, str, Callable[[pd.Series], str], Shown]] = [
     ("precision", "", lambda r: row_precision(r), _always),
-    ("step p50", "(ms)", lambda r: _num(r["step_time_ms_p50"], 1), _always),
+    ("step p50", "(ms)", lambda r: _num(r[col.STEP_TIME_MS_P50], 1), _always),
     ("p50 95% CI", "(ms)", lambda r: step_ci_text(r), _always),
-    ("step p95", "(ms)", lambda r: _num(r["step_time_ms_p95"], 1), _verbose),
-    ("samples/s", "(all ranks)", lambda r: _num(r["samples_per_s"], 1), _always),
-    ("tokens/s", "(per rank)", lambda r: _num(r.get("tokens_per_s_per_rank"), 0), _always),
-    ("MFU", "(%)", lambda r: _num(r.get("mfu_pct"), 1), _verbose_or_any("mfu_pct")),  # absent on CPU: a footnote
-    ("comm", "(ms)", lambda r: _num(r["comm_ms"], 1), _always),
+    ("step p95", "(ms)", lambda r: _num(r[col.STEP_TIME_MS_P95], 1), _verbose),
+    ("samples/s", "(all ranks)", lambda r: _num(r[col.SAMPLES_PER_S], 1), _always),
+    ("tokens/s", "(per rank)", lambda r: _num(r.get(col.TOKENS_PER_S_PER_RANK), 0), _always),
+    ("MFU", "(%)", lambda r: _num(r.get(col.MFU_PCT), 1), _verbose_or_any(col.MFU_PCT)),  # absent on CPU: a footnote
+    ("comm", "(ms)", lambda r: _num(r[col.COMM_MS], 1), _always),
     # the one exposed figure of the short table: the paired cost against the compute-only step (docs/training.md)
-    ("exposed", "(ms)", lambda r: _num(r.get("exposed_comm_ms_baseline"), 1), _always),
-    ("trace exp", "(ms)", lambda r: _num(r["exposed_comm_ms"], 1), _verbose),
-    ("trace max", "(ms)", lambda r: _num(r.get("exposed_comm_ms_max"), 1), _verbose),
-    ("no_sync Δ", "(ms)", lambda r: _num(r["exposed_comm_ms_nosync"], 1), _verbose),
-    ("overlap", "(%)", lambda r: _num(r["overlap_pct"], 0), _always),
+    ("exposed", "(ms)", lambda r: _num(r.get(col.EXPOSED_COMM_MS_BASELINE), 1), _always),
+    ("trace exp", "(ms)", lambda r: _num(r[col.EXPOSED_COMM_MS], 1), _verbose),
+    ("trace max", "(ms)", lambda r: _num(r.get(col.EXPOSED_COMM_MS_MAX), 1), _verbose),
+    ("no_sync Δ", "(ms)", lambda r: _num(r[col.EXPOSED_COMM_MS_NOSYNC], 1), _verbose),
+    ("overlap", "(%)", lambda r: _num(r[col.OVERLAP_PCT], 0), _always),
     ("buckets", "(count)", lambda r: _num(r.get("bucket_count"), 0), _where_any("bucket_count")),
-    ("peak mem", "(MiB)", lambda r: _num(_mib(r["peak_mem_bytes"]), 0), _always),
-    ("state", "(MiB)", lambda r: _num(_mib(r["model_state_bytes"]), 2), _always),
-    ("fits", "", lambda r: {True: "yes", False: "NO"}.get(_bool(r["fits"]), "?"), _always),
-    ("#wrong", "", lambda r: str(int(r["n_wrong"])), _always),
+    ("peak mem", "(MiB)", lambda r: _num(_mib(r[col.PEAK_MEM_BYTES]), 0), _always),
+    ("state", "(MiB)", lambda r: _num(_mib(r[col.MODEL_STATE_BYTES]), 2), _always),
+    ("fits", "", lambda r: _FITS_TEXT.get(_bool(r["fits"]), "?"), _always),
+    ("#wrong", "", lambda r: str(int(r[common.N_WRONG])), _always),
 ]
 WRAP = 150
 """The ranking's lines wrap here: the table itself stays about this wide."""
 
 
-def _num(value, digits: int) -> str:
-    value = as_number(value)
-    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+def _num(value: object, digits: int) -> str:
+    number = as_number(value)
+    return "-" if math.isnan(number) else f"{number:.{digits}f}"
 
 
-def _mib(value):
-    return None if _missing(value) else value / 2**20
+def _mib(value: float | None) -> float | None:
+    return None if value is None or _missing(value) else value / 2**20
 
 
-def _bool(value):
+def _bool(value: object) -> bool | None:
     if isinstance(value, str):
         return {"True": True, "False": False}.get(value)
     return None if _missing(value) else bool(value)
 
 
-def step_ci_text(row) -> str:
-    low, high = as_number(row.get("step_time_ms_ci_lo")), as_number(row.get("step_time_ms_ci_hi"))
+def step_ci_text(row: pd.Series) -> str:
+    low, high = as_number(row.get(col.STEP_TIME_MS_CI_LO)), as_number(row.get(col.STEP_TIME_MS_CI_HI))
     return "n/a" if math.isnan(low) or math.isnan(high) else f"{low:.1f}–{high:.1f}"
 
 
@@ -108,9 +117,9 @@ def short_labels(results: pd.DataFrame) -> list[str]:
                              {name: value for name, value in settings.items() if name not in _BUCKET_SETTINGS})
         if any(name in settings for name in _BUCKET_SETTINGS) and not _missing(row.get("bucket_cap_mb")):
             first = row.get("first_bucket_mb")
+            first_mb = None if first is None or _missing(first) else float(first)
             strategy, _, rest = label.partition(" ")
-            label = " ".join(part for part in (strategy, bucket_label(float(row["bucket_cap_mb"]),
-                                                                      None if _missing(first) else float(first),
+            label = " ".join(part for part in (strategy, bucket_label(float(row["bucket_cap_mb"]), first_mb,
                                                                       row.get("params")), rest) if part)
         labels.append(label)
     return labels
@@ -130,7 +139,7 @@ def _column(results: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(results[name], errors="coerce") if name in results else pd.Series(math.nan, results.index)
 
 
-def _missing(value) -> bool:
+def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
@@ -148,7 +157,7 @@ def format_training_table(results: pd.DataFrame, verbose: bool = False) -> str:
               for label, line in zip(labels, cells)]
     first = results.iloc[0]
     impl = shared_impl(results)
-    lines.append(f"# {first['world_size']} ranks, {first['backend']} on {first['device']}"
+    lines.append(f"# {first[common.WORLD_SIZE]} ranks, {first['backend']} on {first['device']}"
                  f"{f', every configuration on {impl}' if impl else ''}; model "
                  f"{first['model_kind']} {first['params'] / 1e6:.2f}M parameters{precision_text(results)}; "
                  "step time = slowest rank; comm and overlap from the profiler trace (median over ranks); "
@@ -200,7 +209,7 @@ def footnotes(results: pd.DataFrame) -> list[str]:
              "÷ ranks; MFU = model FLOPs per token (6 × non-embedding parameters + 12 × layers × hidden × seq_len, "
              "forward + backward) × tokens/s per rank ÷ the GPU's dense peak at the precision"]
     notes = sorted({str(note) for note in results.get("mfu_note", pd.Series(dtype=object)) if not _missing(note)})
-    if "mfu_pct" not in results or results["mfu_pct"].isna().all():
+    if col.MFU_PCT not in results or results[col.MFU_PCT].isna().all():
         lines[0] += f"; MFU absent: {'; '.join(notes)}" if notes else "; MFU absent: not recorded in this run"
     else:
         lines[0] += f"; peak used: {'; '.join(notes)}"
@@ -210,7 +219,7 @@ def footnotes(results: pd.DataFrame) -> list[str]:
     return lines
 
 
-def row_precision(row) -> str:
+def row_precision(row: pd.Series) -> str:
     """A configuration's --mixed-precision, on every row (bf16 and fp32 steps are not one comparison): fp32 where
     the row does not record it, as configurations without the setting run (training/precision.py)."""
     value = row.get("mixed_precision")
@@ -233,7 +242,7 @@ def precision_text(results: pd.DataFrame) -> str:
     return text
 
 
-def _best_line(results: pd.DataFrame, named: dict) -> str:
+def _best_line(results: pd.DataFrame, named: Mapping[Hashable, str]) -> str:
     """The recommendation, saying at once whether the noise lets it stand alone: significantly faster than every
     other configuration that fits, or tied with some (named; the ranking below has the steps that would decide)."""
     best = best_config(results)
@@ -241,8 +250,8 @@ def _best_line(results: pd.DataFrame, named: dict) -> str:
         return "# best: none (no configuration fits in memory with a correct check)"
     ties, unknown = tied_configs(results, best)
     line = (f"# best: {named[best.name]} — {best['samples_per_s']:.1f} samples/s, step "
-            f"{best['step_time_ms_p50']:.1f} ms (95 % CI {step_ci_text(best)}), "
-            f"peak {_num(_mib(best['peak_mem_bytes']), 0)} MiB")
+            f"{best[col.STEP_TIME_MS_P50]:.1f} ms (95 % CI {step_ci_text(best)}), "
+            f"peak {_num(_mib(best[col.PEAK_MEM_BYTES]), 0)} MiB")
     if throughput_ci(best) is None:
         return line + "; the highest point figure only: without a 95 % CI nothing says it is faster (ranking below)"
     if ties:
@@ -261,21 +270,21 @@ def key_numbers(results: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame({
         "configuration": short_labels(results),
         "precision": [row_precision(row) for _, row in results.iterrows()],
-        "step p50 (ms)": results["step_time_ms_p50"].round(1),
+        "step p50 (ms)": results[col.STEP_TIME_MS_P50].round(1),
         "step p50 95% CI (ms)": [step_ci_text(row) for _, row in results.iterrows()],
-        "samples/s (all ranks)": results["samples_per_s"].round(1),
-        "tokens/s per rank": _column(results, "tokens_per_s_per_rank").round(0),
-        "MFU (%)": _column(results, "mfu_pct").round(1),
-        "exposed comm (ms)": _column(results, "exposed_comm_ms_baseline").round(1),
+        "samples/s (all ranks)": results[col.SAMPLES_PER_S].round(1),
+        "tokens/s per rank": _column(results, col.TOKENS_PER_S_PER_RANK).round(0),
+        "MFU (%)": _column(results, col.MFU_PCT).round(1),
+        "exposed comm (ms)": _column(results, col.EXPOSED_COMM_MS_BASELINE).round(1),
         # headers over 16 characters wrap at their spaces on the report's page (report/html_tables.py): the table
         # then fits 1200 px in one part
-        "overlap, trace (%)": _column(results, "overlap_pct").round(0)})
+        "overlap, trace (%)": _column(results, col.OVERLAP_PCT).round(0)})
     if _column(results, "bucket_count").notna().any():
         table["DDP buckets (count)"] = _column(results, "bucket_count")
-    table["peak memory (MiB)"] = (results["peak_mem_bytes"] / 2**20).round(0)
-    table["model state (MiB)"] = (results["model_state_bytes"] / 2**20).round(2)
-    table["predicted state (MiB)"] = (results["model_state_bytes_predicted"] / 2**20).round(2)
-    table["#wrong"] = results["n_wrong"]
+    table["peak memory (MiB)"] = (results[col.PEAK_MEM_BYTES] / 2**20).round(0)
+    table["model state (MiB)"] = (results[col.MODEL_STATE_BYTES] / 2**20).round(2)
+    table["predicted state (MiB)"] = (results[col.MODEL_STATE_BYTES_PREDICTED] / 2**20).round(2)
+    table["#wrong"] = results[common.N_WRONG]
     best = best_config(results)
     ties, _ = tied_configs(results, best)
     table["best"] = ["◀ best" if best is not None and index == best.name else "◀ tie" if index in ties else ""

@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from commbench.training.spec import TrainSpec
+from commbench.training.spec import TrainConfig, TrainSpec
 
 SHOWN_FROM_S = 60.0
 """Estimates below a minute are not said: there the launches and the profiler, which the bound leaves out, are most of
@@ -24,7 +24,7 @@ core; larger models multiply larger matrices, which run at least as fast per FLO
 _REPEATS = 3
 
 
-def passes_per_config(spec: TrainSpec, config) -> int:
+def passes_per_config(spec: TrainSpec, config: TrainConfig) -> int:
     """Forward and backward passes of the whole model each rank runs for a configuration: warm-up, timed, profiled,
     the real steps paired with the compute-only baseline and the baseline's own warm-up and steps, and for DDP one
     untimed and 2 × steps paired no_sync steps; each step as many passes as its accumulation micro-batches."""

@@ -1,7 +1,10 @@
 """Parallelism applied by small keyword-only functions (the torchtitan pattern), each taking only its own settings."""
 
+from __future__ import annotations
+
 import contextlib
-from typing import cast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Literal, cast
 
 import torch
 from torch import nn
@@ -10,9 +13,17 @@ from torch.nn.parallel import DistributedDataParallel
 from commbench.errors import CommbenchError
 from commbench.names import CPU, CUDA
 from commbench.training.ddp_buckets import ddp_bucket_arguments
-from commbench.training.ddp_hooks import COMM_HOOKS, register_comm_hook
+from commbench.training.ddp_hooks import COMM_HOOKS, CommHook, register_comm_hook
 
-DDP_COMM_HOOKS = COMM_HOOKS  # the --comm-hook names (training/ddp_hooks.py registers them)
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+DDP_COMM_HOOKS: tuple[CommHook, ...] = COMM_HOOKS  # the --comm-hook names (training/ddp_hooks.py registers them)
+Fsdp1Sharding = Literal["FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD", "_HYBRID_SHARD_ZERO2"]
+"""FSDP1's ShardingStrategy members that commbench runs, by name: ZeRO-3 and ZeRO-2, each whole or hybrid (HSDP)."""
+Fsdp1BackwardPrefetch = Literal["BACKWARD_PRE", "BACKWARD_POST"]
+"""FSDP1's BackwardPrefetch members, by name (None: no backward prefetch)."""
 
 
 class _DistributedDataParallel(DistributedDataParallel):
@@ -22,7 +33,7 @@ class _DistributedDataParallel(DistributedDataParallel):
     summed with local gradients all-reduced later is the average of the sums); every later step skips as asked."""
 
     @contextlib.contextmanager
-    def no_sync(self):
+    def no_sync(self) -> Iterator[None]:
         if self.static_graph and not getattr(self, "_static_graph_delay_allreduce_enqueued", True):
             yield
             return
@@ -60,22 +71,23 @@ class _ZeroStepInHook:
     DDP's comm hook, so step() does nothing (torch's own would log a warning on every step); zero_grad is the
     wrapped one's, and optim its local (functional) optimizer, whose state model_state.count reads."""
 
-    def __init__(self, zero):
+    def __init__(self, zero: ZeroRedundancyOptimizer) -> None:
         self.zero = zero
 
     @property
-    def optim(self):
+    def optim(self) -> torch.optim.Optimizer:
         return self.zero.optim
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self.zero.zero_grad(set_to_none=set_to_none)
 
-    def step(self, closure=None) -> None:
+    def step(self, closure: object = None) -> None:
         return None
 
 
 def apply_zero1(model: nn.Module, *, device: torch.device, lr: float, bucket_cap_mb: float | None = None,
-                optimizer_class: type = torch.optim.AdamW, overlap_with_ddp: bool = False):
+                optimizer_class: type[torch.optim.Optimizer] = torch.optim.AdamW, overlap_with_ddp: bool = False
+                ) -> tuple[DistributedDataParallel, ZeroRedundancyOptimizer | _ZeroStepInHook]:
     """ZeRO-1: DDP for the gradients, the Adam state sharded by torch's ZeroRedundancyOptimizer (optimizer_class:
     what each rank runs on its partition; MasterWeightAdamW for bf16 parameters with fp32 master copies).
     overlap_with_ddp: torch's hook_with_zero_step around DDP's all-reduce hook steps each rank's partition, and
@@ -97,8 +109,8 @@ def apply_zero1(model: nn.Module, *, device: torch.device, lr: float, bucket_cap
     return ddp, _ZeroStepInHook(zero)
 
 
-def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int | None = True, forward_prefetch: int = 0,
-                backward_prefetch: int | None = None, param_dtype: torch.dtype | None = None,
+def apply_fsdp2(model: nn.Module, *, mesh: DeviceMesh, reshard_after_forward: bool | int | None = True,
+                forward_prefetch: int = 0, backward_prefetch: int | None = None, param_dtype: torch.dtype | None = None,
                 reduce_dtype: torch.dtype | None = None, per_block: bool = True, blocks_per_unit: int = 1,
                 cpu_offload: bool = False) -> nn.Module:
     """FSDP2 `fully_shard` on the embedding and each block (unless per_block is False: one unit), then on the root,
@@ -142,9 +154,9 @@ def apply_fsdp2(model: nn.Module, *, mesh, reshard_after_forward: bool | int | N
     return model
 
 
-def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: str = "FULL_SHARD",
-                backward_prefetch: str | None = "BACKWARD_PRE", forward_prefetch: bool = False,
-                limit_all_gathers: bool = True, per_block: bool = True, device_mesh=None,
+def apply_fsdp1(model: nn.Module, *, device: torch.device, sharding_strategy: Fsdp1Sharding = "FULL_SHARD",
+                backward_prefetch: Fsdp1BackwardPrefetch | None = "BACKWARD_PRE", forward_prefetch: bool = False,
+                limit_all_gathers: bool = True, per_block: bool = True, device_mesh: DeviceMesh | None = None,
                 param_dtype: torch.dtype | None = None, reduce_dtype: torch.dtype | None = None,
                 cpu_offload: bool = False) -> nn.Module:
     """FSDP1. HYBRID_SHARD needs an explicit 2-D device_mesh: without one it silently stops syncing replicas

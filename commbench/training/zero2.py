@@ -21,7 +21,8 @@ Every parameter must receive a gradient in every backward, as under DDP without 
 is not complete at the end of backward would never be reduced, so that is an error, not a silent skip.
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, overload
 
 import torch
 import torch.distributed as dist
@@ -56,7 +57,8 @@ class Zero2AdamW(MasterWeightAdamW):
     over the model's parameter storage and its gradient reduction. gradient_shards lists the bf16 gradient shards it
     holds (training/model_state.py counts them: the model's own .grad stay None)."""
 
-    def __init__(self, model: torch.nn.Module, *, lr: float, bucket_cap_mb: float | None = None, group=None):
+    def __init__(self, model: torch.nn.Module, *, lr: float, bucket_cap_mb: float | None = None,
+                 group: dist.ProcessGroup | None = None) -> None:
         self.group = group
         self.world, rank = dist.get_world_size(group), dist.get_rank(group)
         parameters = list(model.parameters())
@@ -117,8 +119,14 @@ class Zero2AdamW(MasterWeightAdamW):
             raise RuntimeError(f"ZeRO-2: {len(missing)} of {len(self.buckets)} gradient buckets got no complete "
                                "gradient in this backward; every parameter must take part in every backward")
 
+    @overload
+    def step(self, closure: None = None) -> None: ...
+
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:  # as torch.optim.Optimizer's
         for bucket in self.buckets:
             self._settle(bucket)
         loss = super().step(closure)  # writes each updated bf16 shard into its slice of the parameter buffer

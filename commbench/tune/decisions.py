@@ -9,14 +9,17 @@ time_us_ci_lo), or, where a candidate has no CI (an import: one printed time, no
 
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import pandas as pd
 
 from commbench.errors import CommbenchError
+from commbench.measure.stats import as_number
 from commbench.names import NOT_AVAILABLE
+from commbench.schema import common
 from commbench.tune.runs import ENV, NODES, RUN
 
-GROUP_KEYS = ("collective", "impl", "backend", "dtype", "op", "inplace", "timing", "world_size", NODES)
+GROUP_KEYS = ("collective", "impl", "backend", "dtype", "op", "inplace", "timing", common.WORLD_SIZE, NODES)
 DECIDED, TIE, ALONE = "decided", "tie", "alone"
 """A size's outcome: a winner beyond noise; no winner beyond noise; fewer than two usable candidates."""
 CI_RULE, MARGIN_RULE = "ci", "margin"
@@ -82,7 +85,7 @@ class Group:
     def usable_rows(self) -> pd.DataFrame:
         """The rows that took part in a comparison (not refused, not wrong, with a time): what the fits read."""
         used = {(candidate.env, decision.size_bytes) for decision in self.sizes for candidate in decision.ranked}
-        keep = [(env, int(size)) in used for env, size in zip(self.rows[ENV], self.rows["size_bytes"])]
+        keep = [(env, int(size)) in used for env, size in zip(self.rows[ENV], self.rows[common.SIZE_BYTES])]
         return self.rows[keep]
 
     def label(self) -> str:
@@ -100,16 +103,17 @@ class Group:
 
 def decide(rows: pd.DataFrame, margin_pct: float) -> list[Group]:
     """The groups of the rows, each with its per-size decisions (sizes ascending)."""
-    rows = rows.assign(inplace=rows["inplace"].map(_is_true), size_bytes=rows["size_bytes"].astype("int64"),
-                       world_size=rows["world_size"].astype("int64"))
+    rows = rows.assign(inplace=rows["inplace"].map(_is_true), size_bytes=rows[common.SIZE_BYTES].astype("int64"),
+                       world_size=rows[common.WORLD_SIZE].astype("int64"))
     groups = []
     for values, members in rows.groupby(list(GROUP_KEYS), sort=True, dropna=False):
         group = Group(dict(zip(GROUP_KEYS, values)), members)
-        empty = members[members["size_bytes"] <= 0]
+        empty = members[members[common.SIZE_BYTES] <= 0]
         if len(empty):  # nccl-tests prints 0-byte rows; NCCL returns before it chooses an algorithm for them
             group.notes.append(f"{len(empty)} row(s) of 0 bytes left out: NCCL moves nothing and tunes nothing there")
-        for size, at_size in members[members["size_bytes"] > 0].groupby("size_bytes", sort=True):
-            group.sizes.append(_decide_size(int(size), at_size, margin_pct, group))
+        for size, at_size in members[members[common.SIZE_BYTES] > 0].groupby(common.SIZE_BYTES, sort=True):
+            # size_bytes was made int64 above; pandas types a group's key as any scalar
+            group.sizes.append(_decide_size(int(cast(int, size)), at_size, margin_pct, group))
         sources = sorted(set(members["source"].dropna().astype(str))) if "source" in members else []
         if len(sources) > 1:
             group.notes.append(f"rows from {', '.join(sources)} side by side: their timing methods differ "
@@ -130,8 +134,8 @@ def _decide_size(size: int, rows: pd.DataFrame, margin_pct: float, group: Group)
         if why:
             skipped.append(Skipped(row[ENV], row[RUN], why))
         else:
-            ranked.append(Candidate(row[ENV], row[RUN], float(row["time_us_p50"]), _number(row, "time_us_ci_lo"),
-                                    _number(row, "time_us_ci_hi")))
+            ranked.append(Candidate(row[ENV], row[RUN], float(row[common.TIME_US_P50]),
+                                    _number(row, common.TIME_US_CI_LO), _number(row, common.TIME_US_CI_HI)))
     ranked.sort(key=lambda candidate: candidate.time_us)
     if len(ranked) < 2:
         return SizeDecision(size, tuple(ranked), tuple(skipped), None, False, None)
@@ -144,15 +148,16 @@ def _decide_size(size: int, rows: pd.DataFrame, margin_pct: float, group: Group)
     return SizeDecision(size, tuple(ranked), tuple(skipped), margin, beyond, rule)
 
 
-def _unusable(row) -> str:
+def _unusable(row: pd.Series) -> str:
     """Why a row cannot take part in the comparison; "" when it can."""
-    note = row.get("note") if isinstance(row.get("note"), str) else ""  # an empty cell reads as NaN
+    cell = row.get("note")
+    note = cell if isinstance(cell, str) else ""  # an empty cell reads as NaN
     if note.startswith(NOT_AVAILABLE):  # NCCL refused the combination: the row has no time
         return note
-    time = _number(row, "time_us_p50")
+    time = _number(row, common.TIME_US_P50)
     if not math.isfinite(time):
         return f"no time measured{': ' + note if note else ''}"
-    wrong = _number(row, "n_wrong")
+    wrong = _number(row, common.N_WRONG)
     if math.isfinite(wrong) and wrong > 0:
         return f"wrong results ({int(wrong)} wrong element(s)): its time is not valid"
     if time <= 0:
@@ -160,12 +165,9 @@ def _unusable(row) -> str:
     return ""
 
 
-def _number(row, column: str) -> float:
-    try:
-        return float(row.get(column))
-    except (TypeError, ValueError):  # absent (None) or not a number: no figure
-        return math.nan
+def _number(row: pd.Series, column: str) -> float:
+    return as_number(row.get(column))  # absent (None) or not a number: NaN, no figure
 
 
-def _is_true(value) -> bool:
+def _is_true(value: object) -> bool:
     return str(value).strip().lower() in ("true", "1")

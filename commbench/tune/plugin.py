@@ -7,6 +7,7 @@ other name as allreduce, an unknown algorithm as ring and an unknown protocol as
 parseAlgorithm, parseProtocol): a name it does not know would silently tune something else, so such winners get no
 line."""
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from commbench.sweep.env_axes import NCCL_ALGO, NCCL_PROTO, parse_label
@@ -80,7 +81,7 @@ def expressed(collective: str, env: str) -> Expressed:
     return Expressed(algorithm, protocol, notes=tuple(notes))
 
 
-def _single(name: str, value: str, known: dict[str, str], normal) -> tuple[str | None, str]:
+def _single(name: str, value: str, known: dict[str, str], normal: Callable[[str], str]) -> tuple[str | None, str]:
     if _NOT_ONE & set(value):
         return None, f"{name}={value} allows several choices (a list or an exclusion), so it names no single one"
     found = known.get(normal(value.lower()))

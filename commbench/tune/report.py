@@ -3,12 +3,14 @@ the line it earns), its fits and crossovers, the lines and why the other sizes h
 document; and the comments the config file carries."""
 
 from collections import defaultdict
+from pathlib import Path
 
 from commbench.tune.analysis import Analysis, GroupAnalysis
 from commbench.tune.config_file import FIELDS
 from commbench.tune.decisions import ALONE, CI_RULE, SizeDecision
 from commbench.tune.plugin import plugin_name
 from commbench.tune.ranges import ANY, CHANNELS, Plan, Topology, topology_of
+from commbench.tune.verdicts import Verdict
 from commbench.units import format_bytes, readable
 
 DEFAULT_NAME = "(default)"
@@ -173,7 +175,7 @@ def file_footer(analysis: Analysis) -> list[str]:
     return footer
 
 
-def document(analysis: Analysis, *, command: str, out, written: bool) -> dict:
+def document(analysis: Analysis, *, command: str, out: Path | None, written: bool) -> dict[str, object]:
     """The --json document: every group's decisions with their evidence, the lines, and the sizes without one."""
     return {
         "command": command, "margin_pct": analysis.margin_pct, "any_topology": analysis.any_topology,
@@ -193,7 +195,7 @@ def document(analysis: Analysis, *, command: str, out, written: bool) -> dict:
     }
 
 
-def _group_document(analysed: GroupAnalysis, analysis: Analysis) -> dict:
+def _group_document(analysed: GroupAnalysis, analysis: Analysis) -> dict[str, object]:
     group = analysed.group
     topology = topology_of(group, analysis.any_topology)
     written = {size: line.text for line in analysis.plan.lines if line.topology == topology for size in line.sizes}
@@ -211,7 +213,7 @@ def _group_document(analysed: GroupAnalysis, analysis: Analysis) -> dict:
     }
 
 
-def _decision_document(decision: SizeDecision, verdict) -> dict:
+def _decision_document(decision: SizeDecision, verdict: Verdict) -> dict[str, object]:
     ranked = decision.ranked
     return {
         "size_bytes": decision.size_bytes, "outcome": decision.outcome,

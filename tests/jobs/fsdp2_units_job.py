@@ -15,6 +15,7 @@ from commbench.models.memory import PRESETS
 from commbench.models.shard_layout import local_state
 from commbench.training.batches import BatchPool
 from commbench.training.build import build
+from commbench.training.meshes import DeviceMeshes
 from commbench.training.model_state import count
 from commbench.training.spec import ModelShape, TrainConfig, TrainSpec
 from commbench.training.synthetic import batch_loss
@@ -22,13 +23,14 @@ from commbench.training.synthetic import batch_loss
 # hidden 72 and 3 heads, vocab 100: rows that do not divide evenly by the ranks
 shape = ModelShape(kind="transformer", layers=3, hidden=72, heads=3, seq_len=8, vocab=100)
 cpu = torch.device("cpu")
+meshes = DeviceMeshes()  # the process's meshes, shared by its configurations as in a launch
 
 
 def observe(config: TrainConfig, out_path: Path) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     spec = TrainSpec(bench="fsdp", configs=(config,), shape=shape, micro_batch=2, steps=6, warmup_steps=2,
                      profile_steps=0, seed=3, lr=1e-3, backend="gloo", device="cpu", nproc=world)
-    built = build(config, spec, rank=rank, world=world, device=cpu)
+    built = build(config, spec, rank=rank, world=world, device=cpu, meshes=meshes)
     model = built.model
     units = {"root": model, "embedding": model.embedding,
              **{f"block{index}": block for index, block in enumerate(model.blocks)}}

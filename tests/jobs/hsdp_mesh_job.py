@@ -15,11 +15,13 @@ from torch.distributed import distributed_c10d
 
 from commbench.training.batches import BatchPool
 from commbench.training.build import build
+from commbench.training.meshes import DeviceMeshes
 from commbench.training.spec import ModelShape, TrainConfig, TrainSpec
 from commbench.training.step import step_function
 
 shape = ModelShape(kind="mlp", layers=2, hidden=64, heads=4, seq_len=4)
 cpu = torch.device("cpu")
+meshes = DeviceMeshes()  # the process's meshes, shared by its configurations as in a launch
 HSDP = dict(strategy="hsdp", reshard_after_forward=True, wrap="block", shard_group=2)
 CONFIGS = [TrainConfig(impl="fsdp2", **HSDP), TrainConfig(impl="fsdp1", **HSDP),
            TrainConfig(impl="fsdp2", accum_steps=2, **HSDP), TrainConfig(impl="fsdp1", accum_steps=2, **HSDP),
@@ -32,7 +34,7 @@ groups, losses = [], []
 for config in CONFIGS:
     spec = TrainSpec(bench="strategy", configs=(config,), shape=shape, micro_batch=1, steps=6, warmup_steps=2,
                      profile_steps=0, seed=0, lr=1e-3, backend="gloo", device="cpu", nproc=world)
-    built = build(config, spec, rank=rank, world=world, device=cpu)
+    built = build(config, spec, rank=rank, world=world, device=cpu, meshes=meshes)
     pool = BatchPool(shape, micro_batch=1, seed=0, rank=rank, device=cpu)
     step = step_function(built.model, built.optimizer, pool, accum_steps=config.accum_steps,
                          precision=config.mixed_precision, impl=config.impl, device=cpu)

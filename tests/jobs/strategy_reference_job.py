@@ -18,6 +18,7 @@ from commbench.models.memory import PRESETS
 from commbench.models.shard_layout import local_state
 from commbench.training.batches import BatchPool
 from commbench.training.build import build
+from commbench.training.meshes import DeviceMeshes
 from commbench.training.model_state import count
 from commbench.training.spec import TrainConfig, TrainSpec
 from commbench.training.step import step_function
@@ -27,13 +28,14 @@ STEPS, MICRO_BATCH, SEED, LR = 3, 2, 11, 1e-3
 # hidden 72, 3 heads and a 102-token vocabulary: rows that do not divide by 4 ranks, so shards are uneven and FSDP1 pads
 shape = ModelShape(kind="transformer", layers=2, hidden=72, heads=3, seq_len=8, vocab=102)
 cpu = torch.device("cpu")
+meshes = DeviceMeshes()  # the process's meshes, shared by its configurations as in a launch
 
 
 def check(config: TrainConfig, out_path: Path) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     spec = TrainSpec(bench="strategy", configs=(config,), shape=shape, micro_batch=MICRO_BATCH, steps=STEPS,
                      warmup_steps=2, profile_steps=0, seed=SEED, lr=LR, backend="gloo", device="cpu", nproc=world)
-    built = build(config, spec, rank=rank, world=world, device=cpu)
+    built = build(config, spec, rank=rank, world=world, device=cpu, meshes=meshes)
     model, optimizer = built.model, built.optimizer
     pool = BatchPool(shape, micro_batch=MICRO_BATCH, seed=SEED, rank=rank, device=cpu)
     step_once = step_function(model, optimizer, pool, accum_steps=config.accum_steps,
