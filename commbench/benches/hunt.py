@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 from commbench.bench_kind import Bench, Metric, Plot, Spec
 from commbench.benches.cluster_kind import ClusterKind
 from commbench.benches.options import TargetOptions, option
-from commbench.cluster.hunt_rows import HUNT_FILE
 from commbench.cluster.specs import PHASES, STATISTICS, HuntPhase, Statistic
 from commbench.errors import CommbenchError
 from commbench.machine import resolve_target
 from commbench.names import CPU, CUDA, GLOO
 from commbench.schema import common
-from commbench.schema.hunt import KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
+from commbench.schema.hunt import HUNT_FILE, KEY_COLUMNS, REQUIRED_COLUMNS, RESULT_COLUMNS, SAMPLE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd

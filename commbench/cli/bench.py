@@ -25,7 +25,7 @@ from commbench.cli.shared import (
     verdict,
 )
 from commbench.errors import ExitCode
-from commbench.running.launches import OtherRank
+from commbench.running.other_rank import OtherRank
 
 if TYPE_CHECKING:
     from commbench.bench_kind import BenchKind

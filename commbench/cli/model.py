@@ -12,7 +12,7 @@ import click
 from commbench.cli.json_output import emit_json, json_option
 from commbench.cli.shared import NON_NEGATIVE_NUMBER, POSITIVE_NUMBER
 from commbench.errors import CommbenchError
-from commbench.models import comm_volume, memory
+from commbench.models import memory
 from commbench.models.strategies import STRATEGIES, display_name
 from commbench.names import PER_ITERATION
 from commbench.units import UNITS, format_count, parse_count, parse_memory
@@ -128,6 +128,8 @@ def comm_command(params: str, ranks: int, dtype_bytes: float, alpha_us: float | 
     if from_run is None and (bw_gbps is not None and not (math.isfinite(bw_gbps) and bw_gbps > 0)
                              or alpha_us is not None and not (math.isfinite(alpha_us) and alpha_us >= 0)):
         raise CommbenchError("--bw-gbps must be a finite number above 0 and --alpha-us a finite 0 or more")
+    from commbench.models import comm_volume  # the traffic model loads with the command that prints it
+
     rows = comm_volume.traffic(params=psi, ranks=ranks, dtype_bytes=dtype_bytes, alpha_us=alpha_us,
                                busbw_gbps=bw_gbps)
     extrapolated = fit_ranks is not None and fit_ranks != ranks

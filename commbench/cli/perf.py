@@ -24,7 +24,7 @@ from commbench.cli.shared import (
 from commbench.errors import ExitCode
 from commbench.names import AUTO, BACKEND_CHOICES, DEVICE_CHOICES, BackendChoice, DeviceChoice
 from commbench.perf import flags as perf_flags
-from commbench.running.launches import OtherRank
+from commbench.running.other_rank import OtherRank
 
 if TYPE_CHECKING:
     from commbench.running.perf import PerfLaunch, PerfRunSet

@@ -21,7 +21,7 @@ from commbench.cli.shared import (
 from commbench.cli.suites import complete_suite
 from commbench.errors import ExitCode
 from commbench.names import BACKEND_CHOICES, DEVICE_CHOICES, BackendChoice, DeviceChoice
-from commbench.running.launches import OtherRank
+from commbench.running.other_rank import OtherRank
 
 if TYPE_CHECKING:
     from commbench.running.suite import SuiteRun

@@ -22,13 +22,12 @@ from commbench.measure.bandwidth import busbw_gbps
 from commbench.measure.stats import summarize
 from commbench.names import BUSBW_FACTORS
 from commbench.schema import common
-from commbench.schema.hunt import KEY_COLUMNS, RESULT_COLUMNS
+from commbench.schema.hunt import HUNT_FILE, KEY_COLUMNS, RESULT_COLUMNS
 from commbench.store import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from commbench.cluster.exchange import Timed
 
-HUNT_FILE = "hunt.json"
 MATRIX_FILES = {common.BUSBW_GBPS: "node_matrix_busbw_gbps.csv", "latency_us": "node_matrix_latency_us.csv"}
 FIRST_PASS: HuntPhase = "pairs"
 SECOND_PASS: HuntPhase = "second_pass"

@@ -2,17 +2,20 @@
 files into ImportedFile (model.py); write.py makes the run folder. Adding a tool: its reader module and its line in
 SOURCES."""
 
+from __future__ import annotations
+
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack
 
 from commbench import names
 from commbench.errors import CommbenchError
-from commbench.imports import nccl_inspector, nccl_tests_json, nccl_tests_text, param_text
-from commbench.imports.model import ImportedFile, SourceName
-from commbench.imports.nccl_inspector import Selection
+from commbench.imports.model import NCCL_INSPECTOR, ImportedFile, SourceName
+
+if TYPE_CHECKING:  # the readers load when a file is read: `commbench --help` lists the sources without them
+    from commbench.imports.nccl_inspector import Selection
 
 
 class ReadOptions(TypedDict, total=False):
@@ -51,6 +54,8 @@ NCCL_TESTS_TIMING_METHOD = (
 
 
 def _read_nccl_tests(name: str, sha256: str, text: str, **options: Unpack[ReadOptions]) -> ImportedFile:
+    from commbench.imports import nccl_tests_json, nccl_tests_text
+
     collective, world_size = options["collective"], options["world_size"]
     if nccl_tests_json.looks_like_json(text):
         version, tests = nccl_tests_json.parse(text, name, collective=collective, world_size=world_size)
@@ -65,6 +70,8 @@ def _read_nccl_tests(name: str, sha256: str, text: str, **options: Unpack[ReadOp
 
 
 def _read_param(name: str, sha256: str, text: str, **options: Unpack[ReadOptions]) -> ImportedFile:
+    from commbench.imports import param_text
+
     version, tests, backend, device = param_text.parse(text, name, collective=options["collective"],
                                                        world_size=options["world_size"], partial=options["partial"])
     notes = [] if backend else ["PARAM's 'backend:' line is missing: backend recorded as unknown"]
@@ -73,15 +80,23 @@ def _read_param(name: str, sha256: str, text: str, **options: Unpack[ReadOptions
 
 
 def _read_inspector(name: str, sha256: str, text: str, **options: Unpack[ReadOptions]) -> ImportedFile:
+    from commbench.imports import nccl_inspector
+
     return nccl_inspector.read_file(name, sha256, text, selection=options["selection"])
+
+
+def _param_factor(collective: str, world: int) -> float | None:
+    from commbench.imports import param_text
+
+    return param_text.factor(collective, world)
 
 
 SOURCES: dict[SourceName, Source] = {
     NCCL_TESTS: Source(NCCL_TESTS, _read_nccl_tests, names.busbw_factor, names.nccl_tests_collective_option),
-    "param": Source("param", _read_param, param_text.factor, lambda text: text.strip()),
+    "param": Source("param", _read_param, _param_factor, lambda text: text.strip()),
     # the Inspector's busbw formulas are nccl-tests' (inspector.cc inspectorComputeOpBw); its logs name the
     # collective, so it has no --collective
-    nccl_inspector.TOOL: Source(nccl_inspector.TOOL, _read_inspector, names.busbw_factor, lambda text: text.strip()),
+    NCCL_INSPECTOR: Source(NCCL_INSPECTOR, _read_inspector, names.busbw_factor, lambda text: text.strip()),
 }
 
 

@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Literal
 
 SourceName = Literal["nccl-tests", "param", "nccl-inspector"]
+NCCL_INSPECTOR: SourceName = "nccl-inspector"
 """The tools `commbench import` reads (imports/__init__.py's SOURCES): each one's command, its files' `tool`, its
 rows' source column."""
 

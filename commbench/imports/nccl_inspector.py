@@ -17,11 +17,11 @@ from datetime import datetime, timezone
 from commbench.errors import CommbenchError
 from commbench.imports.figures import AGREES, NOT_RECOMPUTED, busbw_check, number
 from commbench.imports.inspector_records import CollectiveRecord, Context, InspectorLog, read
-from commbench.imports.model import ImportedFile, ImportedRow, ImportedTest, SourceName
+from commbench.imports.model import NCCL_INSPECTOR, ImportedFile, ImportedRow, ImportedTest, SourceName
 from commbench.measure.stats import summarize
 from commbench.names import CUDA, DTYPE_BYTES, NCCL, NCCL_FUNCTIONS, NO_OP, PER_ITERATION, busbw_factor
 
-TOOL: SourceName = "nccl-inspector"
+TOOL: SourceName = NCCL_INSPECTOR
 STARTED_FROM = ("its first record's dump_timestamp_us (when the plugin wrote it, in UTC; the calls it holds ran up to "
                 "one dump interval before)")
 UNKNOWN = "unknown"

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commbench.running.launches import LaunchDone, Launches, OtherRank, launch_runs, other_rank
+from commbench.running.launches import LaunchDone, Launches, launch_runs
+from commbench.running.other_rank import OtherRank, other_rank
 
 if TYPE_CHECKING:
     from commbench.bench_kind import Bench, BenchKind

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from commbench.errors import ExitCode
 from commbench.gate.run_set import Launched
+from commbench.running.other_rank import OtherRank
 
 if TYPE_CHECKING:
-    from commbench.execution.session import Ran
+    pass
 
 OutcomeT = TypeVar("OutcomeT")
 
@@ -24,18 +24,6 @@ class LaunchDone(Launched, Generic[OutcomeT]):
     ended (a bench's Outcome, a suite's SuiteOutcome, ...)."""
 
     outcome: OutcomeT
-
-
-@dataclass(frozen=True)
-class OtherRank:
-    """This process is a rank other than 0 inside a job: rank 0 reports for everyone, and this rank exits as the job
-    ended (the same code on every rank, see session.Ran)."""
-
-    exit_code: ExitCode
-
-
-def other_rank(ran: Ran) -> OtherRank:
-    return OtherRank(ExitCode.RUN_FAILED if not ran else ExitCode.WRONG_RESULTS if ran.problems else ExitCode.OK)
 
 
 @dataclass(frozen=True)

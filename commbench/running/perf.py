@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commbench.errors import CommbenchError
-from commbench.running.launches import LaunchDone, Launches, OtherRank, launch_runs, other_rank
+from commbench.running.launches import LaunchDone, Launches, launch_runs
+from commbench.running.other_rank import OtherRank, other_rank
 
 if TYPE_CHECKING:
     from commbench.bench_kind import Bench

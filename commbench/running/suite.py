@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from commbench.errors import CommbenchError
-from commbench.running.launches import LaunchDone, Launches, OtherRank, launch_runs, other_rank
+from commbench.running.launches import LaunchDone, Launches, launch_runs
+from commbench.running.other_rank import OtherRank, other_rank
 
 if TYPE_CHECKING:
     from commbench.suite.load import Suite

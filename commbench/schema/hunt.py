@@ -24,6 +24,9 @@ from commbench.schema.common import (
     WORLD_SIZE,
 )
 
+HUNT_FILE = "hunt.json"
+"""The hunt's own document beside results.csv: suspects, tests and figures (cluster/hunt_rows.py writes it)."""
+
 PHASE = Column("phase", "str", "intra (each node's all_reduce), pairs (first pass), second_pass, finding or note.")
 TEST = Column("test", "str", "What was measured: all_reduce, bandwidth, latency; a finding's node, link or all.")
 NODE_A = Column("node_a", "str", "The node (or the pair's first node, in sorted order).")
