@@ -60,8 +60,11 @@ def launcher_of(environ: Mapping[str, str]) -> Launcher | None:
 def slurm_step_gpus(environ: Mapping[str, str]) -> int | None:
     """The GPUs the Slurm step holds on this node, for a task srun started in place; None for any other process
     (torchrun's ranks inherit the Slurm variables of the one task that runs torchrun, whose binding is not theirs)."""
-    if launcher_of(environ) != SRUN:
-        return None
+    return step_gpus_on_node(environ) if launcher_of(environ) == SRUN else None
+
+
+def step_gpus_on_node(environ: Mapping[str, str]) -> int | None:
+    """The GPUs the Slurm step holds on this node, as Slurm says it, for any process of the step."""
     listed = environ.get("SLURM_STEP_GPUS", "").strip()
     if listed:
         return len([gpu for gpu in listed.split(",") if gpu.strip()])

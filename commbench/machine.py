@@ -202,15 +202,21 @@ def usable_cpus() -> int:
 def available_host_memory() -> int | None:
     """Bytes this machine's processes may still take: MemAvailable, or less where this process's cgroup (a container,
     a Slurm job) has less room under its limit; None when neither can be read (not Linux)."""
-    found: list[int] = []
+    available = proc_kib_field("/proc/meminfo", "MemAvailable:")
+    found = ([] if available is None else [available]) + _cgroup_room()
+    return min(found) if found else None
+
+
+def proc_kib_field(path: str, field: str) -> int | None:
+    """A kB field of a /proc file (/proc/meminfo, /proc/self/status) in bytes; None where it cannot be read (not
+    Linux)."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                found.append(int(line.split()[1]) * 1024)
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    found += _cgroup_room()
-    return min(found) if found else None
+    return None
 
 
 def _cgroup_room() -> list[int]:

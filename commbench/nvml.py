@@ -3,8 +3,11 @@
 pynvml has no type information: its module is passed around as a ModuleType (whose attributes mypy reads as Any) and
 its device handles as opaque objects."""
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, TypeVar
+
+T = TypeVar("T")
 
 
 class GpuFacts(TypedDict):
@@ -100,20 +103,23 @@ def _invalid_argument(pynvml: ModuleType, error: Exception) -> bool:
     return isinstance(error, getattr(pynvml, "NVMLError_InvalidArgument", ()))
 
 
-def _optional(pynvml: ModuleType, call: str, handle: object) -> int | None:
-    """An NVML reading a driver or GPU may lack (NotSupported, or the call missing from nvidia-ml-py): None then."""
+def supported(function: Callable[..., T], *args: object) -> T | None:
+    """function(*args), or None where this GPU or driver does not support the reading (NVML raises)."""
     try:
-        return int(getattr(pynvml, call)(handle))
+        return function(*args)
     except Exception:
         return None
 
 
+def _optional(pynvml: ModuleType, call: str, handle: object) -> int | None:
+    """An NVML reading a driver or GPU may lack (NotSupported, or the call missing from nvidia-ml-py): None then."""
+    return supported(lambda: int(getattr(pynvml, call)(handle)))
+
+
 def _capability(pynvml: ModuleType, handle: object) -> list[int] | None:
-    """(major, minor), from NVML: no CUDA context is made (the torch host reads it before it forks launchers)."""
-    try:
-        return list(pynvml.nvmlDeviceGetCudaComputeCapability(handle))
-    except Exception:  # an old driver without the call
-        return None
+    """(major, minor), from NVML: no CUDA context is made (the torch host reads it before it forks launchers); None
+    from an old driver without the call."""
+    return supported(lambda: list(pynvml.nvmlDeviceGetCudaComputeCapability(handle)))
 
 
 def lowest_capability() -> tuple[int, int] | None:

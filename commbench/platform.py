@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from commbench.machine import proc_kib_field
 from commbench.measure.timers import CpuTimer, CudaTimer, Timer
 from commbench.names import CPU, CUDA, GLOO, NCCL, Backend, Device
 
@@ -75,11 +76,11 @@ class CpuPlatform:
 
     def peak(self) -> dict[str, int | None]:
         """Peak bytes since the last reset_peak: the resident set size (no reserved figure on CPU)."""
-        return {"peak_mem_bytes": _status_bytes("VmHWM:"), "peak_mem_reserved_bytes": None}
+        return {"peak_mem_bytes": proc_kib_field("/proc/self/status", "VmHWM:"), "peak_mem_reserved_bytes": None}
 
     def current(self) -> int | None:
         """Bytes in use now: the resident set size."""
-        return _status_bytes("VmRSS:")
+        return proc_kib_field("/proc/self/status", "VmRSS:")
 
     def start_peak_window(self) -> None:
         """Before a measured stretch: release what is free first, then reset the peak, so that peak() afterwards
@@ -97,13 +98,8 @@ class CpuPlatform:
 
     def capacity(self, ranks_sharing: int) -> int | None:
         """What one rank may use: this host's RAM shared by its ranks (ranks_sharing: the ranks on this host)."""
-        try:
-            for line in Path("/proc/meminfo").read_text().splitlines():
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024 // max(1, ranks_sharing)
-        except OSError:
-            pass
-        return None
+        total = proc_kib_field("/proc/meminfo", "MemTotal:")
+        return None if total is None else total // max(1, ranks_sharing)
 
 
 class CudaPlatform(CpuPlatform):
@@ -179,14 +175,3 @@ class CudaPlatform(CpuPlatform):
 def platform_for(*, backend: Backend, device_type: Device, machine: Machine) -> CpuPlatform:
     """This rank's platform (on CUDA it also makes the rank's GPU, machine.gpu_index's, the current device)."""
     return CudaPlatform(backend, machine.gpu_index(backend)) if device_type == CUDA else CpuPlatform(backend)
-
-
-def _status_bytes(field: str) -> int | None:
-    """A kB field of /proc/self/status in bytes (Linux), else None."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None

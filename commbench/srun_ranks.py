@@ -82,7 +82,7 @@ def _not_one_per_gpu(environ: Mapping[str, str], tasks: int) -> str | None:
     seeing several (e.g. one task per node, meant to run torchrun) would use one GPU each and leave the rest idle.
     A task bound to one GPU (--gpus-per-task=1, --gpu-bind=single:1) is one task per GPU; a step without GPUs (CPU,
     gloo) is one task per rank; more tasks than GPUs is gpu_mapping's refusal, with NCCL only."""
-    gpus = _step_gpus_on_node(environ)
+    gpus = gpu_mapping.step_gpus_on_node(environ)
     here = gpu_mapping.slurm_tasks_on_node(environ)
     if not gpus or here is None or here >= gpus:
         return None
@@ -95,15 +95,6 @@ def _not_one_per_gpu(environ: Mapping[str, str], tasks: int) -> str | None:
             f"{gpus} --gpus-per-task=1 commbench …), or one task per node running torchrun (srun --ntasks-per-node=1 "
             f"torchrun --nnodes={nodes} --nproc-per-node={gpus} --rdzv-backend=c10d --rdzv-endpoint=FIRST_NODE:29500 "
             "-m commbench …), or use `commbench slurm submit`")
-
-
-def _step_gpus_on_node(environ: Mapping[str, str]) -> int | None:
-    """The GPUs the step holds on this node, as Slurm says it (gpu_mapping.slurm_step_gpus reads the same for a
-    task that already is a rank)."""
-    listed = environ.get("SLURM_STEP_GPUS", "").strip()
-    if listed:
-        return len([gpu for gpu in listed.split(",") if gpu.strip()])
-    return _number(environ, "SLURM_GPUS_ON_NODE")
 
 
 def _number(environ: Mapping[str, str], name: str) -> int | None:

@@ -60,6 +60,15 @@ class RowWriter:
         self._file.close()
 
 
+def write_rows(path: Path, columns: Sequence[str], rows: Iterable[Mapping[str, object]]) -> None:
+    """rows appended to one CSV at once (RowWriter, closed after): a file written whole rather than row by row."""
+    writer = RowWriter(path, columns)
+    try:
+        writer.write(rows)
+    finally:
+        writer.close()
+
+
 def write_meta(run_dir: Path, meta: dict) -> None:
     """Replace meta.json atomically so a reader (or a crash) never sees half a file. On a full disk, where the
     temporary copy finds no room, meta.json is rewritten in place: the old file's own space takes the new one, and

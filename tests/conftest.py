@@ -26,13 +26,21 @@ EXCLUSIVE_WANTED = MACHINE_LOCK.with_suffix(".wanted")
 shared tests cannot keep it waiting (flock itself would let them)."""
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _host_rates_kept():
-    """The host's copy and loopback rates (commbench expect) measured once, before any test times anything: every
-    sweep of the session reads them from the tests' cache, none measures beside another test's timings."""
-    from commbench.expect.probe import host_rates
+pytest_plugins = ["pytester", "tests.no_process"]
+"""pytester runs a small pytest session in this process (tests/test_no_process.py); tests.no_process is the
+`no_process` marker's guard."""
 
-    host_rates()
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """The host's copy and loopback rates (commbench expect) measured once, before any test runs: every sweep of the
+    session, and every plan a no_process test makes, reads them from the tests' cache, so none measures beside another
+    test's timings and none starts the measurement's process inside a test. Where the cache holds them (every session
+    on this host after the first), this starts nothing."""
+    if not session.config.option.collectonly and getattr(session, "items", None):  # an xdist controller runs none
+        from commbench.expect.probe import host_rates
+
+        host_rates()
 
 
 @contextlib.contextmanager
@@ -62,6 +70,15 @@ def _machine_share(request):
     """Each test holds the machine shared, an `exclusive` one alone (machine_share)."""
     with machine_share(exclusive=request.node.get_closest_marker("exclusive") is not None):
         yield
+
+
+@pytest.fixture(autouse=True)
+def _torch_loaded_for_no_process(request):
+    """torch imported before each no_process test: a bench command run through the CLI in this process forks a
+    process that imports torch (commbench/execution/torch_host.py) only where torch is not loaded yet, so without this
+    whether an earlier test of the worker had loaded it would decide whether the test starts a process."""
+    if request.node.get_closest_marker("no_process") is not None:
+        import torch  # noqa: F401
 
 
 def _fresh(flag: Path, within_s: float = 600) -> bool:

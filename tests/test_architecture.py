@@ -20,6 +20,8 @@ from commbench.errors import CommbenchError
 from commbench.machine import Machine, resolve_target
 from commbench.report.drawings import DRAW
 
+pytestmark = pytest.mark.no_process
+
 PACKAGE = Path(__file__).parent.parent / "commbench"
 
 

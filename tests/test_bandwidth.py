@@ -5,6 +5,8 @@ import pytest
 from commbench.collectives import COLLECTIVES
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 
+pytestmark = pytest.mark.no_process
+
 MIB = 1024**2
 
 

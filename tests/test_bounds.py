@@ -16,6 +16,8 @@ from commbench.suite.load import load_suite
 from commbench.units import parse_size_spec
 from tests.refusals import assert_refused, invoke
 
+pytestmark = pytest.mark.no_process
+
 TWO_CORES = Machine(gpus=0, nccl_available=False, cpus=2)
 
 

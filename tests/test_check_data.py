@@ -6,6 +6,8 @@ import torch
 from commbench.backends import DTYPES
 from commbench.collectives.check_data import Segment, count_wrong, rank_pattern, reduced_pattern, write_expected
 
+pytestmark = pytest.mark.no_process
+
 CPU = torch.device("cpu")
 
 

@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import ci_gate  # noqa: E402  (a benchmark script, beside the tests' path)
 
+pytestmark = pytest.mark.no_process
+
 LAUNCH = ROOT / "results" / "baselines" / "cpu-ci" / "launch1"
 """A real launch of the suite cpu-ci (2-core VM)."""
 

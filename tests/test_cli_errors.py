@@ -6,6 +6,8 @@ from click.testing import CliRunner
 
 from commbench.cli import main
 
+pytestmark = pytest.mark.no_process
+
 NEEDS_NO_GPU = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
 
 

@@ -205,6 +205,7 @@ def test_fit_flags_a_low_r2_in_the_table_and_the_json(fitted_copy):
     assert " low " not in clean and "# low:" not in clean and "all_reduce" in clean
 
 
+@pytest.mark.no_process
 def test_the_r2_threshold_separates_jitter_from_a_line_that_misses():
     """LOW_R2's reasoning, drawn: an exact α–β curve over 8 sizes (1 KiB-16 MiB, x4) with random errors per point
     stays above the threshold at 10 % errors, a protocol switch falls below it, and so do latency-bound sizes alone."""
@@ -258,6 +259,7 @@ def test_model_comm_from_a_low_fit_is_refused_in_fits_words(fitted_copy):
     assert allowed.exit_code == 0 and "R² " in allowed.stdout, allowed.output
 
 
+@pytest.mark.no_process
 def test_model_json_is_strict_and_headers_print_counts_as_params_takes_them():
     memory = invoke(["model", "memory", "--params", "70B", "--ranks", "8", "--json"])
     assert _strict_json(memory.stdout)["params"] == 70e9 and memory.stderr == ""
@@ -270,6 +272,7 @@ def test_model_json_is_strict_and_headers_print_counts_as_params_takes_them():
         ["model", "comm", "--params", "125M", "--ranks", "8"]).stdout
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("count, text", [
     (70e9, "70B"), (1.5e9, "1.5B"), (125e6, "125M"), (350e3, "350K"), (7e12, "7T"), (999, "999"), (1000, "1K"),
     (1_234_567, "1.234567M"), (0.5, "0.5"), (2.5e3, "2.5K"), (100e6, "100M"), (1e15, "1000T"),
@@ -282,6 +285,7 @@ def test_format_count(count, text):
         assert parse_count(text, option="--params") == pytest.approx(count, rel=1e-15)  # it reads back
 
 
+@pytest.mark.no_process
 def test_every_json_document_is_strict_json():
     """What every --json goes through (selftest's real document is parsed in tests/test_selftest.py): NaN and
     infinities become null, numpy scalars plain numbers, paths strings, a frame its rows; json.loads with a
@@ -294,6 +298,7 @@ def test_every_json_document_is_strict_json():
                                                      {"time_us_p50": None, "note": None}]}
 
 
+@pytest.mark.no_process
 def test_suites_lists_each_shipped_suite_with_its_description():
     result = invoke(["suites"])
     assert result.exit_code == 0, result.output
@@ -307,6 +312,7 @@ def test_suites_lists_each_shipped_suite_with_its_description():
         assert line.split(None, 1)[1] == description
 
 
+@pytest.mark.no_process
 def test_suites_show_prints_the_toml_and_refuses_an_unknown_name(tmp_path):
     shown = invoke(["suites", "show", "cpu-ci"])
     assert shown.exit_code == 0 and shown.stdout == shipped_suite("cpu-ci").read_text()
@@ -337,6 +343,7 @@ def _warned(call) -> list[str]:
     return [str(warning.message) for warning in caught if issubclass(warning.category, CommbenchWarning)]
 
 
+@pytest.mark.no_process
 def test_ranks_beyond_the_cores_are_refused_or_warned_about():
     two_cores = Machine(gpus=0, nccl_available=False, cpus=2)
     with pytest.raises(CommbenchError, match="--nproc 3 exceeds this machine's 2 CPU core"):
@@ -349,6 +356,7 @@ def test_ranks_beyond_the_cores_are_refused_or_warned_about():
     assert "2 ranks share this machine's 1 CPU core(s)" in _warned(lambda: resolve_target(one_core))[0]
 
 
+@pytest.mark.no_process
 def test_an_op_for_collectives_that_take_none_is_warned_about_or_refused(tmp_path):
     machine = Machine(gpus=0, nccl_available=False, cpus=2, host_memory_bytes=2**40)  # memory known: no plan warning
 
@@ -364,6 +372,7 @@ def test_an_op_for_collectives_that_take_none_is_warned_about_or_refused(tmp_pat
                    fragment=f"--op max applies to reducing collectives only ({reducing})", left_empty=[tmp_path])
 
 
+@pytest.mark.no_process
 def test_a_refusal_after_a_warning_is_still_one_line(tmp_path):
     suite = tmp_path / "suite.toml"
     suite.write_text('backend = "gloo"\n[[bench]]\nkind = "sweep"\ncollective = ["all_reduce", "all_gather"]\n'
@@ -471,6 +480,7 @@ def test_verbose_prints_the_full_tables_on_a_sweep_and_a_suite(printed):
     assert not any(line.startswith("## ") for line in printed["run"].stdout.splitlines())  # a one-bench suite
 
 
+@pytest.mark.no_process
 def test_the_default_suite_runs_the_builtins_and_the_ring_suite_sets_the_ring_beside_them():
     machine = Machine(gpus=0, nccl_available=False, cpus=2)
     from commbench.suite.load import load_suite

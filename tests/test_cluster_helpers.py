@@ -12,6 +12,7 @@ from commbench.cluster.hostlist import compress
 from commbench.cluster.pairing import circle_rounds, random_rounds
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("count", [2, 3, 4, 5, 8, 9, 16])
 def test_circle_rounds_pair_every_two_nodes_once_in_disjoint_rounds(count):
     nodes = [f"n{i}" for i in range(count)]
@@ -25,6 +26,7 @@ def test_circle_rounds_pair_every_two_nodes_once_in_disjoint_rounds(count):
         assert len(round_) == count // 2
 
 
+@pytest.mark.no_process
 def test_random_rounds_are_disjoint_and_the_same_for_the_same_seed():
     nodes = [f"n{i}" for i in range(7)]
     rounds = random_rounds(nodes, 4, seed=11)
@@ -76,6 +78,7 @@ def test_a_hostlist_names_exactly_the_given_nodes(names, expected, slurm_expand)
     assert sorted(set(slurm_expand(expression))) == sorted(set(names))
 
 
+@pytest.mark.no_process
 def test_names_a_hostlist_cannot_hold_are_refused():
     for name in ("", "n[1]", "a,b"):
         with pytest.raises(ValueError, match="not a host name"):

@@ -23,9 +23,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from commbench.bench_kind import Metric
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.errors import CommbenchWarning
-from commbench.gate.verdicts import NO_FIGURE, OK, REGRESSION
+from commbench.gate.launch_tests import Floor, Launches
+from commbench.gate.metric_entry import _single_launch
+from commbench.gate.verdicts import IMPROVED, NO_FIGURE, NOISE, OK, REGRESSION, verdict
 from commbench.machine import Machine
 from commbench.suite.load import load_suite
 from tests.conftest import commbench_env
@@ -83,6 +86,7 @@ def _zero_busbw_sizes(run: Path) -> set[int]:
     return set(rows.loc[rows["busbw_gbps"] == 0, "size_bytes"].astype(int))
 
 
+@pytest.mark.no_process
 def test_sizes_printed_with_busbw_0_are_compared_on_time(commbench_cli, tmp_path):
     first = _import(commbench_cli, H100_LOG, tmp_path, "first")
     second = _import(commbench_cli, H100_LOG, tmp_path, "second")
@@ -102,6 +106,7 @@ def test_sizes_printed_with_busbw_0_are_compared_on_time(commbench_cli, tmp_path
                document["notes"])
 
 
+@pytest.mark.no_process
 def test_a_slowdown_under_busbw_0_is_a_regression_judged_on_time(commbench_cli, tmp_path):
     """The sizes up to 256 B twice as slow (busbw still prints 0.00), 512 B 1.6 times (its busbw 0.01 becomes 0.00):
     each is judged on its time and is a regression by the time's change, beyond the GPU prior's floor; every other
@@ -130,6 +135,7 @@ def test_a_slowdown_under_busbw_0_is_a_regression_judged_on_time(commbench_cli, 
         assert math.isclose(entry["worse_pct"], (after[size, placement] / before[size, placement] - 1) * 100)
 
 
+@pytest.mark.no_process
 def test_with_time_gated_too_a_busbw_0_row_is_judged_once_by_its_time_entry(commbench_cli, tmp_path):
     first = _import(commbench_cli, H100_LOG, tmp_path, "first")
     second = _import(commbench_cli, H100_LOG, tmp_path, "second")
@@ -154,6 +160,7 @@ def test_the_default_suite_holds_one_collective_bench():
         assert [bench.bench.kind.name for bench in benches].count(COLLECTIVE.name) == 1
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("suite_first", [True, False], ids=["suite-baseline", "suite-new"])
 def test_a_suite_run_is_compared_with_a_single_run_through_its_one_bench(commbench_cli, suite_first):
     suite, single = BASELINE_SET / "launch1", BASELINE_SET / "launch2" / "gate"
@@ -168,6 +175,7 @@ def test_a_suite_run_is_compared_with_a_single_run_through_its_one_bench(commben
                                     f"({suite / 'gate'}), is compared with {single}")
 
 
+@pytest.mark.no_process
 def test_a_run_set_of_suite_runs_is_compared_with_a_single_run(commbench_cli):
     code, document = _compare_json(commbench_cli, BASELINE_SET, BASELINE_SET / "launch1" / "gate")
     assert code == 0, document["gate"]
@@ -232,6 +240,7 @@ def test_a_suite_with_several_benches_of_the_kind_or_none_is_refused_in_one_line
                                                          "pairs"), document
 
 
+@pytest.mark.no_process
 def test_a_side_that_does_not_exist_is_refused_with_the_command_that_makes_it(tmp_path):
     shutil.copytree(BASELINE_SET, tmp_path / "results" / "base")
     outcome = invoke(["compare", "results/base", "results/new"], cwd=tmp_path)
@@ -239,6 +248,7 @@ def test_a_side_that_does_not_exist_is_refused_with_the_command_that_makes_it(tm
                                      "`commbench sweep --launches 3 --out results --run-id new` writes")
 
 
+@pytest.mark.no_process
 def test_two_run_sets_of_suite_runs_compare_across_launches(commbench_cli, tmp_path):
     """The README's sequence: `commbench sweep --launches 3 --run-id base`, the same with `--run-id new`, then
     `commbench compare results/base results/new`. Each side holds real launches of a suite run (cpu-ci's; a bare
@@ -251,3 +261,26 @@ def test_two_run_sets_of_suite_runs_compare_across_launches(commbench_cli, tmp_p
     busbw = [entry for entry in document["entries"] if entry["metric"] == "busbw"]
     assert len(busbw) == 3 and all(entry["launches"] == [3, 3] for entry in busbw)  # 2 rows and all rows at once
     assert all(entry["row"].startswith("[gate] ") for entry in busbw)
+
+
+@pytest.mark.no_process
+def test_a_change_of_exactly_the_threshold_is_ok_and_a_p_of_alpha_or_more_is_noise():
+    """The gate's rule: ok within the threshold, the threshold itself included; beyond it a regression (or an
+    improvement) only where its one-sided p is below 0.01, the gate's alpha."""
+    assert verdict(5.0, 5.0, p_worse=0.0, p_better=1.0) == OK
+    assert verdict(-5.0, 5.0, p_worse=1.0, p_better=0.0) == OK
+    assert verdict(5.01, 5.0, p_worse=0.0, p_better=1.0) == REGRESSION
+    assert verdict(-5.01, 5.0, p_worse=1.0, p_better=0.0) == IMPROVED
+    assert verdict(20.0, 5.0, p_worse=0.009, p_better=0.991) == REGRESSION
+    assert verdict(20.0, 5.0, p_worse=0.02, p_better=0.98) == NOISE
+    assert verdict(-20.0, 5.0, p_worse=0.98, p_better=0.02) == NOISE
+
+
+@pytest.mark.no_process
+def test_one_launch_a_side_is_judged_by_one_sided_mann_whitney_p_values():
+    """Every new sample above every base sample, 3 against 3: the exact one-sided p that the new side is slower is
+    1 / C(6, 3) = 0.05 (one ordering of the six in twenty), and that it is faster 1."""
+    metric = Metric("time", "time_us_p50", False, "time_us")
+    tested = _single_launch(([0.0], [math.log(2)]), Launches(((math.nan, 0), (math.nan, 0)), 1), metric, 5.0,
+                            (2.0, 100.0), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), Floor(5.0, "a test"))
+    assert (tested.p_worse, tested.p_better) == pytest.approx((1 / math.comb(6, 3), 1.0))

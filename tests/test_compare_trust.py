@@ -113,6 +113,7 @@ def test_the_wide_ci_column_on_edited_intervals(launches, commbench_cli, tmp_pat
     assert "1 of 2 rows has a 95 % CI (of the median) wider than ±10 % on a side" in _notes(text.stdout)
 
 
+@pytest.mark.no_process
 def test_change_text_says_the_direction_in_words():
     assert change_text(12.34) == "12.3 % worse" and change_text(-5.06) == "5.1 % better"
     assert change_text(0.04) == change_text(-0.04) == change_text(0.0) == "0.0 %"
@@ -136,6 +137,7 @@ def test_the_change_column_agrees_with_the_sign_of_worse_pct(launches, commbench
         assert "change" in text.stdout.splitlines()[0] and "(% of b)" in text.stdout.splitlines()[1]
 
 
+@pytest.mark.no_process
 def test_collective_labels_show_sizes_in_binary_units_and_stay_unique():
     base = {"collective": "all_reduce", "impl": "builtin", "dtype": "float32", "op": "sum", "inplace": False,
             "timing": "batch"}

@@ -1,6 +1,11 @@
 """Every reader of stored runs and traces (report, compare on either side, fit, `model comm --from`, trace analyze)
-fed real files damaged in every way the table below generates: each refusal is exit 2 with one line on stderr that
-names the file, and no traceback. For compare this also proves that exit 1 never stands for bad input.
+fed real files, damaged: each refusal is exit 2 with one line on stderr that names the file, and no traceback. For
+compare this also proves that exit 1 never stands for bad input.
+
+The readers share commbench/store.py's functions, so a damage is tested once per rule and once per place: PLACES
+damages each file and folder a reader reads, for every reader (its own way to the file); RULES holds each rule of
+the shared readers once (each kind of damage to any file, to a CSV row, to a numeric cell, to meta.json, to a suite's
+list of benches); the trace table holds each check of the trace reader once, and its second way in once or twice.
 
 The inputs are real: a copy of the committed CI baseline's first launch (a suite run of a collective sweep at two
 sizes) and a real GPU trace, damaged in place. A new reader or a new kind of damage is one line in a table.
@@ -18,6 +23,8 @@ import pytest
 
 from commbench.store import NUMERIC_COLUMNS
 from tests.refusals import assert_refused, invoke
+
+pytestmark = pytest.mark.no_process
 
 REPO = Path(__file__).parent.parent
 BASELINE = REPO / "results" / "baselines" / "cpu-ci"
@@ -134,8 +141,7 @@ CSV_ROW = {"extra field": (_extra_field, "line 2"), "missing field": (_missing_f
            "schema_version 2.5": (_cell("schema_version", "2.5"), "line 2 has schema_version 2.5"),
            "world_size empty": (_cell("world_size", ""), "line 2 has no world_size"),
            "size_bytes empty": (_cell("size_bytes", ""), "line 2 has no size_bytes")}
-META = {"a JSON array": _edit_meta(lambda meta: [meta]), "invalid JSON": _half,
-        "schema_version x": _set_field("schema_version", "x"), "schema_version empty": _set_field("schema_version", ""),
+META = {"a JSON array": _edit_meta(lambda meta: [meta]), "schema_version x": _set_field("schema_version", "x"),
         "schema_version true": _set_field("schema_version", True), "kind a list": _set_field("kind", ["collective"]),
         "status a number": _set_field("status", 3), "run_id an object": _set_field("run_id", {"id": 1})}
 SUITE_BENCHES = {"benches a string": "gate", "benches without names": [{"kind": "sweep"}],
@@ -143,28 +149,26 @@ SUITE_BENCHES = {"benches a string": "gate", "benches without names": [{"kind": 
                  "a bench path that starts like a name": [{"name": "gate/../../launch2/gate", "kind": "sweep"}],
                  "benches of numbers": [1, 2]}
 BAD_NUMBERS = ["fast", "n/a", "1e", "0x10", "--", "½", "16M", "1,5"]
-"""What a person or another tool might leave in a numeric cell."""
+"""What a person or another tool might leave in a numeric cell: each a spelling that pandas or float() might take."""
 RESULT_NUMBERS = [column for column in NUMERIC_COLUMNS
                   if column in (SUITE_RUN / RESULTS).read_text().split("\n", 1)[0].split(",")]
-SAMPLE_NUMBERS = [column for column in NUMERIC_COLUMNS
-                  if column in (SUITE_RUN / SAMPLES).read_text().split("\n", 1)[0].split(",")]
 
-DAMAGES = [
-    *(Damage(f"{target} {name}", target, apply) for target in (SUITE_META, BENCH_META, RESULTS, SAMPLES)
-      for name, apply in ANY_FILE.items()),
-    *(Damage(f"{target} {name}", target, apply, fragment) for target in (RESULTS, SAMPLES)
-      for name, (apply, fragment) in CSV_ROW.items()),
-    *(Damage(f"{target} {column}={BAD_NUMBERS[i % len(BAD_NUMBERS)]!r}", target,
-             _cell(column, BAD_NUMBERS[i % len(BAD_NUMBERS)]), f"line 2, column {column}")
-      for target, columns in ((RESULTS, RESULT_NUMBERS), (SAMPLES, SAMPLE_NUMBERS))
-      for i, column in enumerate(columns) if column != "schema_version"),
-    *(Damage(f"{target} {name}", target, apply) for target in (SUITE_META, BENCH_META)
-      for name, apply in META.items()),
+RULES = [
+    # read_text: not UTF-8 (junk, or Latin-1 text), a folder where a file belongs; read_meta: an empty file
+    *(Damage(f"{BENCH_META} {name}", BENCH_META, apply) for name, apply in ANY_FILE.items()),
+    # read_rows: no header, the field count, the numbers, the keys that are never empty, the schema version
+    Damage(f"{RESULTS} empty", RESULTS, _emptied),
+    *(Damage(f"{RESULTS} {name}", RESULTS, apply, fragment) for name, (apply, fragment) in CSV_ROW.items()),
+    *(Damage(f"{RESULTS} {column}={bad!r}", RESULTS, _cell(column, bad), f"line 2, column {column}")
+      for column, bad in zip([column for column in RESULT_NUMBERS if column != "schema_version"], BAD_NUMBERS)),
+    # read_meta: not an object, the schema version (text, and a boolean, which is an int to Python), each field's type
+    *(Damage(f"{BENCH_META} {name}", BENCH_META, apply) for name, apply in META.items()),
+    # suite_bench_dirs: the list of benches, whose names must be bench folders' names (never a path elsewhere)
     *(Damage(f"{SUITE_META} {name}", SUITE_META, _set_field("benches", value), "benches")
       for name, value in SUITE_BENCHES.items()),
-    Damage("the run folder is a file", RUN_FOLDER, _file_instead),
-    Damage("the bench folder is a file", BENCH_FOLDER, _file_instead),
 ]
+"""Each rule of the readers of commbench/store.py once, on the file it is about, read by one reader (fit for a
+bench's files, report for the suite's meta.json): they share those functions."""
 
 
 @dataclass(frozen=True)
@@ -189,8 +193,17 @@ READERS = [
     Reader("model comm --from", lambda run, scratch: ["model", "comm", "--params", "1B", "--ranks", "8", "--from",
                                                      str(run / "gate")], BENCH_FILES),
 ]
-CASES = [pytest.param(reader, damage, id=f"{reader.name}: {damage.name}")
-         for reader in READERS for damage in DAMAGES if damage.target in reader.reads]
+PLACES = {RUN_FOLDER: ("a file", _file_instead), BENCH_FOLDER: ("a file", _file_instead),
+          SUITE_META: ("invalid JSON", _half), BENCH_META: ("invalid JSON", _half),
+          RESULTS: ("busbw_gbps='fast'", _cell("busbw_gbps", "fast")),
+          SAMPLES: ("time_us='fast'", _cell("time_us", "fast"))}
+"""One damage per file or folder, that each reader meets on its own way to it: every reader is refused at every place
+it reads (a folder that is a file, meta.json that is not JSON, a CSV with a cell that is no number)."""
+RULE_READER = {BENCH_META: "fit", RESULTS: "fit", SUITE_META: "report"}
+CASES = [pytest.param(reader, Damage(f"{target} {name}", target, apply), id=f"{reader.name}: {target} {name}")
+         for reader in READERS for target, (name, apply) in PLACES.items() if target in reader.reads]
+CASES += [pytest.param(reader, damage, id=f"{reader.name}: {damage.name}") for damage in RULES
+          for reader in READERS if reader.name == RULE_READER[damage.target]]
 
 
 def _damaged_copy(tmp_path: Path, damage: Damage) -> Path:
@@ -230,9 +243,16 @@ def test_a_damaged_run_is_refused_in_one_line_naming_the_file(reader, damage, tm
         assert not (tmp_path / "plots").exists()  # refused before drawing anything
 
 
-def test_the_table_covers_every_reader_and_dozens_of_damages():
-    assert {reader.name for reader, _ in (case.values for case in CASES)} == {reader.name for reader in READERS}
-    assert len(DAMAGES) >= 50 and len(CASES) >= 150
+def test_the_tables_cover_every_reader_at_every_place_and_every_damage():
+    """Every reader at every file and folder it reads; every damage of the tables above as a rule once."""
+    cases = [case.values for case in CASES]
+    for reader in READERS:
+        assert {damage.target for named, damage in cases if named is reader} == reader.reads, reader.name
+    names = {damage.name for _, damage in cases}
+    for target, damages in ((BENCH_META, [*ANY_FILE, *META]), (RESULTS, CSV_ROW)):
+        assert {f"{target} {name}" for name in damages} <= names
+    assert {f"{SUITE_META} {name}" for name in SUITE_BENCHES} <= names
+    assert sum(", column " in damage.fragment for damage in RULES) == len(BAD_NUMBERS)  # each spelling, once
 
 
 # --- traces -------------------------------------------------------------------------------------------------------
@@ -341,8 +361,13 @@ TRACE_READERS = {
 }
 
 
-@pytest.mark.parametrize("damage", list(TRACE_FILES))
-@pytest.mark.parametrize("reader", list(TRACE_READERS))
+TRACE_CASES = [*(("analyze", damage) for damage in TRACE_FILES),
+               ("analyze --json, a good rank first", "dur NaN"), ("analyze --json, a good rank first", "binary junk")]
+"""Every damage (each a check of its own in the trace reader) through `trace analyze`; the other way in, a bad rank
+after a good one, once for a damaged event and once for a file that is no JSON."""
+
+
+@pytest.mark.parametrize("reader, damage", TRACE_CASES)
 def test_a_damaged_trace_is_refused_in_one_line_naming_the_file(reader, damage, good_trace, tmp_path):
     bad = tmp_path / ("rank0.json.gz" if damage == "truncated gzip" else "rank0.json")
     TRACE_FILES[damage](bad)

@@ -23,6 +23,7 @@ K8S_POD_RANK = {"PET_NNODES": "2", "PET_NPROC_PER_NODE": "8", "PET_MASTER_ADDR":
                 "RANK": "9", "WORLD_SIZE": "16", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "8"}
 
 
+@pytest.mark.no_process
 def test_fewer_than_two_cpus_per_local_rank_is_one_line_naming_the_numbers_and_the_fix():
     text = cpu_shortfall(1, 2)
     assert text is not None and "\n" not in text
@@ -30,11 +31,13 @@ def test_fewer_than_two_cpus_per_local_rank_is_one_line_naming_the_numbers_and_t
     assert "--cpus-per-task" in text and "--exclusive" in text and "4 or more" in text
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("cpus, local_ranks", [(4, 2), (17, 8), (2, 1), (None, 8), (1, None), (1, 0)])
 def test_enough_or_unknown_cpus_say_nothing(cpus, local_ranks):
     assert cpu_shortfall(cpus, local_ranks) is None
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("environ, cpus, local_ranks, short", [
     (TORCHRUN_RANK, 1, 2, True), (TORCHRUN_RANK, 4, 2, False),
     (SRUN_TASK, 3, 2, True), (SRUN_TASK, 64, 2, False),
@@ -48,12 +51,14 @@ def test_inside_a_job_meta_records_cpus_ranks_and_the_shortfall(environ, cpus, l
     assert share["shortfall"] == cpu_shortfall(cpus, local_ranks)
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("environ", [{}, {"SLURM_JOB_ID": "9", "SLURM_NTASKS": "2"}, {"RANK": "0", "WORLD_SIZE": "2"}])
 def test_outside_a_job_or_with_unknown_local_ranks_nothing_is_recorded(environ):
     # a batch step (commbench launches and checks cores itself); a launcher that says nothing of the node's ranks
     assert job_cpu_share(environ, 1) is None
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("cpus, warned", [(1, True), (8, False)])
 def test_a_rank_resolving_its_options_in_a_job_warns_when_short(cpus, warned):
     machine = Machine(gpus=0, nccl_available=False, rank=0, world_size=2, local_world_size=2, cpus=cpus)

@@ -47,6 +47,7 @@ def test_the_site_builds_strict_with_the_generated_command_reference(site):
         assert f'id="{command}"' in reference, f"the generated reference lacks {command}"
 
 
+@pytest.mark.no_process
 def test_readme_is_at_most_250_lines():
     lines = len(README.read_text(encoding="utf-8").splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move reference and how-to text into docs/"
@@ -56,6 +57,7 @@ def prose_files() -> list[Path]:
     return [README, *sorted(path for path in DOCS.rglob("*.md") if path != MEASUREMENTS)]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("path", prose_files(), ids=lambda path: str(path.relative_to(ROOT)))
 def test_no_history_in_the_prose(path):
     """What changed when is git log's job; the docs say what is."""
@@ -63,6 +65,7 @@ def test_no_history_in_the_prose(path):
     assert found == []
 
 
+@pytest.mark.no_process
 def test_readme_carries_no_dates():
     """Dated figures belong on docs/measurements.md."""
     assert ISO_DATE.findall(README.read_text(encoding="utf-8")) == []
@@ -85,10 +88,12 @@ def measurement_entries() -> list[tuple[str, str]]:
     return entries
 
 
+@pytest.mark.no_process
 def test_measurements_page_has_entries():
     assert len(measurement_entries()) >= 10
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("heading, body", measurement_entries(), ids=lambda value: value[:40])
 def test_every_measurement_says_when_where_and_how(heading, body):
     assert ISO_DATE.search(body), f"{heading}: no date"
@@ -105,6 +110,7 @@ def relative_links(text: str) -> list[str]:
     return links
 
 
+@pytest.mark.no_process
 def test_every_relative_readme_link_resolves():
     links = relative_links(README.read_text(encoding="utf-8"))
     assert links, "the README links into docs/"

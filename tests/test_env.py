@@ -1,5 +1,6 @@
 import json
 
+import pytest
 import torch
 from click.testing import CliRunner
 
@@ -26,6 +27,21 @@ def test_env_json_is_machine_readable():
     assert report["default"]["nproc"] >= 1
 
 
+@pytest.mark.no_process
 def test_version():
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0 and "commbench" in result.output
+
+
+@pytest.mark.no_process
+def test_a_proc_field_is_read_in_bytes_and_an_absent_or_garbled_one_is_none(tmp_path):
+    """/proc/meminfo's kB fields as bytes; a field that is missing or not a number gives None, never a crash (a
+    container's /proc may lack it)."""
+    from commbench.machine import proc_kib_field
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       16 kB\nMemAvailable:   garbled kB\n")
+    assert proc_kib_field(str(meminfo), "MemTotal:") == 16 * 1024
+    assert proc_kib_field(str(meminfo), "MemAvailable:") is None
+    assert proc_kib_field(str(meminfo), "SwapTotal:") is None
+    assert proc_kib_field(str(tmp_path / "absent"), "MemTotal:") is None

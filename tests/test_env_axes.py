@@ -35,6 +35,7 @@ def _sweep(tmp_path, run_id: str, *args: str, **env: str) -> subprocess.Complete
                            run_id], env=commbench_env(**env), capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.no_process
 def test_axes_parse_into_their_cross_product_with_sorted_labels():
     axes = env_axes.with_shortcuts(env_axes.parse_axes(("OMP_NUM_THREADS=1", "2", "NCCL_DEBUG=WARN")),
                                    nccl_algo=("ring", "tree"), nccl_proto=())
@@ -48,6 +49,7 @@ def test_axes_parse_into_their_cross_product_with_sorted_labels():
     assert env_axes.combinations(()) == [{}] and env_axes.nccl_names(axes) == ["NCCL_DEBUG", "NCCL_ALGO"]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("items, fragment", [
     (("2",), "names no variable"), (("1BAD=x",), "not an environment variable name"),
     (("A=1", "A=2"), "given twice"), (("A=1", "1"), "A=1 is given twice"), (("A=",), "empty value"),
@@ -57,11 +59,13 @@ def test_bad_axes_are_refused_naming_the_fix(items, fragment):
         env_axes.parse_axes(items)
 
 
+@pytest.mark.no_process
 def test_a_shortcut_beside_its_own_axis_is_refused():
     with pytest.raises(CommbenchError, match="--nccl-algo and --env-axis NCCL_ALGO"):
         env_axes.with_shortcuts((("NCCL_ALGO", ("ring",)),), nccl_algo=("tree",), nccl_proto=())
 
 
+@pytest.mark.no_process
 def test_bad_env_and_tuner_options_are_refused_in_one_line(tmp_path):
     out = tmp_path / "out"
     for args, fragment in ((["--env-axis", "=1,2"], "--env-axis"),
@@ -209,6 +213,7 @@ CRASH_LINES = [
 ]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("line, message", REFUSED_LINES)
 def test_a_backends_refusal_message_makes_the_combination_not_available(line, message):
     found = environments.refusal_in(["W1205 15:21:40.374000 8778 torch/multiprocessing/spawn.py:165] Terminating "
@@ -216,11 +221,13 @@ def test_a_backends_refusal_message_makes_the_combination_not_available(line, me
     assert found is not None and message in found and not found.startswith("[rank"), found
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("line", CRASH_LINES)
 def test_any_other_failure_is_a_crash(line):
     assert environments.refusal_in([line]) is None
 
 
+@pytest.mark.no_process
 def test_every_listed_refusal_message_has_a_real_line_and_a_crash_log_has_none():
     for message in environments.REFUSAL_MESSAGES:
         assert any(re.search(message.pattern, line) for line, _ in REFUSED_LINES), message
@@ -228,6 +235,7 @@ def test_every_listed_refusal_message_has_a_real_line_and_a_crash_log_has_none()
     assert environments.refusal_in(CRASH_LINES) is None
 
 
+@pytest.mark.no_process
 def test_the_most_specific_message_names_the_refusal():
     # a public report's lines, as torch printed them for NCCL_NET=gIB on a machine without that network: NCCL's own
     # words win over torch's detail line before them
@@ -263,6 +271,7 @@ def test_an_nccl_axis_and_a_tuner_on_gloo_are_warned_about_and_recorded(tmp_path
     assert not [line for line in (tmp_path / "tuned.conf").read_text().splitlines() if not line.startswith("#")]
 
 
+@pytest.mark.no_process
 def test_a_suite_takes_the_axes_as_keys(tmp_path):
     from commbench.machine import Machine
     from commbench.suite.load import load_suite

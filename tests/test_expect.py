@@ -24,6 +24,7 @@ TOPOLOGY = DATA / "topology"
 CAPABILITIES = [(6, 0), (7, 0), (8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)]
 
 
+@pytest.mark.no_process
 def test_link_rates_are_the_signaling_rates_and_nccls_are_said_beside():
     """Per link and direction: NVLink 1 20 GB/s, 2-4 25 (SM86's bridge 112.5 GB/s over 4 links both ways), 5 50;
     PCIe after line encoding. NCCL's topo.h: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6, SM100 40.1."""
@@ -35,6 +36,7 @@ def test_link_rates_are_the_signaling_rates_and_nccls_are_said_beside():
     assert (nccl_pcie_gbps(3, 16), nccl_pcie_gbps(4, 16), nccl_pcie_gbps(5, 16)) == (12.0, 24.0, 48.0)
 
 
+@pytest.mark.no_process
 def test_an_h100_node_from_its_nccl_topology_dump():
     """IBM Cloud gx3d H100 (NCCL_TOPO_DUMP_FILE): 8 GPUs, sm 90, 5+5+4+4 links to 4 NVSwitches, 8 NICs of 200 Gb/s."""
     facts = read_facts(TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml")
@@ -64,6 +66,7 @@ def test_an_h100_node_from_its_nccl_topology_dump():
                                                              6.8 + 2 * (7 * 0.6 + 1 * 5.0)))
 
 
+@pytest.mark.no_process
 def test_an_a100_node_from_its_nccl_topology_dump():
     """SimAI's 8 × A100 SXM4 dump: sm 80, 6 NVSwitches × 2 links, PCIe gen4 x16, 5 NICs of 200 Gb/s; no NVLS."""
     facts = read_facts(TOPOLOGY / "a100-sxm4-80gb-8gpu_nccl-topo.xml")
@@ -76,6 +79,19 @@ def test_an_a100_node_from_its_nccl_topology_dump():
     assert expect(facts, "reduce_scatter", nodes=2, ranks_per_node=8).ceiling_gbps == pytest.approx(5 * 200 / 8)
 
 
+@pytest.mark.no_process
+def test_a_tree_all_reduce_across_two_a100_nodes_is_its_share_of_the_channel_times_2_n_minus_1_over_n():
+    """NCCL_ALGO=Tree: NCCL's tree share (0.92 / 2) × the busbw factor 2(n−1)/n at n = 16 ranks × the channel, the
+    healthy network (5 NICs × 200 Gb/s / 8 × 0.94) being below the healthy NVLink (240 GB/s)."""
+    from commbench.expect.nccl_choice import NcclContext
+
+    facts = read_facts(TOPOLOGY / "a100-sxm4-80gb-8gpu_nccl-topo.xml")
+    tree = expect(facts, "all_reduce", nodes=2, ranks_per_node=8, nccl=NcclContext(env={"NCCL_ALGO": "Tree"}))
+    assert tree.algorithm == "tree"
+    assert tree.busbw_gbps == pytest.approx(0.92 / 2 * 2 * 15 / 16 * (5 * 200 / 8 * 0.94))
+
+
+@pytest.mark.no_process
 def test_one_h200_in_a_vm_from_its_own_dump():
     """This project's H200-1: one GPU on PCIe gen5 (the VM reports width 0), no NVLink, one 10 Gb/s eth0."""
     facts = read_facts(DATA / "gpu" / "h200-1" / "nccl-topo.xml")
@@ -87,6 +103,7 @@ def test_one_h200_in_a_vm_from_its_own_dump():
     assert expect(facts, "all_reduce", nodes=1, ranks_per_node=2).why_none.startswith("2 ranks per node share 1 GPU")
 
 
+@pytest.mark.no_process
 def test_the_dgx_a100_preset_agrees_with_a_real_dgx_a100():
     """gengwg/cheatsheets' DGX A100 `nvidia-smi topo -m`: every pair of the 8 GPUs is NV12."""
     text = (TOPOLOGY / "dgx-a100_nvidia-smi-topo.txt").read_text()
@@ -98,6 +115,7 @@ def test_the_dgx_a100_preset_agrees_with_a_real_dgx_a100():
     assert expect(preset, "all_reduce", nodes=1, ranks_per_node=8).ceiling_gbps == 12 * 25.0
 
 
+@pytest.mark.no_process
 def test_the_h100_presets_agree_with_a_real_h100_dump():
     dump = read_facts(TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml")
     for name in ("dgx-h100", "azure-nd-h100-v5", "aws-p5", "gcp-a3-mega"):
@@ -106,6 +124,7 @@ def test_the_h100_presets_agree_with_a_real_h100_dump():
             == (dump.compute_capability, dump.nvlink_links, dump.nvswitch, dump.nvls, dump.gpus_per_node), name
 
 
+@pytest.mark.no_process
 def test_published_figures_meet_the_expected_figure_and_floors_lie_below_it():
     """A health check's floor is a pass mark under what a healthy node reaches; a published healthy figure lies
     within [0.85, 1.05] of the expected one (the H100 without NVLS under NCCL_NVLS_ENABLE=0, as it was measured)."""
@@ -122,6 +141,7 @@ def test_published_figures_meet_the_expected_figure_and_floors_lie_below_it():
             assert 0.85 <= figure.busbw_gbps / found.busbw_gbps <= 1.05, (figure, found.busbw_gbps)
 
 
+@pytest.mark.no_process
 def test_an_h100_node_and_two_meet_nvidias_published_figures():
     """One 8 × H100 node: 480 GB/s with NVLS (nccl-tests#290); 2 nodes × 8 over 8 × 400 Gb/s: NVLS-tree 370-380
     (GTC'24, NVIDIA/nccl#1649). Each within 10 %, and the ceiling beside it no lower."""
@@ -132,6 +152,7 @@ def test_an_h100_node_and_two_meet_nvidias_published_figures():
     assert (one.algorithm, two.algorithm) == ("nvls", "nvls_tree")
 
 
+@pytest.mark.no_process
 def test_the_cpu_model_is_the_slower_of_loopback_and_copy_shared_by_the_ranks():
     facts = MachineFacts(name="cpu", cpu_cores=2, memcpy_gbps=10.0, loopback_gbps=2.0)
     two = expect(facts, "all_reduce", nodes=1, ranks_per_node=2, device="cpu")
@@ -159,6 +180,7 @@ def test_facts_round_trip_through_env_json(tmp_path):
     assert row["collective"] == "all_reduce" and (row["expected_busbw_gbps"] or row["why_none"])
 
 
+@pytest.mark.no_process
 def test_expect_prints_model_terms_published_figures_and_where_it_differs_from_nccl():
     result = invoke(["expect", "--machine", "dgx-h100", "--nodes", "2"])
     assert result.exit_code == 0, result.output
@@ -172,6 +194,7 @@ def test_expect_prints_model_terms_published_figures_and_where_it_differs_from_n
     assert listed.exit_code == 0 and all(name in listed.stdout for name in PRESETS)
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("args, fragment", [
     (["--machine", "dgx-h1000"], "unknown --machine 'dgx-h1000'"),
     (["--machine", "dgx-h100", "--facts", "x.json"], "--machine and --facts both"),
@@ -186,12 +209,14 @@ def test_bad_input_is_refused_in_one_line(args, fragment):
     assert_refused(invoke(["expect", *args]), fragment=fragment)
 
 
+@pytest.mark.no_process
 def test_a_cut_topology_dump_is_refused_in_one_line(tmp_path):
     cut = tmp_path / "topo.xml"
     cut.write_text((TOPOLOGY / "ibm-cloud-gx3d-h100_nccl-topo.xml").read_text()[:2000])
     assert_refused(invoke(["expect", "--facts", str(cut)]), fragment="is not well-formed XML")
 
 
+@pytest.mark.no_process
 def test_hunts_expected_baseline_is_the_models_lane_and_node_figures():
     """--baseline expected: a lane is a sendrecv across two nodes over one GPU's NIC, a node its all-reduce."""
     from commbench.cluster.baseline import expected_baseline
@@ -204,6 +229,7 @@ def test_hunts_expected_baseline_is_the_models_lane_and_node_figures():
         expected_baseline(MachineFacts(name="bare"), ranks_per_node=2, device="cpu")
 
 
+@pytest.mark.no_process
 def test_the_h200_1_preset_agrees_with_that_machines_nvidia_smi():
     """`nvidia-smi -q` on H200-1 (tests/data/gpu/h200-1/nvidia-smi.txt): PCIe Generation Max 5, Link Width Max 16x;
     `nvidia-smi topo -m` lists one GPU."""
@@ -217,6 +243,7 @@ def test_the_h200_1_preset_agrees_with_that_machines_nvidia_smi():
     assert expect(preset, "all_reduce", nodes=1, ranks_per_node=1).why_none == "one rank moves nothing between ranks"
 
 
+@pytest.mark.no_process
 @needs_gpu_traces
 def test_trace_analyze_gives_each_collective_and_group_its_expected_busbw():
     """The DDP trace's all_reduce and broadcast over 2 ranks, on a DGX H100: a ring on 18 NVLinks at NCCL's 20.6
@@ -237,6 +264,7 @@ def test_trace_analyze_gives_each_collective_and_group_its_expected_busbw():
     assert "expected busbw: none (a trace does not hold its machine's topology" in plain.stdout
 
 
+@pytest.mark.no_process
 def test_an_8_gpu_pcie_node_rings_over_pcie():
     """hgx-h100-pcie: NVLink bridges join pairs only, so 8 ranks ring over PCIe gen5 x16 (63 GB/s after 128b/130b);
     its NICs are not known, so across nodes there is no figure, and it says so."""
@@ -248,6 +276,7 @@ def test_an_8_gpu_pcie_node_rings_over_pcie():
         "the facts list no network adapters to cross nodes with"
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("nodes", [2, 4])
 def test_network_terms_name_n_as_ranks_and_their_arithmetic_gives_the_figure(nodes):
     """The tree and all-to-all terms say n is the rank count (16 at 2 nodes × 8), with its value: a reader taking n

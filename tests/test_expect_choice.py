@@ -10,6 +10,8 @@ from commbench.expect.presets import PRESETS
 from commbench.expect.probe import network_adapters, node_topology
 from tests.refusals import invoke
 
+pytestmark = pytest.mark.no_process
+
 H100 = PRESETS["dgx-h100"]
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.refusals import assert_refused, invoke
 
+pytestmark = pytest.mark.no_process
+
 LOG = Path(__file__).parent / "data" / "imports" / "nccl-tests" / "h100_2node_16rank_all_reduce.txt"
 
 

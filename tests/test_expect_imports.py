@@ -10,6 +10,8 @@ import pytest
 
 from tests.refusals import invoke
 
+pytestmark = pytest.mark.no_process
+
 IMPORTS = Path(__file__).parent / "data" / "imports"
 LOGS = IMPORTS / "nccl-tests"
 HEALTHY = (0.85, 1.05)

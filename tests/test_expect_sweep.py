@@ -34,6 +34,7 @@ def test_a_cpu_all_reduce_reaches_a_plausible_fraction_of_its_expected_busbw(tmp
     assert kept["loopback_gbps"] > 0 and kept["memcpy_gbps"] > 0
 
 
+@pytest.mark.no_process
 def test_the_busbw_plot_draws_the_expected_busbw_where_the_rows_carry_one():
     from types import SimpleNamespace
 

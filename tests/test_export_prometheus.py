@@ -104,6 +104,7 @@ def import_log(path: Path, out: Path, run_id: str, *args: str) -> Path:
     return out / run_id
 
 
+@pytest.mark.no_process
 def test_an_imported_nccl_tests_log_carries_the_inspector_labels(tmp_path):
     run = import_log(TREE_SIMPLE_LOG, tmp_path, "tree", "--env", "NCCL_ALGO=Tree", "--env", "NCCL_PROTO=Simple")
     families = exported(str(run))
@@ -117,6 +118,7 @@ def test_an_imported_nccl_tests_log_carries_the_inspector_labels(tmp_path):
             end_time(run)}
 
 
+@pytest.mark.no_process
 def test_a_two_node_log_gives_a_sample_per_node(tmp_path):
     run = import_log(TWO_NODE_LOG, tmp_path, "h100")
     families = exported(str(run))
@@ -127,6 +129,7 @@ def test_a_two_node_log_gives_a_sample_per_node(tmp_path):
     assert len(families["nccl_bus_bandwidth_gbs"].samples) == 2 * len(rows)
 
 
+@pytest.mark.no_process
 def test_zero_byte_rows_give_no_sample(tmp_path):
     # 12 ranks: all_gather's and reduce_scatter's smallest sizes hold no element per rank and print as 0 B, twice
     run = import_log(ZERO_BYTE_LOG, tmp_path, "v100")
@@ -242,6 +245,7 @@ def test_a_run_of_a_kind_without_metrics_is_refused(tmp_path):
                    fragment="which has no Prometheus metrics; export collective sweeps and imports")
 
 
+@pytest.mark.no_process
 def test_bad_input_is_refused_in_one_line(tmp_path):
     run = import_log(TWO_NODE_LOG, tmp_path / "a", "same")
     twin = import_log(TWO_NODE_LOG, tmp_path / "b", "same")

@@ -12,6 +12,8 @@ from commbench import faults
 from commbench.faults import Stall, slowed, slowed_by, stalled
 from commbench.measure.spin_kernel import spin_device
 
+pytestmark = pytest.mark.no_process
+
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: on CUDA the faults delay the "
                                                                      "stream with a spin kernel, timed by CUDA events")
 CALL_S = 0.02

@@ -8,6 +8,8 @@ from commbench import gpu_mapping
 from commbench.errors import CommbenchError
 from commbench.machine import Machine, resolve_target
 
+pytestmark = pytest.mark.no_process
+
 GPU_FACTS = {"nccl_available": True, "nccl_version": [2, 27, 3], "gpu_capability": [9, 0]}
 
 

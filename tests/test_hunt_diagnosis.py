@@ -2,6 +2,7 @@
 figures are written out here; the real runs are tests/test_hunt.py."""
 
 import json
+import math
 import random
 
 import pytest
@@ -32,6 +33,7 @@ def pairs_of(bandwidth: dict, default: float = 10.0, nodes=NODES) -> dict:
     return result
 
 
+@pytest.mark.no_process
 def test_a_slow_node_is_named_as_a_node_and_its_pairs_not_as_links():
     # n2 at half speed with everyone: 3 of the 6 pairs are slow, so the median of all pairs would be half slow
     found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
@@ -43,6 +45,7 @@ def test_a_slow_node_is_named_as_a_node_and_its_pairs_not_as_links():
     assert found.references["bandwidth"] == pytest.approx(10, rel=0.03)
 
 
+@pytest.mark.no_process
 def test_a_slow_pair_whose_ends_are_fine_elsewhere_is_a_link_not_a_node():
     found = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS)
     assert not found.suspect_nodes
@@ -50,6 +53,7 @@ def test_a_slow_pair_whose_ends_are_fine_elsewhere_is_a_link_not_a_node():
     assert found.suspect_links[("n1", "n3")][0]["ends_fine_elsewhere"] == {"n1": True, "n3": True}
 
 
+@pytest.mark.no_process
 def test_three_nodes_tell_a_node_from_a_link():
     nodes = ["a", "b", "c"]
     slow_node = judge.diagnose(nodes, pairs_of({("a", "b"): 5, ("a", "c"): 5}, nodes=nodes), {}, SETTINGS)
@@ -58,12 +62,14 @@ def test_three_nodes_tell_a_node_from_a_link():
     assert not slow_link.suspect_nodes and list(slow_link.suspect_links) == [("a", "b")]
 
 
+@pytest.mark.no_process
 def test_a_healthy_allocation_and_small_wobbles_name_nothing():
     assert not judge.diagnose(NODES, pairs_of({}), {}, SETTINGS).suspect_nodes
     wobble = judge.diagnose(NODES, pairs_of({("n1", "n2"): 9.5}), {}, SETTINGS)  # 5 % slower: under the threshold
     assert not wobble.suspect_nodes and not wobble.suspect_links
 
 
+@pytest.mark.no_process
 def test_two_nodes_need_a_baseline_and_then_name_the_link_with_a_note():
     alone = judge.diagnose(["a", "b"], {("a", "b"): {"busbw_gbps": 5.0}}, {}, SETTINGS)
     assert not alone.suspect_links and "give --baseline" in alone.notes[0]
@@ -73,6 +79,7 @@ def test_two_nodes_need_a_baseline_and_then_name_the_link_with_a_note():
     assert evidence["slower_pct"] == 100 and "cannot be told" in evidence["note"]
 
 
+@pytest.mark.no_process
 def test_a_metric_the_baseline_lacks_is_judged_against_the_allocation_and_says_so():
     """--baseline expected gives no latency: latency falls back to the allocation's own reference, and the source,
     the note and the second pass all say so; a baseline with both figures names the baseline alone."""
@@ -95,6 +102,7 @@ def test_a_metric_the_baseline_lacks_is_judged_against_the_allocation_and_says_s
     assert alone.reference_source == "allocation" and not alone.notes
 
 
+@pytest.mark.no_process
 def test_a_node_slow_inside_is_named_from_its_intra_node_all_reduce():
     found = judge.diagnose(NODES, {}, {"n1": 100.0, "n2": 101.0, "n3": 50.0, "n4": 99.0}, SETTINGS)
     assert list(found.suspect_nodes) == ["n3"]
@@ -102,6 +110,7 @@ def test_a_node_slow_inside_is_named_from_its_intra_node_all_reduce():
     assert confirmation.confirm_plan(NODES, found, partners=2).intra == tuple(NODES)  # every node again, as in pass one
 
 
+@pytest.mark.no_process
 def test_the_second_pass_repairs_suspects_with_good_nodes_and_controls_fill_its_rounds():
     found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
     plan = confirmation.confirm_plan(NODES, found, partners=2)
@@ -113,6 +122,7 @@ def test_the_second_pass_repairs_suspects_with_good_nodes_and_controls_fill_its_
     assert all("n2" not in pair for pair in plan.controls)
 
 
+@pytest.mark.no_process
 def test_confirm_names_only_what_the_second_pass_measures_slow_again_against_its_controls():
     found = judge.diagnose(NODES, pairs_of({("n2", "n1"): 5, ("n2", "n3"): 5, ("n2", "n4"): 5}), {}, SETTINGS)
     # the second pass ran twice as fast overall (fewer pairs at once); its controls say so
@@ -125,6 +135,7 @@ def test_confirm_names_only_what_the_second_pass_measures_slow_again_against_its
     assert not cleared.suspect_nodes and cleared.cleared[0]["node"] == "n2"
 
 
+@pytest.mark.no_process
 def test_a_node_is_confirmed_by_its_good_partners_not_by_its_suspect_link():
     """A node suspected next to a suspect link of its own: the link measured again is slow by the link, so only the
     known-good partners judge the node (in a CI run, n4 of a slow n4–n5 was named for one noisy good pair)."""
@@ -139,6 +150,7 @@ def test_a_node_is_confirmed_by_its_good_partners_not_by_its_suspect_link():
     assert "n4" in confirmation.confirm(found, both_slow, {}, SETTINGS, controls=controls).suspect_nodes
 
 
+@pytest.mark.no_process
 def test_a_link_slow_again_with_one_end_slow_against_a_good_node_names_that_end():
     found = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS)
     plan = confirmation.confirm_plan(NODES, found, partners=2)
@@ -169,6 +181,7 @@ def samples_of(slow: dict, *, nodes=NODES, count: int = 40, stalls: dict | None 
     return found
 
 
+@pytest.mark.no_process
 def test_a_stalling_node_is_named_by_its_lost_time_and_a_clean_run_by_nobody():
     n2_pairs = {("n1", "n2"): 0.15, ("n2", "n3"): 0.15, ("n2", "n4"): 0.15}
     samples = {"bandwidth": samples_of({}, stalls=n2_pairs), "latency": samples_of({}, stalls=n2_pairs, seed=1)}
@@ -186,6 +199,7 @@ def test_a_stalling_node_is_named_by_its_lost_time_and_a_clean_run_by_nobody():
     assert all(value >= SETTINGS.threshold_pct for value in healthy.detectable.values())
 
 
+@pytest.mark.no_process
 def test_slow_figures_whose_samples_do_not_stand_out_name_nobody():
     # the figures say n2 is 2× slower, but its pairs' exchanges are drawn like every other pair's: the rank test
     # (corrected for the 4 nodes tested) finds nothing, and a figure is not a verdict by itself
@@ -198,6 +212,7 @@ def test_slow_figures_whose_samples_do_not_stand_out_name_nobody():
     assert slow.suspect_nodes["n2"][0]["p"] < 0.01 / 4
 
 
+@pytest.mark.no_process
 def test_a_node_slow_in_one_repeat_only_is_not_a_suspect_and_the_noise_raises_the_bar():
     slow = {("n2", "n1"): 2, ("n2", "n3"): 2, ("n2", "n4"): 2}
     figures = pairs_of({pair: 5 for pair in slow})
@@ -213,6 +228,20 @@ def test_a_node_slow_in_one_repeat_only_is_not_a_suspect_and_the_noise_raises_th
     assert bandwidth["repeats_slower_pct"][0] >= 90
 
 
+@pytest.mark.no_process
+def test_the_detectable_slowdown_is_min_z_times_the_repeats_noise_where_that_is_largest():
+    """detectable = max(threshold, min_z × the nodes' spread, min_z × the repeat noise), the repeat noise being
+    1.4826 × the median absolute deviation of the pairs' log ratios between the two repeats, over √2."""
+    pairs = list(pairs_of({}))
+    logs = [0.0, 0.1, -0.1, 0.2, -0.2, 0.3]  # repeat 2 over repeat 1, per pair: median 0.05, MAD 0.15
+    repeats = [{"bandwidth": {pair: [1e-3] * 3 for pair in pairs}},
+               {"bandwidth": {pair: [1e-3 * math.exp(log)] * 3 for pair, log in zip(pairs, logs)}}]
+    found = judge.diagnose(NODES, pairs_of({}), {}, SETTINGS, samples={"bandwidth": samples_of({})}, repeats=repeats)
+    noise_pct = 100 * 1.4826 * 0.15 / math.sqrt(2)  # 15.7 %: three of it is above the threshold and the spread
+    assert found.detectable["bandwidth"] == pytest.approx(SETTINGS.min_z * noise_pct)
+
+
+@pytest.mark.no_process
 def test_better_middle_and_spread():
     assert pair_statistics.better_middle([1, 2, 3, 4], higher_is_better=True) == 3
     assert pair_statistics.better_middle([1, 2, 3, 4], higher_is_better=False) == 2
@@ -220,6 +249,7 @@ def test_better_middle_and_spread():
     assert pair_statistics.robust_spread([0, 10, 20, 30, 1000]) == pytest.approx(1.4826 * 10)
 
 
+@pytest.mark.no_process
 def test_gpu_health_names_what_peers_do_not_share():
     healthy = {"name": "H200", "nvlink_up": 18, "pcie_width": 16, "throttle_reasons": 0x1, "ecc_uncorrected": 0}
     facts = {"a": [dict(healthy, index=0), dict(healthy, index=1)],
@@ -233,6 +263,7 @@ def test_gpu_health_names_what_peers_do_not_share():
     assert found["d"][0]["fact"] == "ecc_uncorrected"
 
 
+@pytest.mark.no_process
 def test_node_names_and_layout():
     assert node_name({"SLURMD_NODENAME": "gpu7", "COMMBENCH_NODE_NAME": "x"}) == "gpu7"
     assert node_name({"COMMBENCH_NODE_NAME": "x"}) == "x"
@@ -242,6 +273,7 @@ def test_node_names_and_layout():
     assert layout.ranks_text("a") == "2-3" and layout.ranks_text("b") == "0,1,4"
 
 
+@pytest.mark.no_process
 def test_send_slowdown_faults(monkeypatch):
     monkeypatch.setenv("COMMBENCH_SLOW_NODE", "n2:50")
     monkeypatch.setenv("COMMBENCH_SLOW_LINK", "n1,n3:200")
@@ -253,6 +285,7 @@ def test_send_slowdown_faults(monkeypatch):
         send_slowdown("n1", "n3")
 
 
+@pytest.mark.no_process
 def test_baseline_files(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "hunt.json").write_text(json.dumps({"reference": {"bandwidth": 12.5, "latency": 30,
@@ -281,6 +314,15 @@ def test_baseline_files(tmp_path):
     (["p2p", "--schedule", "random"], "unknown --schedule 'random'"),
     (["p2p", "--sizes", "0"], "--sizes"),
 ])
+@pytest.mark.no_process
 def test_bad_hunt_and_p2p_input_is_one_line_and_exit_2(tmp_path, args, fragment):
     assert_refused(invoke([*args, "--out", str(tmp_path / "results")], cwd=tmp_path), fragment=fragment,
                    left_empty=[tmp_path])
+
+
+@pytest.mark.no_process
+def test_pooling_no_exchanges_gives_an_empty_set_of_none_stalled():
+    from commbench.cluster.stalls import Exchanges
+
+    pooled = Exchanges.pooled([])
+    assert pooled.count == 0 and len(pooled.lost_s) == 0

@@ -59,6 +59,7 @@ TEXT_LOGS = [
 ]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("name, options, n_rows, world, hosts, gpus, n_tests", TEXT_LOGS,
                          ids=[log[0].split("_")[0] + "-" + log[0].split("_")[1] for log in TEXT_LOGS])
 def test_a_published_nccl_tests_log_imports_with_its_own_figures(tmp_path, name, options, n_rows, world, hosts, gpus,
@@ -87,6 +88,7 @@ def test_a_published_nccl_tests_log_imports_with_its_own_figures(tmp_path, name,
     assert result.exit_code == (1 if any(test["out_of_bounds"] for test in tests) else 0)
 
 
+@pytest.mark.no_process
 def test_old_layouts_keep_no_wrong_count_and_the_newest_keeps_it(tmp_path):
     _, old = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[0][0], "--collective", "all_reduce",
                       run_id="old")
@@ -121,6 +123,7 @@ def _log_2017(timings_ms: dict[int, tuple[float, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.no_process
 def test_the_2017_layout_imports_with_its_times_in_microseconds(tmp_path):
     timings = {1 << 20: (0.213, 0.209), 1 << 22: (0.598, 0.601), 1 << 24: (2.117, 2.131)}
     path = tmp_path / "all_reduce_2017.log"
@@ -134,6 +137,7 @@ def test_the_2017_layout_imports_with_its_times_in_microseconds(tmp_path):
     assert rows["n_wrong"].isna().all()
 
 
+@pytest.mark.no_process
 def test_the_source_reporting_wrong_results_makes_exit_code_1(tmp_path):
     result, run_dir = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[5][0])
     assert result.exit_code == 1
@@ -141,6 +145,7 @@ def test_the_source_reporting_wrong_results_makes_exit_code_1(tmp_path):
     assert (run_dir / "results.csv").exists()
 
 
+@pytest.mark.no_process
 def test_a_pasted_table_without_header_imports_with_the_options_that_say_what_it_was(tmp_path):
     path = NCCL_TESTS / "a100_8gpu_sendrecv_wrong_na_table_only.txt"
     refused, _ = imported(tmp_path, "nccl-tests", path, run_id="bare")
@@ -163,6 +168,7 @@ def test_a_pasted_table_without_header_imports_with_the_options_that_say_what_it
     assert "closing lines" in meta["source"]["files"][0]["tests"][0]["partial"]
 
 
+@pytest.mark.no_process
 def test_nccl_tests_json_imports_with_its_per_iteration_times_as_samples(tmp_path):
     path = JSON_DIR / "rtx5090_2rank_all_reduce_per_iteration.json"
     document = json.loads(path.read_text())
@@ -185,6 +191,7 @@ def test_nccl_tests_json_imports_with_its_per_iteration_times_as_samples(tmp_pat
     assert not (json_run / "samples.csv").exists()
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("name, world, collectives", [
     ("param_2rank_gloo_cpu_all_reduce.txt", 2, ["all_reduce"]),
     ("param_4rank_gloo_cpu_4collectives.txt", 4, ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"])])
@@ -233,6 +240,7 @@ BAD_FILES = {
 }
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_a_bad_file_is_refused_in_one_line(tmp_path, case):
     tool, content, options, fragment = BAD_FILES[case]
@@ -243,6 +251,7 @@ def test_a_bad_file_is_refused_in_one_line(tmp_path, case):
     assert not run_dir.exists()
 
 
+@pytest.mark.no_process
 def test_files_of_different_world_sizes_are_not_one_run(tmp_path):
     result, run_dir = imported(tmp_path, "nccl-tests", NCCL_TESTS / TEXT_LOGS[1][0], NCCL_TESTS / TEXT_LOGS[4][0],
                                "--collective", "all_reduce")
@@ -250,6 +259,7 @@ def test_files_of_different_world_sizes_are_not_one_run(tmp_path):
     assert not run_dir.exists()
 
 
+@pytest.mark.no_process
 def test_report_and_fit_read_an_imported_run(tmp_path):
     _, run_dir = imported(tmp_path, "nccl-tests", NCCL_TESTS / "h100_2node_16rank_all_reduce.txt", "--collective",
                           "all_reduce")
@@ -274,6 +284,7 @@ def test_report_and_fit_read_an_imported_run(tmp_path):
         assert math.isclose(entry["busbw_gbps"], entry["algbw_gbps"] * 2 * 15 / 16)
 
 
+@pytest.mark.no_process
 def test_two_imports_of_one_tool_compare_as_runs_do(tmp_path):
     path = NCCL_TESTS / "h100_2node_16rank_all_reduce.txt"
     _, first = imported(tmp_path, "nccl-tests", path, "--collective", "all_reduce", run_id="first")

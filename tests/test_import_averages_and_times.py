@@ -15,6 +15,8 @@ from commbench.benches.collective import KIND
 from commbench.sweep.table_averages import source_average
 from tests.refusals import invoke
 
+pytestmark = pytest.mark.no_process
+
 DATA = Path(__file__).parent / "data" / "imports"
 NCCL_TESTS = DATA / "nccl-tests"
 H100 = NCCL_TESTS / "h100_2node_16rank_all_reduce.txt"

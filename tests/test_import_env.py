@@ -10,6 +10,8 @@ import pytest
 from commbench.sweep.env_axes import label_of, parse_label
 from tests.refusals import assert_refused, invoke
 
+pytestmark = pytest.mark.no_process
+
 DATA = Path(__file__).parent / "data" / "imports"
 ALGO = DATA / "nccl-tests-algo"
 TREE_LOG = ALGO / "rtx5090_2rank_1gpu_socket_all_reduce_NCCL_ALGO-Tree_NCCL_PROTO-Simple.txt"

@@ -11,6 +11,8 @@ import pytest
 from commbench.imports import infer
 from tests.refusals import assert_refused, invoke
 
+pytestmark = pytest.mark.no_process
+
 DATA = Path(__file__).parent / "data" / "imports"
 # every real log, and what its tables are: the file names them, or their rows tell (inferred), or they cannot
 LOGS = {

@@ -60,6 +60,7 @@ def _call(record: dict, time_us: int, **changes) -> dict:
     return call
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("path", [ALL_REDUCE, VERBOSE, WITH_ALGO], ids=["v4.0", "v4.0-verbose", "v4.2"])
 def test_the_readme_examples_import_with_every_figure_in_the_row(tmp_path, path):
     example = json.loads(path.read_text())
@@ -103,6 +104,7 @@ def test_the_readme_examples_import_with_every_figure_in_the_row(tmp_path, path)
     assert "no dtype or reduction" in result.stderr  # said once, with what makes compare join
 
 
+@pytest.mark.no_process
 def test_the_verbose_form_reads_its_event_traces(tmp_path):
     example = json.loads(VERBOSE.read_text())
     result, run_dir = _import(tmp_path, VERBOSE)
@@ -120,6 +122,7 @@ def test_the_verbose_form_reads_its_event_traces(tmp_path):
     assert not folder.exists()
 
 
+@pytest.mark.no_process
 def test_the_plugins_one_line_records_aggregate_per_collective_size_algorithm_and_communicator(tmp_path):
     example = json.loads(WITH_ALGO.read_text())
     ring_ll = [61974, 62010, 61900, 65000, 61990, 61950]  # an even count: the lower middle call is the row's
@@ -160,6 +163,7 @@ def test_the_plugins_one_line_records_aggregate_per_collective_size_algorithm_an
     assert sorted(samples["time_us"]) == sorted(ring_ll + ring_simple + other)
 
 
+@pytest.mark.no_process
 def test_a_busbw_that_does_not_follow_from_the_time_is_said(tmp_path):
     example = json.loads(ALL_REDUCE.read_text())
     example["coll_perf"]["coll_busbw_gbs"] = 500.0
@@ -171,6 +175,7 @@ def test_a_busbw_that_does_not_follow_from_the_time_is_said(tmp_path):
     assert "print a busbw that does not follow from their size and time" in result.stderr
 
 
+@pytest.mark.no_process
 def test_v4_1_dump_stats_say_what_the_ring_buffer_dropped(tmp_path):
     example = json.loads(ALL_REDUCE.read_text())
     example["metadata"]["inspector_output_format_version"] = "v4.1"
@@ -196,6 +201,7 @@ def _v4_3_stream(example: dict, *, announced: int, bare: int) -> str:
     return "".join(_compact(record) + "\n" for record in [marker, *calls])
 
 
+@pytest.mark.no_process
 def test_a_v4_3_stream_gives_its_bare_records_the_markers_context(tmp_path):
     example = json.loads(ALL_REDUCE.read_text())
     log = tmp_path / "v43.log"
@@ -207,6 +213,7 @@ def test_a_v4_3_stream_gives_its_bare_records_the_markers_context(tmp_path):
     assert _meta(run_dir)["source"]["files"][0]["tests"][0]["format"] == "v4.3"
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("announced, bare, fragment", [
     (3, 2, "announces 1 coll_perf record(s) more than follow it"),
     (1, 2, "that no v4.3 dump_stats record before it announces"),
@@ -217,6 +224,7 @@ def test_a_cut_or_filtered_v4_3_stream_is_refused(tmp_path, announced, bare, fra
     assert_refused(_import(tmp_path, log)[0], fragment=fragment, left_empty=[tmp_path / "results"])
 
 
+@pytest.mark.no_process
 def test_communicators_of_several_sizes_are_chosen_by_size_or_name(tmp_path):
     example = json.loads(WITH_ALGO.read_text())
     small = _call(example, 1000, header__id="0x22", header__comm_name="TP Group 1", header__n_ranks=4,
@@ -242,6 +250,7 @@ def test_communicators_of_several_sizes_are_chosen_by_size_or_name(tmp_path):
     assert [len(item["tests"]) for item in files] == [1, 0] and len(_rows(two_files)) == 1
 
 
+@pytest.mark.no_process
 def test_env_labels_the_rows(tmp_path):
     result, run_dir = _import(tmp_path, ALL_REDUCE, "--env", "NCCL_ALGO=Ring")
     assert result.exit_code == 0, result.output + result.stderr
@@ -286,12 +295,14 @@ def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 BAD = ["empty", "text", "prometheus", "other-json", "v3", "v5", "cut", "no-time", "array", "p2p-only"]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("case", BAD)
 def test_bad_input_is_refused_in_one_line(tmp_path, case):
     path, fragment = _bad_files(tmp_path)[case]
     assert_refused(_import(tmp_path, path)[0], fragment=fragment, left_empty=[tmp_path / "results"])
 
 
+@pytest.mark.no_process
 def test_missing_files_and_bad_options_are_refused_in_one_line(tmp_path):
     assert_refused(_import(tmp_path, tmp_path / "absent.log")[0], fragment="does not exist")
     assert_refused(_import(tmp_path, tmp_path)[0], fragment="is a folder")
@@ -305,6 +316,7 @@ def test_missing_files_and_bad_options_are_refused_in_one_line(tmp_path):
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
+@pytest.mark.no_process
 def test_report_draws_an_imported_inspector_run(tmp_path):
     example = json.loads(WITH_ALGO.read_text())
     sizes = [65536 * 4**step for step in range(5)]
@@ -334,6 +346,7 @@ def _inspector_log_of(nccl_tests_run: Path, path: Path) -> None:
     path.write_text("".join(_compact(record) + "\n" for record in records))
 
 
+@pytest.mark.no_process
 def test_compare_joins_an_inspector_import_with_another_tools_rows_and_names_both_timings(tmp_path):
     _, nccl_run = _import(tmp_path, H100_LOG, "--collective", "all_reduce", run_id="nccl-tests", tool="nccl-tests")
     log = tmp_path / "job.log"
@@ -353,6 +366,7 @@ def test_compare_joins_an_inspector_import_with_another_tools_rows_and_names_bot
     assert "the baseline side was imported from a tool that records no per-iteration samples" in notes
 
 
+@pytest.mark.no_process
 def test_without_dtype_and_op_the_rows_join_a_side_of_one_dtype_and_op(tmp_path):
     _, nccl_run = _import(tmp_path, H100_LOG, "--collective", "all_reduce", run_id="nccl-tests", tool="nccl-tests")
     log = tmp_path / "job.log"
@@ -367,6 +381,7 @@ def test_without_dtype_and_op_the_rows_join_a_side_of_one_dtype_and_op(tmp_path)
     assert "the new side's rows do not say their dtype or op" in notes and "--dtype and --op" in notes
 
 
+@pytest.mark.no_process
 def test_two_inspector_imports_compare_with_their_calls_as_samples(tmp_path):
     example = json.loads(WITH_ALGO.read_text())
     log = tmp_path / "job.log"

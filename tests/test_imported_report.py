@@ -26,6 +26,7 @@ def imported(tmp_path_factory) -> Path:
     return out / "h100"
 
 
+@pytest.mark.no_process
 def test_the_plots_say_the_sources_statistic_and_draw_no_interval(imported):
     (run,) = load_runs([imported])
     for draw in (collective_plots.busbw_vs_size, collective_plots.latency_with_fit):

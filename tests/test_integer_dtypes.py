@@ -12,6 +12,7 @@ CPU = torch.device("cpu")
 INTEGER_DTYPES = ("int8", "uint8", "int64")
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("dtype, world", [("int8", 127), ("int8", 128), ("int8", 300), ("uint8", 255),
                                           ("uint8", 1000), ("float8_e5m2", 9), ("float8_e4m3", 40)])
 @pytest.mark.parametrize("op", ["sum", "avg"])
@@ -28,11 +29,12 @@ def test_sums_over_more_ranks_than_the_type_counts_stay_exact(dtype, world, op):
                            else 2 / torch.finfo(torch_dtype).eps)
     poison = torch.tensor(POISON).to(torch_dtype).item()
     assert poison not in expected.tolist()  # a reduction never reads as the poison an unwritten output holds
-    for rank in range(world):  # a rank's data missing from the sum shows
-        partial = inputs[torch.arange(world) != rank].sum(0)
-        assert not torch.equal(partial, inputs.sum(0))
+    # a rank's data missing from the sum shows: the exact (float64) sum without a rank differs from the whole sum
+    # where that rank's row is not zero, so every rank must hold a nonzero element (one pass, not one sum per rank)
+    assert bool((inputs != 0).any(dim=1).all())
 
 
+@pytest.mark.no_process
 def test_a_wrong_integer_element_is_counted():
     actual = reduced_pattern(0, 1000, world=300, op="sum", dtype=torch.int8, device=CPU)
     assert count_wrong(actual, [Segment(1000)], op="sum", world=300) == 0
@@ -59,6 +61,7 @@ def test_a_sweep_of_each_integer_type_runs_checked_on_gloo(run_sweep):
         assert set(ran["impl"]) == {"builtin", "ring"}
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("args, fragments", [
     (["sweep", "--dtype", "uint32"], ["--dtype uint32:", "no uint32 collectives", "int32 or int64"]),
     (["sweep", "--dtype", "uint64"], ["--dtype uint64:", "no uint64 collectives", "use int64"]),

@@ -169,6 +169,7 @@ def container_command(job: dict) -> list[str]:
     return job["spec"]["trainer"]["command"]
 
 
+@pytest.mark.no_process
 @needs_crds
 @pytest.mark.parametrize("kind, queue, claim, suite", CASES, ids=["-".join(map(str, case)) for case in CASES])
 def test_every_manifest_validates_against_its_crd(kind, queue, claim, suite, tmp_path):
@@ -222,6 +223,7 @@ def check_configmap(document: dict) -> None:
     assert sum(len(key) + len(value.encode()) for key, value in data.items()) <= pod.CONFIGMAP_MAX_BYTES
 
 
+@pytest.mark.no_process
 @needs_crds
 def test_the_schema_checks_catch_what_the_api_server_refuses(tmp_path):
     """The checks above can fail: a misspelt field, a wrong type, a missing runtimeRef and a name the CEL rule
@@ -247,6 +249,7 @@ def test_the_schema_checks_catch_what_the_api_server_refuses(tmp_path):
     assert schema_errors(jobset)
 
 
+@pytest.mark.no_process
 @needs_crds
 def test_the_trainjob_names_the_torch_runtime_and_runs_the_suite_under_its_torchrun(tmp_path):
     """runtimeRef names the ClusterTrainingRuntime the Trainer ships; its torch policy sets the PET_* variables, so the
@@ -274,6 +277,7 @@ def test_the_trainjob_names_the_torch_runtime_and_runs_the_suite_under_its_torch
         {container["name"] for container in runtime_containers}
 
 
+@pytest.mark.no_process
 def test_the_jobset_command_is_torchrun_with_the_topology_and_pod_0_as_master(tmp_path):
     documents, _ = write_manifest(["nccl-tests", "--kind", "jobset", "--nodes", "3", "--gpus-per-node", "4",
                                    "--image", IMAGE, "--name", "bench-c"], tmp_path)
@@ -317,6 +321,7 @@ def container_resources(job: dict) -> dict:
     return job["spec"]["trainer"]["resourcesPerNode"]
 
 
+@pytest.mark.no_process
 @needs_crds
 @pytest.mark.parametrize("kind, extra, expected, ipc_lock, host_network", POD_ASKS,
                          ids=[f"{case[0]} {' '.join(case[1])}" for case in POD_ASKS])
@@ -349,6 +354,7 @@ def default_ask(gpus: int) -> resources.PodAsk:
                              ipc_lock=True, host_network=False)
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("node", sorted(NODES))
 def test_the_defaults_fit_an_8_gpu_node_with_room_for_its_reservations(node):
     """An 8-GPU pod at the defaults leaves at least a quarter of the node's threads and memory to the kubelet, the
@@ -358,6 +364,7 @@ def test_the_defaults_fit_an_8_gpu_node_with_room_for_its_reservations(node):
     assert ask.cpu_millis <= 0.75 * threads * quantity.MILLI and ask.memory_bytes <= 0.75 * memory
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("gpus", [1, 2, 4, 8, 16, 72])
 def test_the_cpu_default_gives_every_rank_two_cpus_and_torchrun_one(gpus):
     """What commbench in a pod warns below (2 usable CPUs per local rank), with torchrun's own on top."""
@@ -365,6 +372,7 @@ def test_the_cpu_default_gives_every_rank_two_cpus_and_torchrun_one(gpus):
     assert resources.MIN_CPUS_PER_RANK >= 2
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("gpus", [1, 3, 8])
 def test_the_fewest_cpus_per_gpu_accepted_is_the_one_the_refusal_names(gpus):
     def ask(millis: int) -> resources.PodAsk:
@@ -378,6 +386,7 @@ def test_the_fewest_cpus_per_gpu_accepted_is_the_one_the_refusal_names(gpus):
     assert f"give --cpus-per-gpu {quantity.cores_text(least)} or more" in str(refused.value)
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("text, millis, written", [("8", 8000, "8"), ("2.5", 2500, "2500m"), ("500m", 500, "500m"),
                                                      ("1e2", 100_000, "100"), ("0.0001", 1, "1m"), ("+3", 3000, "3")])
 def test_cpu_quantities_read_and_write_as_kubernetes_does(text, millis, written):
@@ -385,6 +394,7 @@ def test_cpu_quantities_read_and_write_as_kubernetes_does(text, millis, written)
     assert quantity.cpu_text(millis) == written
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("text, count, written", [("64Gi", 64 * 2**30, "64Gi"), ("100G", 10**11, "100G"),
                                                    ("1000001", 1000001, "1000001"), ("1.5Ti", 3 * 2**39, "1536Gi"),
                                                    ("1k", 1000, "1k"), ("2048Mi", 2**31, "2Gi")])
@@ -394,6 +404,7 @@ def test_memory_quantities_read_and_write_as_kubernetes_does(text, count, writte
     assert quantity.memory_bytes("--memory-per-gpu", written, example="64Gi") == count  # what is written reads back
 
 
+@pytest.mark.no_process
 def test_a_local_suite_travels_in_the_configmap_byte_for_byte(tmp_path):
     """Comments, a tab, trailing spaces, non-ASCII text and no final newline: the ConfigMap's YAML gives the file
     back exactly."""
@@ -406,6 +417,7 @@ def test_a_local_suite_travels_in_the_configmap_byte_for_byte(tmp_path):
     assert documents[0]["data"] == {"tricky.toml": text}
 
 
+@pytest.mark.no_process
 def test_out_writes_what_stdout_shows_and_no_claim_is_said_on_stderr(tmp_path):
     args = ["nccl-tests", "--nodes", "2", "--gpus-per-node", "8", "--image", IMAGE, "--name", "bench-e"]
     printed = invoke(["k8s", *args], cwd=tmp_path)
@@ -417,6 +429,7 @@ def test_out_writes_what_stdout_shows_and_no_claim_is_said_on_stderr(tmp_path):
     assert with_claim.exit_code == 0 and with_claim.stderr == ""
 
 
+@pytest.mark.no_process
 def test_the_default_name_is_new_per_manifest_and_fits_the_pod_names():
     now = datetime(2026, 12, 5, 1, 2, 3, tzinfo=timezone.utc)
     assert manifest.default_name("nccl-tests", 2, now) == "commbench-nccl-tests-20261205-010203"
@@ -428,6 +441,7 @@ def test_the_default_name_is_new_per_manifest_and_fits_the_pod_names():
     assert manifest.default_name("___", 1, now) == "commbench-20261205-010203"
 
 
+@pytest.mark.no_process
 def test_the_cli_default_name_carries_the_suite_and_the_time(tmp_path):
     documents, _ = write_manifest(["nccl-tests", "--nodes", "1", "--gpus-per-node", "8", "--image", IMAGE], tmp_path)
     assert re.fullmatch(r"commbench-nccl-tests-\d{8}-\d{6}", documents[0]["metadata"]["name"])
@@ -576,6 +590,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("extra, fragment", REFUSED, ids=[" ".join(extra)[:40] for extra, _ in REFUSED])
 def test_what_kubernetes_would_refuse_is_refused_in_one_line(extra, fragment, tmp_path):
     written = tmp_path / "written"
@@ -584,6 +599,7 @@ def test_what_kubernetes_would_refuse_is_refused_in_one_line(extra, fragment, tm
                    fragment=fragment, left_empty=[written])
 
 
+@pytest.mark.no_process
 def test_a_suite_that_does_not_load_for_the_job_is_refused_before_anything_is_written(tmp_path):
     written = tmp_path / "written"
     written.mkdir()

@@ -31,16 +31,19 @@ Root Cause (first observed failure):
 """
 
 
+@pytest.mark.no_process
 def test_the_root_cause_rank_is_named_not_the_ranks_torchrun_stopped():
     assert failed_rank_summary(TORCHRUN_REPORT) == "rank 1 exited with code -9 (SIGKILL)"
 
 
+@pytest.mark.no_process
 def test_plain_exit_codes():
     assert failed_rank_summary("Root Cause\n  rank      : 3 (local_rank: 1)\n  exitcode  : 1 (pid: 9)") == \
         "rank 3 exited with code 1"
     assert failed_rank_summary("nothing useful") is None
 
 
+@pytest.mark.no_process
 def test_one_standalone_torchrun_per_sweep():
     command = torchrun_command(nproc=4, program=["--module", "commbench.rank", "--run-dir", "x y"])
     assert command[1:4] == ["-m", "torch.distributed.run", "--standalone"]
@@ -48,6 +51,7 @@ def test_one_standalone_torchrun_per_sweep():
     assert command[-3:] == ["commbench.rank", "--run-dir", "x y"]  # arguments stay separate: no shell
 
 
+@pytest.mark.no_process
 def test_cpu_ranks_are_forked_by_torchrun_and_gpu_ranks_are_fresh_interpreters():
     forked = rank_program("commbench.rank", ["--run-dir", "x y"], fork=True)
     assert forked[:2] == ["--start-method=fork", "--run-path"]

@@ -75,6 +75,7 @@ def _verdicts(document: dict) -> set[str]:
     return {entry["verdict"] for entry in document["entries"] if entry.get("metric") == "busbw"}
 
 
+@pytest.mark.no_process
 def test_imported_nccl_tests_logs_one_half_slower_are_a_regression_at_the_gpu_prior(commbench_cli, tmp_path,
                                                                                        own_cache):
     """nccl-tests' rows say nccl on cuda: with nothing measured, the floor takes the GPU prior, not the CPU one, and
@@ -111,6 +112,7 @@ def test_a_doubled_run_is_a_regression_at_a_measured_launch_noise_of_3_pct(gloo_
     assert f"the launch noise stored for {key.host} (gloo on cpu)" in " ".join(text.split())
 
 
+@pytest.mark.no_process
 def test_the_stored_figure_pools_the_latest_run_sets_by_their_degrees_of_freedom(own_cache, tmp_path):
     key = machine_noise.Key("node-a", "nccl", "cuda")
     assert machine_noise.stored(key) is None
@@ -128,6 +130,7 @@ def test_the_stored_figure_pools_the_latest_run_sets_by_their_degrees_of_freedom
     assert [noise.key for noise in machine_noise.stored_here("node-a")] == [key]
 
 
+@pytest.mark.no_process
 def test_a_damaged_cache_file_reads_as_nothing_stored_and_the_next_run_set_replaces_it(own_cache, tmp_path):
     key = machine_noise.Key("node-a", "gloo", "cpu")
     own_cache.mkdir()
@@ -137,9 +140,20 @@ def test_a_damaged_cache_file_reads_as_nothing_stored_and_the_next_run_set_repla
     assert machine_noise.stored(key).noise_pct == pytest.approx(10.0)
 
 
+@pytest.mark.no_process
 def test_priors_by_device_say_where_they_come_from():
     assert priors.prior("cuda") is priors.GPU_PRIOR and priors.GPU_PRIOR.noise_pct <= 10
     assert priors.prior("cpu") is priors.CPU_PRIOR
     assert priors.prior("xpu") is priors.CPU_PRIOR  # no prior of its own: the widest
     assert "docs/measurements.md" in priors.CPU_PRIOR.source
     assert "not yet measured on a GPU" in priors.GPU_PRIOR.source
+
+
+@pytest.mark.no_process
+def test_a_run_set_of_fewer_launches_than_the_minimum_keeps_no_launch_noise(tmp_path):
+    """Two launches give one degree of freedom per row: too few for a machine's launch noise, so nothing is kept
+    (and nothing read)."""
+    from commbench.gate import noise_record
+
+    assert machine_noise.MIN_LAUNCHES == 3
+    assert noise_record.record_run_set(tmp_path / "absent", 2) == []

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +31,7 @@ def test_mypy_finds_nothing():
     assert "Success: no issues found" in completed.stdout
 
 
+@pytest.mark.no_process
 def test_mypy_checks_every_function_and_ignores_only_named_untyped_packages():
     """The settings test_mypy_finds_nothing judges by: loosening them would let it pass on untyped code."""
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
@@ -54,6 +56,7 @@ def _long_functions(folder: Path) -> list[str]:
     return found
 
 
+@pytest.mark.no_process
 def test_no_function_is_longer_than_60_lines():
     long = [entry for folder in ("commbench", "tests", "benchmarks") for entry in _long_functions(ROOT / folder)]
     assert not long, f"split these into named steps of at most {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)

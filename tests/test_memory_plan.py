@@ -42,6 +42,7 @@ def storages(*tensors) -> dict[int, int]:
     return {tensor.untyped_storage().data_ptr(): tensor.untyped_storage().nbytes() for tensor in tensors}
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("name", sorted(COLLECTIVES))
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 def test_each_collective_states_the_buffers_it_allocates(name, world):
@@ -62,6 +63,7 @@ RING_CASES = [(name, inplace) for name, collective in sorted(COLLECTIVES.items()
 """Every placement of every collective the ring runs."""
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("name, inplace", RING_CASES)
 @pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
 def test_the_ring_states_its_spare_space(name, inplace, world):
@@ -83,6 +85,7 @@ def test_the_ring_states_its_spare_space(name, inplace, world):
     assert spare == collective.ring_spare_elements(layout, world) * layout.elt_bytes
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("dtype, op, world", [("float32", "avg", 3), ("float32", "sum", 2), ("int8", "sum", 300),
                                                ("bfloat16", "prod", 70)])
 def test_the_checks_working_memory_stays_within_its_stated_bound(dtype, op, world):
@@ -107,6 +110,7 @@ def test_the_checks_working_memory_stays_within_its_stated_bound(dtype, op, worl
                                                 floating=dtype in FLOATING_DTYPES)
 
 
+@pytest.mark.no_process
 def test_the_largest_point_needs_its_collectives_own_buffers():
     need = need_at(spec_of(collectives=("all_reduce", "all_gather")), 2**40)
     # all_gather out of place: the 1 TiB output (n × a 0.5 TiB input) and the input apart from it
@@ -119,6 +123,7 @@ def test_the_largest_point_needs_its_collectives_own_buffers():
     assert need_at(spec_of(check=False, collectives=("all_reduce",)), 2**30).per_rank == 2**30
 
 
+@pytest.mark.no_process
 def test_ranks_on_one_machine_share_its_ram_and_on_cuda_each_gpu_its_own():
     cpu = Machine(gpus=0, nccl_available=False, host_memory_bytes=64 * GiB)
     assert pool_for(spec_of(nproc=4), cpu).ranks == 4
@@ -132,6 +137,7 @@ def test_ranks_on_one_machine_share_its_ram_and_on_cuda_each_gpu_its_own():
     assert pool_for(spec_of(), Machine.for_job(nodes=2, ranks_per_node=2, gpus_per_node=0)) is None
 
 
+@pytest.mark.no_process
 def test_with_the_memory_unknown_the_plan_is_skipped_with_one_warning_line(capsys):
     """No figure to check against (no NVML, no /proc/meminfo): nothing is refused, and one `commbench: warning:`
     line says the plan was skipped and why. Machines stated for a job's nodes are planned there: no warning."""
@@ -154,6 +160,7 @@ def test_with_the_memory_unknown_the_plan_is_skipped_with_one_warning_line(capsy
             assert show_warnings() == []
 
 
+@pytest.mark.no_process
 def test_a_sweep_that_cannot_fit_is_refused_with_both_figures_and_the_size_that_fits():
     machine = Machine(gpus=0, nccl_available=False, host_memory_bytes=24 * GiB)
     with pytest.raises(CommbenchError) as refused:
@@ -167,6 +174,7 @@ def test_a_sweep_that_cannot_fit_is_refused_with_both_figures_and_the_size_that_
     check_fits(spec_of(sizes=(1024, 7 * GiB)), machine)
 
 
+@pytest.mark.no_process
 def test_the_size_that_fits_is_the_largest_whole_unit_below_the_limit():
     # two ranks of an all_reduce of S bytes need 2 × (S + the check's few MiB): 5 GiB fits in 10 GiB + 4 MiB
     spec, machine = spec_of(collectives=("all_reduce",)), Machine(gpus=0, nccl_available=False,
@@ -196,6 +204,7 @@ def test_sweep_1t_is_refused_within_seconds_and_launches_nothing(tmp_path):
     assert elapsed < 60, elapsed
 
 
+@pytest.mark.no_process
 def test_a_gpu_point_that_fits_all_of_the_memory_but_not_what_the_reserve_leaves_is_refused():
     """On a GPU the CUDA context and NCCL's buffers come before the sweep's: a point that needs exactly the GPU's
     memory is refused, naming the reserve; with the reserve's room added it passes."""
@@ -213,6 +222,7 @@ def test_a_gpu_point_that_fits_all_of_the_memory_but_not_what_the_reserve_leaves
     check_fits(spec, Machine(gpus=8, nccl_available=True, gpu_memory_bytes=need + reserve))
 
 
+@pytest.mark.no_process
 def test_ranks_sharing_a_gpu_each_hold_a_cuda_context_and_gloo_holds_no_nccl_buffers():
     spec = spec_of(backend="gloo", device="cuda", nproc=4, collectives=("all_reduce",), sizes=(1024, GiB))
     pool = pool_for(spec, Machine(gpus=1, nccl_available=True, gpu_memory_bytes=80 * GiB))
@@ -220,6 +230,7 @@ def test_ranks_sharing_a_gpu_each_hold_a_cuda_context_and_gloo_holds_no_nccl_buf
     assert pool.reserve_what == "4 CUDA contexts (512 MiB each)" and pool.usable == 78 * GiB
 
 
+@pytest.mark.no_process
 def test_cpu_plans_hold_nothing_back():
     for machine in (Machine(gpus=0, nccl_available=False, host_memory_bytes=64 * GiB),
                     Machine(gpus=8, nccl_available=True, gpu_memory_bytes=80 * GiB, host_memory_bytes=64 * GiB)):
@@ -227,6 +238,7 @@ def test_cpu_plans_hold_nothing_back():
         assert (pool.reserve, pool.usable) == (0, pool.available)
 
 
+@pytest.mark.no_process
 def test_the_nccl_reserve_holds_one_communicators_buffers_at_nccls_defaults():
     """The stated figure against its own arithmetic: NCCL's three protocol buffers per connection (Simple
     NCCL_BUFFSIZE 4 MiB; LL 8 lines x 512 threads x 8 steps x 16 B; LL128 120 elements x 640 threads x 8 steps x 8 B),

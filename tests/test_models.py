@@ -23,6 +23,7 @@ def totals(params, ranks, preset, shard_group=None):
     return {row.strategy: row.total_bytes for row in rows}
 
 
+@pytest.mark.no_process
 def test_zero_paper_figure_1():
     # ZeRO paper, Fig. 1: Ψ = 7.5B, N = 64, K = 12 → 120 GB, 31.4 GB, 16.6 GB, 1.9 GB
     # by hand: 16·7.5 = 120; 4·7.5 + 12·7.5/64 = 31.406; 2·7.5 + 14·7.5/64 = 16.641; 120/64 = 1.875
@@ -33,12 +34,14 @@ def test_zero_paper_figure_1():
     assert got["zero3"] == pytest.approx(1.875 * GB)
 
 
+@pytest.mark.no_process
 def test_fp32_adam_7b_8_ranks():
     # P4 G4 O8: DDP 16·7 = 112 GB; ZeRO-1 8·7 + 8·7/8 = 63; ZeRO-2 4·7 + 12·7/8 = 38.5; ZeRO-3 112/8 = 14
     got = totals(7e9, 8, "fp32-adam")
     assert [got[s] / GB for s in ("ddp", "zero1", "zero2", "zero3")] == pytest.approx([112, 63, 38.5, 14])
 
 
+@pytest.mark.no_process
 def test_mixed_adam_7b_8_ranks_in_gib():
     # P2 G2 O12: DDP 112e9 B = 104.308 GiB; ZeRO-3 14e9 B = 13.039 GiB; HSDP over groups of 4: 28e9 B = 26.077 GiB
     got = totals(7e9, 8, "mixed-adam", shard_group=4)
@@ -47,12 +50,14 @@ def test_mixed_adam_7b_8_ranks_in_gib():
     assert got["hsdp"] / GIB == pytest.approx(26.0770, abs=1e-4)
 
 
+@pytest.mark.no_process
 def test_parts_per_rank():
     row = memory.state_per_rank("zero2", params=1e9, ranks=4, state=memory.PRESETS["bf16-fp32grad-adam"])
     # P2 unsharded = 2e9; G4 / 4 = 1e9; O12 / 4 = 3e9
     assert (row.param_bytes, row.grad_bytes, row.optim_bytes) == (2e9, 1e9, 3e9)
 
 
+@pytest.mark.no_process
 def test_min_ranks_to_fit():
     state = memory.PRESETS["mixed-adam"]
     # 7B in 80 GB: DDP 112 GB never; ZeRO-1 28 + 84/N ≤ 80 → N ≥ 1.62 → 2; ZeRO-3 112/N ≤ 80 → 2
@@ -63,6 +68,7 @@ def test_min_ranks_to_fit():
     assert memory.min_ranks_to_fit("zero3", params=70e9, state=state, capacity_bytes=80 * GB) == 14
 
 
+@pytest.mark.no_process
 def test_comm_volume_zero3_is_1_5x_ddp():
     rows = {row.strategy: row for row in comm_volume.traffic(params=7e9, ranks=8, dtype_bytes=2)}
     # DDP: 2·(7/8)·7e9·2 B = 24.5e9; ZeRO-3: 3·(7/8)·7e9·2 = 36.75e9
@@ -71,6 +77,7 @@ def test_comm_volume_zero3_is_1_5x_ddp():
     assert rows["zero3"].ratio_to_ddp == 1.5 and rows["zero1"].ratio_to_ddp == 1.0
 
 
+@pytest.mark.no_process
 def test_comm_time_alpha_beta():
     # DDP, N = 8: 2 phases × (7 × 10 µs + (7/8)·14e9 B / 400e9 B/s) = 2 × (70e-6 + 0.030625) s = 61.39 ms
     rows = {row.strategy: row for row in comm_volume.traffic(params=7e9, ranks=8, dtype_bytes=2, alpha_us=10,
@@ -78,6 +85,7 @@ def test_comm_time_alpha_beta():
     assert rows["ddp"].time_s == pytest.approx(0.06139)
 
 
+@pytest.mark.no_process
 def test_fit_recovers_alpha_and_bandwidth_from_noisy_timings():
     rng = np.random.default_rng(7)
     sizes = np.array([2.0**k for k in range(10, 27)])
@@ -88,6 +96,18 @@ def test_fit_recovers_alpha_and_bandwidth_from_noisy_timings():
     assert fit.r2 > 0.99
 
 
+@pytest.mark.no_process
+def test_the_fit_weighs_each_point_by_its_relative_error():
+    """fit_line is least squares of t = α + β·S with weights 1/t² (each point's error in percent): numpy's polyfit
+    with w = 1/t (it weighs the residuals, so their squares by 1/t²) gives the same line on points off any line."""
+    sizes = np.array([1e3, 1e4, 1e5, 1e6, 1e7])
+    times = np.array([12.0, 15.0, 60.0, 380.0, 4300.0])
+    beta, alpha = np.polyfit(sizes, times, 1, w=1 / times)
+    fit = fit_line(sizes, times)
+    assert (fit.alpha_us, fit.us_per_byte) == pytest.approx((alpha, beta), rel=1e-9)
+
+
+@pytest.mark.no_process
 def test_memory_json():
     result = CliRunner().invoke(main, ["model", "memory", "--params", "7B", "--ranks", "8", "--json"])
     assert result.exit_code == 0, result.output
@@ -96,6 +116,7 @@ def test_memory_json():
     assert {"strategy", "param_bytes", "grad_bytes", "optim_bytes", "total_bytes"} <= set(rows["DDP"])
 
 
+@pytest.mark.no_process
 def test_one_strategy_table():
     assert KEYS == ("ddp", "zero1", "zero2", "zero3", "hsdp")
     assert [display_name(key) for key in KEYS] == ["DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3/FSDP", "HSDP"]
@@ -107,6 +128,7 @@ def test_one_strategy_table():
     assert formula_at_rest("zero2", "fsdp1") == "zero3" and formula_at_rest("zero2", "zero2") == "zero2"
 
 
+@pytest.mark.no_process
 def test_tables_print_display_names():
     memory_out = CliRunner().invoke(main, ["model", "memory", "--params", "7B", "--ranks", "8", "--shard-group", "4",
                                            "--fit", "80GB"]).output
@@ -139,6 +161,7 @@ def test_model_commands_import_nothing_heavy(module):
     assert result.stdout.strip() == ""
 
 
+@pytest.mark.no_process
 def test_memory_table_states_its_assumptions():
     result = CliRunner().invoke(main, ["model", "memory", "--params", "7B", "--ranks", "8", "--preset", "fp32-adam",
                                        "--units", "GiB", "--fit", "80GiB"])
@@ -147,6 +170,7 @@ def test_memory_table_states_its_assumptions():
     assert "min ranks to fit 80GiB" in result.output
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("args", [
     ["model", "memory", "--params", "-7B", "--ranks", "8"],
     ["model", "memory", "--params", "7X", "--ranks", "8"],
@@ -197,6 +221,7 @@ def _rows(times_by_size: dict[int, float]):
                           "time_us_p50": time} for size, time in times_by_size.items()])
 
 
+@pytest.mark.no_process
 def test_each_timing_mode_gets_its_own_fit():
     """Per-iteration and batch times of one sweep are two measurements of each size: one fit each, never one line
     through both; rows of files written before the timing column fit as per-iteration."""
@@ -215,6 +240,7 @@ def test_each_timing_mode_gets_its_own_fit():
     assert old_file.timing == "per-iteration"
 
 
+@pytest.mark.no_process
 def test_piecewise_note_needs_a_real_knee():
     from commbench.models.alpha_beta import fit_results
 
@@ -226,6 +252,7 @@ def test_piecewise_note_needs_a_real_knee():
     assert knee.note.startswith("piecewise: two lines split at 1 MiB")
 
 
+@pytest.mark.no_process
 def test_fit_ignores_unusable_times():
     from commbench.models.alpha_beta import fit_results
 
@@ -233,6 +260,7 @@ def test_fit_ignores_unusable_times():
     assert fit.n_points == 3
 
 
+@pytest.mark.no_process
 def test_fit_says_when_it_resolves_nothing():
     from commbench.models.alpha_beta import fit_results
 

@@ -7,6 +7,8 @@ import torch
 from commbench import names
 from commbench.collectives import COLLECTIVES
 
+pytestmark = pytest.mark.no_process
+
 
 def test_every_collective_commbench_runs_has_a_busbw_factor_and_an_nccl_tests_program():
     """A collective added to the registry without its vocabulary would print no busbw and no nccl-tests name."""

@@ -83,6 +83,7 @@ def _assert_half_width(text: str, size: int) -> None:
     assert float(text) == pytest.approx(half_width, abs=0.05 if half_width < 1000 else 0.5)
 
 
+@pytest.mark.no_process
 def test_the_ci_column_holds_each_medians_half_width(hand_table, short_table):
     lines = _data_lines(hand_table, "# all_gather (builtin")
     assert len(lines) == len(CASES)
@@ -103,6 +104,7 @@ def test_the_ci_column_holds_each_medians_half_width(hand_table, short_table):
         _assert_half_width(values[6], int(values[0]))
 
 
+@pytest.mark.no_process
 def test_only_rows_wider_than_ten_percent_are_flagged_noisy(hand_table, short_table):
     flagged = {}
     for line in _data_lines(hand_table, "# all_gather (builtin"):
@@ -126,6 +128,7 @@ def test_only_rows_wider_than_ten_percent_are_flagged_noisy(hand_table, short_ta
     assert "--iters" in summary and "--target-ci 10 --max-time S" in summary and "run set" in summary
 
 
+@pytest.mark.no_process
 def test_the_columns_stay_aligned_with_their_headers(hand_table, short_table):
     block = hand_table.split("\n\n")[0].splitlines()
     heads, units = block[2], block[3]
@@ -145,6 +148,7 @@ def test_the_columns_stay_aligned_with_their_headers(hand_table, short_table):
         assert [match.end() for match in re.finditer(r"\S+", line)][:len(values)] == ends, (line, heads)
 
 
+@pytest.mark.no_process
 def test_wrong_and_noisy_flags_share_the_line():
     rows = pd.DataFrame([_collective_row(p50=100.0, lo=50.0, hi=101.0, n_wrong=3),
                          _collective_row(size=8192, p50=100.0, lo=99.0, hi=101.0, n_wrong=1)])
@@ -156,6 +160,7 @@ def test_wrong_and_noisy_flags_share_the_line():
     assert lines[0].endswith("   <-- WRONG RESULT; noisy") and lines[1].endswith("   <-- WRONG RESULT")
 
 
+@pytest.mark.no_process
 def test_the_widest_placement_decides_a_rows_flag():
     rows = pd.DataFrame([_collective_row(inplace=False, p50=100.0, lo=99.0, hi=101.0),
                          _collective_row(inplace=True, p50=100.0, lo=80.0, hi=101.0)])
@@ -170,6 +175,7 @@ def test_the_widest_placement_decides_a_rows_flag():
     assert "1 of 2 points" in short.splitlines()[-1]  # a point is a placement's row: only in-place is noisy
 
 
+@pytest.mark.no_process
 def test_the_half_width_is_the_one_adaptive_sampling_aims_at():
     samples = np.random.default_rng(3).lognormal(5.0, 0.4, size=40)
     summary = summarize(samples)
@@ -198,6 +204,7 @@ RATIO_CASES = {
 }
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("verbose", [True, False])
 def test_the_ratio_range_pairs_opposite_ci_bounds(verbose):
     lines = _ratio_table(RATIO_CASES, verbose=verbose)
@@ -212,6 +219,7 @@ def test_the_ratio_range_pairs_opposite_ci_bounds(verbose):
         assert float(high) == pytest.approx(b_hi / r_lo, abs=5e-4)
 
 
+@pytest.mark.no_process
 def test_ratio_rows_are_flagged_when_wide_or_not_distinguishable_from_one():
     lines = _ratio_table(RATIO_CASES)
     flags = {size: line.split(FLAG)[1] if FLAG in line else None for size, line in lines.items()}
@@ -255,6 +263,7 @@ TRAINING_CASES = [
 ]
 
 
+@pytest.mark.no_process
 def test_ties_are_exactly_the_eligible_configurations_whose_cis_overlap_the_best():
     results = _training_rows(TRAINING_CASES)
     best = best_config(results)
@@ -264,6 +273,7 @@ def test_ties_are_exactly_the_eligible_configurations_whose_cis_overlap_the_best
     assert list(key_numbers(results)["best"]) == ["◀ best", "◀ tie", "", "", "", ""]
 
 
+@pytest.mark.no_process
 def test_the_best_line_names_every_tied_configuration():
     table = format_training_table(_training_rows(TRAINING_CASES))
     [best_line] = [line for line in table.splitlines() if line.startswith("# best:")]
@@ -277,6 +287,7 @@ def test_the_best_line_names_every_tied_configuration():
                                                          "99.0–103.0", "n/a"]
 
 
+@pytest.mark.no_process
 def test_no_tie_without_overlap_and_the_markers_stay_in_the_best_column():
     results = _training_rows(TRAINING_CASES[:1] + TRAINING_CASES[2:3])  # winner and a tight loser
     assert tied_configs(results, best_config(results)) == ([], [])
@@ -287,6 +298,7 @@ def test_no_tie_without_overlap_and_the_markers_stay_in_the_best_column():
     assert list(numbers["step p50 95% CI (ms)"]) == ["96.0–104.0", "105.0–115.0"]
 
 
+@pytest.mark.no_process
 def test_accumulation_compares_the_time_per_sample():
     # accum 4 takes 8 samples per step (2 ranks): its step-time CI, 380–420 ms, is 47.5–52.5 ms per sample, which
     # overlaps the winner's 48–52 ms (96–104 ms for 2 samples); in raw step time the two would never overlap
@@ -333,6 +345,7 @@ def test_a_real_sweep_prints_a_ci_for_every_row_and_the_legend(real_sweep):
         assert len(ratio_lines) == 3 and all("–" in _cells(line)[7] for line in ratio_lines)
 
 
+@pytest.mark.no_process
 def test_the_reports_key_numbers_count_the_noisy_points_of_every_size():
     from commbench.benches.collective import KIND
 

@@ -35,6 +35,8 @@ from commbench.profiling.nvml_sampler import (
     wait_after,
 )
 
+pytestmark = pytest.mark.no_process
+
 TX, RX = 138, 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX / _RX
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED, what a refused field value carries in nvmlReturn
 MiB = 1024 * 1024

@@ -3,10 +3,14 @@ rank's step as Kineto writes it (this machine has no GPU to record one): the c10
 the tensor to the host (a DtoH memcpy), gloo's thread runs gloo:all_reduce, a compute kernel runs meanwhile, and the
 result is copied back (HtoD). The communication is gloo's span; the kernels are the computation."""
 
+import pytest
+
 from commbench.profiling.collective_calls import collective_calls
 from commbench.profiling.overlap import analyze
 from commbench.profiling.trace_file import load_trace
 from tests import kineto_trace as kt
+
+pytestmark = pytest.mark.no_process
 
 ELEMENTS = 1024
 COMPUTE = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)"

@@ -5,6 +5,8 @@ import torch
 
 from commbench.platform import CpuPlatform
 
+pytestmark = pytest.mark.no_process
+
 CPU = CpuPlatform("gloo")
 
 

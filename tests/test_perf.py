@@ -97,6 +97,7 @@ def _perf_spec(collective: str, perf_args: list[str]):
     return bench.spec, bench.points
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("collective, perf_args, sweep_args", EQUIVALENT,
                          ids=[" ".join([name, *args]) or "defaults" for name, args, _ in EQUIVALENT])
 def test_every_nccl_tests_flag_parses_to_the_plan_of_the_equivalent_sweep(collective, perf_args, sweep_args):
@@ -108,6 +109,7 @@ def test_every_nccl_tests_flag_parses_to_the_plan_of_the_equivalent_sweep(collec
         [(point.label(), point.layout) for point in sweep_points]
 
 
+@pytest.mark.no_process
 def test_a_cuda_graph_is_the_sweeps_cuda_graph_option():
     """-G runs only on NCCL (refused here, below): its translation is checked on the request itself."""
     request = perf_flags.parse("all_reduce", {"cudagraph": "4"})
@@ -116,6 +118,7 @@ def test_a_cuda_graph_is_the_sweeps_cuda_graph_option():
 
 # --- refusals: one line, exit 2, nccl-tests' meaning --------------------------------------------------------------
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("args, fragments", [
     (["all_reduce", "-b", "1x"], ["-b/--minbytes 1x", "nccl-tests: minimum size"]),
     (["all_reduce", "-e", "8Q"], ["-e/--maxbytes 8Q", "maximum size"]),

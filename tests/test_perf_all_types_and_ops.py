@@ -38,6 +38,7 @@ def _runs_alone(datatype: str, op: str) -> bool:
         return False
 
 
+@pytest.mark.no_process
 def test_all_types_and_ops_plan_every_pair_that_runs_alone_and_no_other():
     alone = {(datatype, op) for datatype, op in itertools.product(RUNNABLE_TYPE_NAMES, names.NCCL_TESTS_OP_NAMES)
              if _runs_alone(datatype, op)}
@@ -45,6 +46,7 @@ def test_all_types_and_ops_plan_every_pair_that_runs_alone_and_no_other():
     assert _planned_pairs("all", "all") == alone
 
 
+@pytest.mark.no_process
 def test_the_pairs_left_out_are_named_with_the_backends_reason():
     request = perf_flags.fit_to(perf_flags.parse("all_reduce", {"datatype": "all", "op": "all"}),
                                 backend="gloo", device="cpu")
@@ -58,6 +60,7 @@ def test_the_pairs_left_out_are_named_with_the_backends_reason():
     assert "gloo cannot average" in avg_notes[0]
 
 
+@pytest.mark.no_process
 def test_all_types_with_avg_leaves_out_the_types_that_cannot_average():
     assert _planned_pairs("all", "avg") == {(name, "avg") for name in ("half", "float", "double", "bfloat16")}
     request = perf_flags.fit_to(perf_flags.parse("all_reduce", {"datatype": "all", "op": "avg"}),
@@ -65,11 +68,13 @@ def test_all_types_with_avg_leaves_out_the_types_that_cannot_average():
     assert any(note.startswith("-d all: int8, uint8, int32, int64 left out with -o avg") for note in request.notes)
 
 
+@pytest.mark.no_process
 def test_one_type_and_op_the_backend_lacks_is_still_refused_by_name():
     with pytest.raises(CommbenchError, match="gloo cannot average int8"):
         _planned_pairs("int8", "avg")
 
 
+@pytest.mark.no_process
 def test_on_nccl_every_pair_runs_and_an_nccl_without_avg_leaves_avg_out_for_every_type():
     for version, left_avg in (((2, 27, 0), False), ((2, 9, 0), True)):
         request = perf_flags.fit_to(perf_flags.parse("all_reduce", {"datatype": "all", "op": "all"}),
@@ -79,6 +84,7 @@ def test_on_nccl_every_pair_runs_and_an_nccl_without_avg_leaves_avg_out_for_ever
         assert any(note.startswith("-o all: avg left out (NCCL 2.9.0 has no avg") for note in request.notes) == left_avg
 
 
+@pytest.mark.no_process
 def test_the_left_out_pairs_travel_to_the_ranks_with_the_spec():
     spec = SweepSpec(collectives=("all_reduce",), sizes=(1024,), dtypes=("int8", "float32"), ops=("sum", "avg"),
                      placement="in", warmup=0, iters=1, backend="gloo", device="cpu", nproc=2, timeout_s=60.0,

@@ -7,6 +7,9 @@ import unicodedata
 from pathlib import Path
 
 import click
+import pytest
+
+pytestmark = pytest.mark.no_process
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"

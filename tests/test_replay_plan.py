@@ -12,6 +12,8 @@ from commbench.profiling.trace_file import load_trace
 from commbench.replay.plan import load_calls, plan
 from tests import kineto_trace as kt
 
+pytestmark = pytest.mark.no_process
+
 WORLD = 64
 CALLS = (  # (collective name, elements in / out, torch dtype, NCCL kernel)
     ("broadcast", 3, "Long", "ncclDevKernel_Broadcast_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),

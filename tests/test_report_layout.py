@@ -149,6 +149,7 @@ def test_a_table_of_any_column_count_is_split_to_fit_1400_px(fsdp_run, suite_run
     _fits_the_window(_page_in_chromium(page))
 
 
+@pytest.mark.no_process
 def test_short_cells_keep_together_and_long_words_may_break():
     """'◀ best' never breaks over two lines; a 40-character commit hash may break, so that it cannot widen its
     column past what the split assumed."""
@@ -223,6 +224,7 @@ def _fit_lines(axis) -> list:
             if line.get_label().strip().startswith("its fit") and len(line.get_xdata())]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("log", ["no-fit", "fit"])
 def test_the_latency_title_names_the_fit_only_where_one_is_drawn(log, imported, tmp_path):
     (run,) = render.load_runs([imported[log]])
@@ -255,6 +257,7 @@ def _placement_lines(axis) -> dict:
     return found
 
 
+@pytest.mark.no_process
 def test_out_of_place_points_show_beside_in_place_ones(imported):
     """The H100 log measured both placements alike, point on point: in-place is drawn on top with larger hollow
     squares and a dashed line, so the filled out-of-place circles still show inside them."""

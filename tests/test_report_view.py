@@ -51,12 +51,14 @@ def _labels(sizes) -> list[str]:
     return [tick.get_text() for tick in shown]
 
 
+@pytest.mark.no_process
 def test_a_1_kib_to_1_gib_axis_reads_in_binary_units():
     assert _labels([2**10, 2**20, 2**30]) == ["1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB",
                                                 "16 MiB", "64 MiB", "256 MiB", "1 GiB"]
     assert _labels([2**10, 2**16]) == ["1 KiB", "2 KiB", "4 KiB", "8 KiB", "16 KiB", "32 KiB", "64 KiB"]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("low, high", [(1, 2**24), (1000, 10**9), (8, 8), (4096, 4096), (3000, 5000), (1, 2**50)])
 def test_size_ticks_cover_the_data_with_few_round_powers_of_two(low, high):
     ticks = size_ticks(low, high)
@@ -267,6 +269,7 @@ def _row(size: int, timing: str, inplace: bool, p50: float) -> dict:
     return row
 
 
+@pytest.mark.no_process
 def test_lines_never_mix_timing_modes_or_placements():
     """A run measured in both timing modes and placements: one line (and one fit) per combination, each labelled
     with what tells it apart; one line through all four would zigzag between different measurements of a size."""

@@ -39,6 +39,7 @@ def test_ring_is_exact_and_sends_the_ring_bytes(run_sweep, nproc):
     assert run.stdout.count("# ring vs builtin:") == 3
 
 
+@pytest.mark.no_process
 def test_default_pieces_rule():
     assert default_pieces(1 * MIB) == 1
     assert default_pieces(4 * MIB) == 1
@@ -73,6 +74,7 @@ def test_five_ranks_reuse_scratch_safely_and_handle_empty_chunks(run_sweep):
     assert "reduce_scatter float32: 1 size(s) below" in run.stdout
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("world, spares", [(2, 1), (3, 3), (4, 4), (5, 4)])
 def test_ring_allocates_only_the_spare_buffers_its_steps_use(world, spares, monkeypatch):
     # On a GPU an allocation counts whether touched or not: at 2 ranks a reduce-scatter needs one landing buffer and

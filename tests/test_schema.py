@@ -15,6 +15,8 @@ from commbench.schema.files import COLUMNS, FILES, NUMERIC_COLUMNS
 from commbench.schema.reference import COMMAND, reference
 from commbench.training.spec import SETTING_COLUMNS
 
+pytestmark = pytest.mark.no_process
+
 ROOT = Path(__file__).parent.parent
 MODULES = (common, gpu, collective, training, hunt, p2p, replay)
 

@@ -37,6 +37,7 @@ def _selftest(tmp_path, *args, env=None, run_id="st") -> subprocess.CompletedPro
     (["--only", "sweep,frobnicate"], "unknown --only step 'frobnicate'"),
     (["--step-timeout", "0"], "--step-timeout 0 must be above 0"),
 ])
+@pytest.mark.no_process
 def test_bad_input_exits_2_with_one_line_and_runs_nothing(args, fragment, tmp_path, monkeypatch):
     for name in ("RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
@@ -47,12 +48,14 @@ def test_bad_input_exits_2_with_one_line_and_runs_nothing(args, fragment, tmp_pa
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.no_process
 def test_inside_a_job_it_refuses(monkeypatch):
     with pytest.raises(Exception, match="launches its own ranks"):
         plan_selftest(Machine(gpus=0, nccl_available=False, rank=0, world_size=2), backend="auto", device="auto",
                       nproc=None, only=(), timeout_s=300)
 
 
+@pytest.mark.no_process
 def test_the_plan_on_a_gpu_node_and_with_gloo_on_cuda():
     nccl = plan_selftest(GPU_MACHINE, backend="auto", device="auto", nproc=None, only=(), timeout_s=300)
     assert (nccl.backend, nccl.device, nccl.nproc, nccl.large_bytes) == ("nccl", "cuda", 2, LARGE_BYTES["cuda"])
@@ -69,6 +72,7 @@ def test_the_plan_on_a_gpu_node_and_with_gloo_on_cuda():
         assert gloo.not_applicable[path]  # each with its reason
 
 
+@pytest.mark.no_process
 def test_the_profile_step_traces_a_device_copy_with_one_nccl_rank_and_an_all_reduce_elsewhere():
     """NCCL with one rank communicates nothing: in place it does nothing, out of place it copies on the device. The
     plan is a function of (world size, backend, device) alone."""
@@ -89,6 +93,7 @@ def test_the_profile_step_traces_a_device_copy_with_one_nccl_rank_and_an_all_red
     assert (two.nproc, point.collective, point.inplace) == (2, "all_reduce", True)
 
 
+@pytest.mark.no_process
 def test_with_one_nccl_rank_the_profile_verdict_asks_for_gpu_traces_not_communication(tmp_path):
     plan = plan_selftest(ONE_GPU, backend="auto", device="auto", nproc=None, only=("profile",), timeout_s=300)
     log, analysis = tmp_path / "profile.log", tmp_path / "trace_analysis.json"
@@ -120,11 +125,13 @@ def test_one_gloo_rank_profiles_an_all_reduce_whose_trace_shows_communication(tm
     assert profile["detail"].startswith("1 trace (1 all_reduce point × 1 rank): ") and "comm up to" in profile["detail"]
 
 
+@pytest.mark.no_process
 def test_only_brings_what_a_step_needs():
     plan = plan_selftest(CPU_MACHINE, backend="auto", device="auto", nproc=None, only=("compare",), timeout_s=60)
     assert plan.selected == ("sweep", "compare") and set(plan.commands) == {"sweep"}
 
 
+@pytest.mark.no_process
 def test_the_table_has_a_row_per_path_and_ends_with_the_run_folder_and_time(tmp_path):
     checks = [Check("collective all_reduce builtin", PASS, "4 rows, 0 wrong"), Check("nvml sampler", NA, "no GPU"),
               Check("compare", FAIL, "compare exit 2")]
@@ -198,6 +205,7 @@ def test_a_wrong_element_fails_its_paths_and_the_exit_code(tmp_path):
     assert lines[-1].startswith("# 11 pass, 3 FAIL, 7 n/a; run folder ") and "wall time" in lines[-1]
 
 
+@pytest.mark.no_process
 def test_the_command_line_names_the_steps_the_plan_runs():
     """`commbench selftest --help` lists the steps from the kinds' registry without importing the selftest package."""
     from commbench.cli.selftest import STEP_NAMES

@@ -86,6 +86,7 @@ def _job_id(completed: subprocess.CompletedProcess) -> str:
     return re.search(r"^Submitted batch job (\d+)$", completed.stdout, re.M).group(1)
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("args, fragment", [
     (["--job-name", "a b"], "--job-name 'a b' cannot go into an #SBATCH line"),
     (["--partition", "x;y"], "--partition 'x;y' cannot go into an #SBATCH line"),
@@ -112,6 +113,7 @@ def test_unsafe_or_impossible_submissions_are_refused(tmp_path, commbench_cli, a
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.no_process
 def test_submit_without_slurm_says_so_and_creates_nothing(tmp_path, commbench_cli, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     outcome = commbench_cli("slurm", "submit", "cpu-ci", "--nodes", "1", "--gpus-per-node", "0", "--out",
@@ -132,6 +134,7 @@ def test_a_container_image_without_pyxis_is_refused_before_anything_is_made(clus
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.no_process
 def test_suite_is_validated_for_the_compute_nodes_not_this_one(commbench_cli, tmp_path):
     # nccl-tests needs GPUs: fine for 8-GPU nodes even from this GPU-less machine, refused for CPU nodes
     ok = commbench_cli("slurm", "submit", "nccl-tests", "--nodes", "2", "--gpus-per-node", "8", "--dry-run",

@@ -31,6 +31,7 @@ def _cpu_comment(request: script.JobRequest) -> str:
     return next(line for line in script.directives(request) if line.startswith("# CPUs: "))
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("ranks", [1, 4, 8])
 def test_a_gpu_job_asks_for_two_cpus_per_rank_and_one_for_torchrun(ranks):
     request = _request(nproc_per_node=ranks, gpus_per_node=ranks)
@@ -40,6 +41,7 @@ def test_a_gpu_job_asks_for_two_cpus_per_rank_and_one_for_torchrun(ranks):
     assert "grants 1 CPU per task" in _cpu_comment(request)  # the script says why
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("changes, present, absent", [
     ({"cpus_per_task": 3}, ["#SBATCH --cpus-per-task=3"], []),
     ({"exclusive": True}, ["#SBATCH --exclusive"], ["--cpus-per-task"]),
@@ -57,12 +59,14 @@ def test_the_users_cpu_choice_wins(changes, present, absent):
     assert "as asked" in _cpu_comment(request)
 
 
+@pytest.mark.no_process
 def test_a_cpu_job_asks_for_what_slurm_gives_unless_told():
     request = _request(gpus_per_node=0, nproc_per_node=2)
     assert not [line for line in _sbatch_lines(request) if "cpus" in line or "exclusive" in line]
     assert "--cpus-per-task" in _cpu_comment(request)
 
 
+@pytest.mark.no_process
 def test_dry_run_shows_the_cpu_request_and_meta_keeps_it(commbench_cli, tmp_path):
     outcome = commbench_cli("slurm", "submit", "nccl-tests", "--nodes", "2", "--gpus-per-node", "8", "--dry-run",
                             "--out", str(tmp_path))
@@ -163,6 +167,7 @@ def test_without_a_container_srun_gets_no_pyxis_option(tmp_path):
     assert not [option for option in (tmp_path / "srun-options").read_text().splitlines() if "container" in option]
 
 
+@pytest.mark.no_process
 def test_a_run_folder_pyxis_cannot_mount_is_refused(tmp_path):
     with pytest.raises(CommbenchError, match="cannot be mounted"):
         script.render(_request(container=Container("img:1")), suite_file=tmp_path / "a,b" / "s.toml",

@@ -1,9 +1,13 @@
-"""`commbench slurm submit` refuses, in process and before anything exists, every --sbatch-arg spelling of an option
-commbench sets itself and every hostile value of every string field; hostile values that are valid reach the job
-literally. Each case runs twice: with --dry-run and as a real submit (sbatch replaced by a recorder, so an accepted
-value would be seen, not submitted).
+"""`commbench slurm submit` refuses, in process and before anything exists, an --sbatch-arg that gives an option
+commbench sets itself, a hostile value of a string field and a meaningless number; hostile values that are valid reach
+the job literally. The cases run as a real submit (sbatch replaced by a recorder, so an accepted value would be seen,
+not submitted); --dry-run checks the same options in the same place first (prepare_job), which one test shows.
 
-The tables are generated: a new field is one line in FIELDS, a new hostile value one line in hostile_values()."""
+Each rule is tested once per branch of the code that holds it and once per place a value enters: SPELLINGS has one
+spelling per branch of check_sbatch_arg, every protected name and short letter is refused in its plain spelling,
+FIELDS × hostile_values() gives each string field one value per branch of its checks, and one field holds every
+control character. A new field is one line in FIELDS; an option commbench writes into the script is protected by
+itself (read from a rendered script)."""
 
 import os
 import re
@@ -19,7 +23,6 @@ from tests.refusals import assert_refused, invoke
 
 SUITE = "cpu-ci"
 VALID = ["--nodes", "1", "--gpus-per-node", "0"]
-MODES = pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "submit"])
 
 
 @pytest.fixture
@@ -82,45 +85,69 @@ FLAGS_BEFORE = ["v", "O", "Q", "vO"]
 """No-value short flags that getopt reads before the next letter of a cluster: -vN3 is -v -N 3."""
 
 
-def long_spellings(name: str) -> list[list[str]]:
-    """Each entry: the --sbatch-arg values of one attempt (several for a value in its own --sbatch-arg)."""
-    whitespace = ["\n", "\r\n", " ", "\t", "\r", "\x0b", "\x0c"]
-    spellings = [[f"--{name}"], [f"--{name}=3"], [f"--{name}=x"], [f"--{name}", "3"], [f"--{name} 3"],
-                 [f"--{name.upper()}=3"], [f"--{name.capitalize()}"], [f" --{name}"], [f"-{name}=3"]]
-    spellings += [[f"--{name}{tail}"] for tail in whitespace] + [[f"--{name}=3{tail}"] for tail in whitespace]
-    # sbatch reads any unambiguous abbreviation as the option (and refuses an ambiguous one)
-    spellings += [[f"--{name[:length]}=3"] for length in range(1, len(name))]
-    return spellings
+SPELLINGS = [
+    # check_sbatch_arg's long branch: the exact name, bare or with its value in the next --sbatch-arg
+    ["--nodes"], ["--nodes", "3"],
+    # an abbreviation: unambiguous (sbatch reads --nod as --nodes) and ambiguous (sbatch refuses --n, a prefix of
+    # --nodes, --ntasks, ...)
+    ["--nod=3"], ["--n=3"],
+    # neither pattern matches: a space inside or around it, upper case
+    ["--nodes 3"], ["--nodes=3 "], [" --nodes"], ["--NODES=3"],
+    # a control character, refused before the option is read ("--nodes\n": the `$` trap of a regex)
+    ["--nodes\n"], ["--nodes=3\r\n"],
+    # one dash and a long name: getopt reads -nodes=3 as -n odes=3
+    ["-nodes=3"],
+    # the short branch: the letter bare, with '=', after a space, before a line break, after a no-value flag
+    ["-N"], ["-N=3"], ["-N 3"], ["-N3\n"], ["-vN3"],
+]
+"""One spelling per branch of check_sbatch_arg (commbench/slurm/script.py), on --nodes; every protected name and
+letter is refused in its plain spelling by the tests below it."""
 
 
-def short_spellings(letter: str) -> list[list[str]]:
-    spellings = [[f"-{letter}3"], [f"-{letter}"], [f"-{letter}", "3"], [f"-{letter} 3"], [f"-{letter}=3"],
-                 [f"-{letter}3\n"], [f"-{letter}\n"], [f"-{letter}3 "]]
-    spellings += [[f"-{flags}{letter}3"] for flags in FLAGS_BEFORE]
-    return spellings
-
-
-SBATCH_ARG_CASES = [pytest.param(values, id=repr(values)) for name in PROTECTED for values in long_spellings(name)]
-SBATCH_ARG_CASES += [pytest.param(values, id=repr(values)) for letter in SHORT for values in short_spellings(letter)]
-
-
-@MODES
-@pytest.mark.parametrize("values", SBATCH_ARG_CASES)
-def test_sbatch_arg_cannot_give_an_option_commbench_sets(tmp_path, submitted, values, dry_run):
+def _refused_sbatch_args(tmp_path: Path, submitted: list, values: list[str], *, dry_run: bool = False) -> str:
     args = [item for value in values for item in ("--sbatch-arg", value)]
-    _assert_refused_cleanly(_submit(tmp_path, args, dry_run=dry_run), tmp_path, submitted, fragment="--sbatch-arg")
+    return _assert_refused_cleanly(_submit(tmp_path, args, dry_run=dry_run), tmp_path, submitted,
+                                   fragment="--sbatch-arg")
 
 
-@pytest.mark.parametrize("value", ["--mem=0", "--reservation=R", "--mem-per-cpu=1G", "--time-min=10",
-                                   "--gres=gpu:1", "--comment=a,b", "--hint=nomultithread", "--nodelist=n[1-2]",
-                                   "-wn1", "-H", "-Q", "-Ovxn3", "--signal=B:USR1@60", "--open-mode=append",
-                                   "--exclude=n2", "--licenses=fs:1"])
+@pytest.mark.parametrize("values", SPELLINGS, ids=repr)
+@pytest.mark.no_process
+def test_sbatch_arg_cannot_give_an_option_commbench_sets_in_any_spelling(tmp_path, submitted, values):
+    _refused_sbatch_args(tmp_path, submitted, values)
+
+
+@pytest.mark.no_process
+def test_sbatch_arg_cannot_give_any_option_commbench_sets(tmp_path, submitted):
+    """Every long name of the table (one rule: its names are the data of _SET_BY_COMMBENCH), with a value."""
+    for name in PROTECTED:
+        _refused_sbatch_args(tmp_path, submitted, [f"--{name}=3"])
+
+
+@pytest.mark.no_process
+def test_sbatch_arg_cannot_give_a_short_option_that_spells_one(tmp_path, submitted):
+    """Every short letter of the table (the data of _SBATCH_SHORT_LONG), its value attached (-N3), and after each
+    no-value flag of FLAGS_BEFORE."""
+    for letter in SHORT:
+        _refused_sbatch_args(tmp_path, submitted, [f"-{letter}3"])
+    for flags in FLAGS_BEFORE:
+        _refused_sbatch_args(tmp_path, submitted, [f"-{flags}N3"])
+
+
+@pytest.mark.parametrize("value", [
+    "--mem=0",  # a plain long option
+    "--time-min=10", "--nodelist=n[1-2]",  # a protected name (--time, --nodes...) is a prefix of theirs, not theirs
+    "--exclude=n2", "--open-mode=append",  # they share a prefix with a protected one (--exclusive, --output)
+    "--comment=a,b", "--signal=B:USR1@60",  # the punctuation an #SBATCH value may hold
+    "-wn1", "-H", "-Ovxn3",  # a short option's value takes the rest of the word; a flag alone; flags then a value
+])
+@pytest.mark.no_process
 def test_other_sbatch_options_still_reach_the_script(tmp_path, value):
     result = _submit(tmp_path, ["--sbatch-arg", value], dry_run=True)
     assert result.exit_code == 0, result.stderr
     assert f"\n#SBATCH {value}\n" in result.stdout
 
 
+@pytest.mark.no_process
 def test_the_options_read_from_the_script_are_those_commbench_writes():
     # the table above was read from a rendered script; guard against an empty read passing everything
     assert {"nodes", "job-name", "output", "ntasks-per-node", "no-requeue", "gpus-per-node", "partition",
@@ -130,17 +157,11 @@ def test_the_options_read_from_the_script_are_those_commbench_writes():
 # --- string fields × hostile values ---------------------------------------------------------------------------------
 
 def hostile_values(base: str) -> list[tuple[str, str]]:
-    """(class, value): every C0 control, DEL, C1 controls, escape sequences and Unicode line breaks, at the end (the
-    `$` trap) and for the line breaks also at the start and inside; and the empty and blank value."""
-    values = [(f"C0 {ord(char):#04x}", base + char) for char in map(chr, range(0x20))]
-    values += [("DEL", base + "\x7f"), ("C1 NEL", base + "\x85"), ("C1 CSI", base + "\x9b"),
-               ("ESC sequence", base + "\x1b[31m"), ("ESC sequence", "\x1b]0;title\x07" + base),
-               ("Unicode line break", base + "\u2028"), ("Unicode line break", base + "\u2029")]
-    for char in ("\n", "\r"):
-        values += [(f"line break inside {char!r}", char + base), (f"line break inside {char!r}", base[:1] + char +
-                                                                  base[1:])]
-    values += [("empty", ""), ("blank", " "), ("blank", "\t")]
-    return values
+    """(branch, value): one value per branch of the checks each field goes through. A C0 control at the end (the `$`
+    trap of a regex), a C1 control and a Unicode line break are refused as control characters by
+    refuse_control_characters (its Cc and Zl categories) or by a field's own pattern; a blank value by check_text_field
+    or the field's pattern. test_every_control_character_is_refused_anywhere holds every control character."""
+    return [("C0", base + "\n"), ("C1", base + "\x85"), ("Unicode line break", base + "\u2028"), ("blank", " ")]
 
 
 FIELDS = {
@@ -161,23 +182,44 @@ FIELDS = {
     "--container-mounts": ("/data:/data:ro", lambda value: ["--container-image", "img:1", "--container-mounts", value]),
     "SUITE": (SUITE, None),
 }
+"""Every place a string enters submit: each is checked by its own code (check_text_field, the #SBATCH patterns,
+check_env_name, check_sbatch_arg, check_run_id, the container patterns), so each field gets every branch once."""
 FIELD_CASES = [pytest.param(field, value, id=f"{field} {kind} {value!r}")
                for field, (base, _) in FIELDS.items() for kind, value in hostile_values(base)]
 
 
-@MODES
-@pytest.mark.parametrize("field, value", FIELD_CASES)
-def test_hostile_values_are_refused_in_every_field(tmp_path, submitted, field, value, dry_run):
-    base, pass_value = FIELDS[field]
+def _submit_field(tmp_path: Path, field: str, value: str, *, dry_run: bool = False):
+    _, pass_value = FIELDS[field]
     if pass_value is None:
-        result = _submit(tmp_path, [], dry_run=dry_run, suite=value)
-    else:
-        result = _submit(tmp_path, pass_value(value), dry_run=dry_run)
+        return _submit(tmp_path, [], dry_run=dry_run, suite=value)
+    return _submit(tmp_path, pass_value(value), dry_run=dry_run)
+
+
+def _assert_field_refused(result, tmp_path: Path, submitted: list, field: str, value: str) -> None:
     line = _assert_refused_cleanly(result, tmp_path, submitted)
     assert field.split()[0] in line, line  # the message names the field...
     assert repr(value)[1:-1] in line or not value.strip(), line  # ...and shows the value, control characters visible
 
 
+@pytest.mark.parametrize("field, value", FIELD_CASES)
+@pytest.mark.no_process
+def test_hostile_values_are_refused_in_every_field(tmp_path, submitted, field, value):
+    _assert_field_refused(_submit_field(tmp_path, field, value), tmp_path, submitted, field, value)
+
+
+@pytest.mark.no_process
+def test_every_control_character_is_refused_anywhere(tmp_path, submitted):
+    """One rule (refuse_control_characters: Unicode's Cc, Zl and Zp categories), so one field, --out, which nothing
+    else checks (a pattern would refuse them too): every C0 control, DEL, every C1 control, the Unicode line and
+    paragraph breaks and escape sequences, at the end, at the start and inside."""
+    controls = [*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xa0)), "\u2028", "\u2029"]
+    assert all(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in controls)
+    values = [value for char in controls for value in ("results" + char, char + "results", "res" + char + "ults")]
+    for value in [*values, "results\x1b[31m", "\x1b]0;title\x07results", "results\r\n"]:
+        _assert_field_refused(_submit_field(tmp_path, "--out", value), tmp_path, submitted, "--out", value)
+
+
+@pytest.mark.no_process
 def test_the_field_table_covers_every_string_option_of_submit():
     import click
 
@@ -188,6 +230,7 @@ def test_the_field_table_covers_every_string_option_of_submit():
     assert strings == {field.split()[0] for field in FIELDS} - {"SUITE"}
 
 
+@pytest.mark.no_process
 def test_base_values_of_the_table_are_accepted(tmp_path, submitted):
     """Each hostile case differs from an accepted one by the hostile part only, so the refusal is the value's."""
     for field, (base, pass_value) in FIELDS.items():
@@ -200,28 +243,24 @@ def test_base_values_of_the_table_are_accepted(tmp_path, submitted):
 
 # --- numbers --------------------------------------------------------------------------------------------------------
 
-NUMBER_CASES = [
-    *[(option, value) for option in ("--wait-timeout", "--poll") for value in ("nan", "inf", "-inf", "0", "-1", "x",
-                                                                                 "")],
-    *[("--nodes", value) for value in ("0", "-1", "1.5", "")],
-    *[("--gpus-per-node", value) for value in ("-1", "x")],
-    *[("--nproc-per-node", value) for value in ("0", "-2")],
-    *[("--cpus-per-task", value) for value in ("0", "-1")],
-    *[("--rdzv-port", value) for value in ("0", "-1", "80", "65536", "1e4")],
-]
+NUMBER_CASES = [("--nodes", "0"), ("--nproc-per-node", "0"), ("--cpus-per-task", "0"), ("--rdzv-port", "80"),
+                ("--rdzv-port", "65536"), ("--rdzv-port", "1e4")]
+"""The boundaries of validate()'s counts (commbench/slurm/script.py: a count of 0, a port below 1024 and above 65535)
+and Click's INT refusing a float's spelling; -1 of every number option, and --wait-timeout and --poll's NaN, are in
+tests/test_bad_numbers.py."""
 
 
-@MODES
 @pytest.mark.parametrize("option, value", NUMBER_CASES)
-def test_meaningless_numbers_are_refused(tmp_path, submitted, option, value, dry_run):
+@pytest.mark.no_process
+def test_meaningless_numbers_are_refused(tmp_path, submitted, option, value):
     options = {"--nodes": "1", "--gpus-per-node": "0", option: value}
     args = [item for pair in options.items() for item in pair]
-    result = invoke(["slurm", "submit", SUITE, *args, "--out", str(tmp_path / "results"),
-                     *(["--dry-run"] if dry_run else [])], cwd=tmp_path)
+    result = invoke(["slurm", "submit", SUITE, *args, "--out", str(tmp_path / "results")], cwd=tmp_path)
     line = _assert_refused_cleanly(result, tmp_path, submitted)
     assert option in line, line
 
 
+@pytest.mark.no_process
 def test_gpus_per_node_0_is_a_cpu_node(tmp_path):
     result = _submit(tmp_path, [], dry_run=True)
     assert result.exit_code == 0 and "--gpus-per-node" not in result.stdout
@@ -229,6 +268,21 @@ def test_gpus_per_node_0_is_a_cpu_node(tmp_path):
 
 # --- --dry-run refuses what a submit refuses ------------------------------------------------------------------------
 
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "submit"])
+@pytest.mark.no_process
+def test_dry_run_and_submit_refuse_through_the_same_validation(tmp_path, submitted, dry_run):
+    """The tables above run as a submit: both modes check the options in prepare_job before either branches off, so
+    one case of each kind of refusal stands for the rest in both."""
+    _refused_sbatch_args(tmp_path, submitted, ["--nodes=3"], dry_run=dry_run)
+    _assert_field_refused(_submit_field(tmp_path, "SUITE", SUITE + "\n", dry_run=dry_run), tmp_path, submitted,
+                          "SUITE", SUITE + "\n")
+    _assert_field_refused(_submit_field(tmp_path, "--out", "results\n", dry_run=dry_run), tmp_path, submitted,
+                          "--out", "results\n")
+    result = _submit(tmp_path, ["--rdzv-port", "80"], dry_run=dry_run)
+    _assert_refused_cleanly(result, tmp_path, submitted, fragment="--rdzv-port")
+
+
+@pytest.mark.no_process
 def test_dry_run_refuses_a_run_id_that_is_taken(tmp_path, submitted):
     (tmp_path / "results" / "r1").mkdir(parents=True)
     for dry_run in (True, False):
@@ -239,10 +293,13 @@ def test_dry_run_refuses_a_run_id_that_is_taken(tmp_path, submitted):
 
 # --- hostile but valid: quoted, and reaching the job literally ------------------------------------------------------
 
-VALID_HOSTILE = ["a b", "'single'", '"double"', "$(touch $CANARY.1)", "`touch $CANARY.2`", "; touch $CANARY.3",
-                 "back\\slash", "ünïcødé ☃", "*", "~", "-x", "$HOME", "a'\"b"]
-ENV_ONLY = ["line\nbreak", "tab\there", "cr\rhere", "esc\x1b[31m", "del\x7f"]
-"""Valid in an environment value only: it is one quoted shell word, and a value may hold these."""
+VALID_HOSTILE = ["a b", "a'\"b", "$(touch $CANARY.1)", "`touch $CANARY.2`", "; touch $CANARY.3", "back\\slash",
+                 "ünïcødé ☃", "*", "~", "-x", "$HOME"]
+"""One of each thing a shell reads in a word: a space, quotes, command substitution both ways, a command separator,
+an escape, non-ASCII, a glob, a tilde, a leading dash, a variable."""
+ENV_ONLY = ["line\nbreak", "esc\x1b[31m"]
+"""Valid in an environment value only: it is one quoted shell word, and a value may hold these (a control character;
+an escape sequence, which click.echo would strip from a --dry-run's script without color=True)."""
 
 
 def _run_script(script_text: str, tmp_path: Path, env_name: str) -> tuple[list[str], str]:
@@ -281,14 +338,7 @@ def test_hostile_but_valid_values_reach_the_job_literally(tmp_path, value):
     assert not [path for path in probe.iterdir() if path.name.startswith("canary")]
 
 
-@pytest.mark.parametrize("value", ["a\0b"], ids=repr)
-def test_an_env_value_with_nul_is_refused(tmp_path, submitted, value):
-    for dry_run in (True, False):
-        result = _submit(tmp_path, ["--env", f"COMMBENCH_PROBE={value}"], dry_run=dry_run)
-        _assert_refused_cleanly(result, tmp_path, submitted, fragment="NUL")
-
-
-def test_hostile_table_holds_every_c0_control():
-    controls = {value[-1] for kind, value in hostile_values("x") if kind.startswith("C0")}
-    assert controls == {chr(code) for code in range(0x20)}
-    assert all(unicodedata.category(char) == "Cc" for char in controls)
+@pytest.mark.no_process
+def test_an_env_value_with_nul_is_refused(tmp_path, submitted):
+    result = _submit(tmp_path, ["--env", "COMMBENCH_PROBE=a\0b"], dry_run=False)
+    _assert_refused_cleanly(result, tmp_path, submitted, fragment="NUL")

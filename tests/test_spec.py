@@ -5,6 +5,8 @@ from commbench.benches.options import parse_options
 from commbench.errors import CommbenchError
 from commbench.sweep.spec import SweepSpec, placement_notes, plan, validate
 
+pytestmark = pytest.mark.no_process
+
 
 def make_spec(**overrides) -> SweepSpec:
     fields = dict(collectives=("all_reduce",), sizes=(1024, 4096), dtypes=("float32",), ops=("sum",),

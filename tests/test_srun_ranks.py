@@ -32,6 +32,7 @@ def _srun_task(*, procid: int, tasks: int, nodes: str = "n[1-2]", per_node: str 
             "SLURM_NODEID": str(nodeid), "SLURMD_NODENAME": f"n{nodeid + 1}", **extra}
 
 
+@pytest.mark.no_process
 def test_every_task_of_a_cpu_step_is_a_rank_of_one_job():
     tasks = [_srun_task(procid=rank, tasks=4, per_node="2(x2)", localid=rank % 2, nodeid=rank // 2)
              for rank in range(4)]
@@ -46,6 +47,7 @@ def test_every_task_of_a_cpu_step_is_a_rank_of_one_job():
     assert srun_ranks.PORT_BASE <= derived[0].master_port < srun_ranks.PORT_BASE + srun_ranks.PORT_SPAN
 
 
+@pytest.mark.no_process
 def test_the_environment_it_adds_names_rank_world_and_the_first_nodes_address():
     environ = _srun_task(procid=1, tasks=2, nodeid=1)
     added = srun_ranks.derive(environ).environment(environ, address_of={"n1": "10.0.0.1"}.__getitem__)
@@ -59,18 +61,21 @@ def test_the_environment_it_adds_names_rank_world_and_the_first_nodes_address():
     assert (machine.rank, machine.world_size, machine.local_rank, machine.local_world_size) == (1, 2, 0, 1)
 
 
+@pytest.mark.no_process
 def test_master_address_and_port_set_by_the_user_win():
     environ = _srun_task(procid=0, tasks=2, MASTER_ADDR="ib-node1", MASTER_PORT="29555")
     added = srun_ranks.derive(environ).environment(environ, address_of=lambda node: pytest.fail("not asked"))
     assert "MASTER_ADDR" not in added and "MASTER_PORT" not in added
 
 
+@pytest.mark.no_process
 def test_steps_of_one_job_get_different_ports_and_so_do_jobs():
     ports = {srun_ranks.derive(_srun_task(procid=0, tasks=2, SLURM_JOB_ID=job, SLURM_STEP_ID=step)).master_port
              for job in ("100", "101") for step in ("0", "1")}
     assert len(ports) == 4
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("environ, why", [
     ({"SLURM_NTASKS": "2", "SLURM_PROCID": "0", "SLURM_NODELIST": "n1", "SLURM_JOB_ID": "7"},
      "the batch step of sbatch -n 2 (SLURM_NTASKS, no step variables): one process, which launches torchrun"),
@@ -86,6 +91,7 @@ def test_nothing_is_derived_outside_a_several_task_srun_step(environ, why):
     assert srun_ranks.derive(environ) is None, why
 
 
+@pytest.mark.no_process
 def test_one_task_per_node_on_gpu_nodes_is_refused_with_the_commands_that_work():
     environ = _srun_task(procid=0, tasks=2, SLURM_STEP_GPUS="0,1,2,3,4,5,6,7", CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7")
     derived = srun_ranks.derive(environ)
@@ -104,6 +110,7 @@ def test_one_task_per_node_on_gpu_nodes_is_refused_with_the_commands_that_work()
         resolve_target(machine)
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("extra, per_node", [
     ({"SLURM_STEP_GPUS": "0,1,2,3,4,5,6,7"}, "8(x2)"),  # 8 tasks on 8 GPUs, unbound: task i takes GPU i
     ({"SLURM_STEP_GPUS": "0,1,2,3,4,5,6,7", "CUDA_VISIBLE_DEVICES": "5"}, "4(x2)"),  # each task bound to its own
@@ -114,6 +121,7 @@ def test_one_task_per_gpu_is_one_rank_per_gpu(extra, per_node):
     assert isinstance(derived, srun_ranks.SrunRanks) and derived.world_size == 16
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("hostlist, first", [
     ("n1", "n1"), ("n[1-2]", "n1"), ("gpu[007-009,012],login1", "gpu007"), ("a,b[1-3]", "a"),
     ("rack[2-3]-node[01-04]", "rack2-node01"), ("x[5,1-2]", "x5"), ("", None), ("n[1-2", None),

@@ -15,6 +15,8 @@ from commbench.measure.stats import summarize
 from commbench.measure.timing import AUTO_BATCH_OVERHEAD, LOOK_GROWTH, LOOK_STEP_MIN, choose_timing, measure, next_look
 from commbench.names import BATCH, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
 
+pytestmark = pytest.mark.no_process
+
 TARGET_PCT = 5.0
 RUNS = 300
 
@@ -109,13 +111,13 @@ def counts_tested_at(first: int, up_to: int) -> list[int]:
     return counts
 
 
-def test_the_rule_is_tested_after_the_first_samples_then_after_each_quarter_more():
+def test_the_rule_is_tested_after_the_first_samples_then_after_each_eighth_more():
     counts = counts_tested_at(20, 1000)
-    assert counts[:8] == [20, 25, 32, 40, 50, 63, 79, 99]
+    assert counts[:10] == [20, 25, 30, 35, 40, 45, 51, 58, 66, 75]
     for earlier, later in zip(counts, counts[1:]):
         assert later - earlier >= LOOK_STEP_MIN
         assert later >= earlier * LOOK_GROWTH
-    # few tests: one per 25 % more samples, not one per fixed batch
+    # few tests: one per 12.5 % more samples, not one per fixed batch
     assert sum(1 for count in counts if count <= 1000) <= 1 + math.ceil(math.log(1000 / 20) / math.log(LOOK_GROWTH))
 
 
@@ -145,7 +147,7 @@ def test_a_spread_that_never_narrows_stops_at_the_budget():
     measurement = _adaptive(slow_draw, max_time_s=0.3)
     spent = time.monotonic() - started
     assert measurement.stop_reason == STOP_MAX_TIME
-    # the last batch was cut to what the budget had left: the point ends near its budget, not a quarter past it
+    # the last batch was cut to what the budget had left: the point ends near its budget, not an eighth past it
     assert spent < 0.3 + 0.1
     assert draws[-1] < next_look(sum(draws[:-1]))
     assert summarize(measurement.samples_s).ci_half_width_pct > TARGET_PCT

@@ -6,6 +6,8 @@ from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.errors import CommbenchError
 
+pytestmark = pytest.mark.no_process
+
 RESULT_COLUMNS = COLLECTIVE.result_columns
 
 

@@ -75,6 +75,7 @@ def _with_bench(extra: str, kind: str = "sweep") -> str:
     return f'backend = "gloo"\ndevice = "cpu"\n\n[[bench]]\nkind = "{kind}"\n{extra}\n'
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("text, fragments", [
     ("[[bench]\nkind = 'sweep'", ["not valid TOML", "line 1"]),
     ('description = "no benches"', ["no [[bench]] tables"]),
@@ -107,12 +108,14 @@ def test_bad_suite_is_one_line_naming_file_and_key(tmp_path, commbench_cli, text
     assert not (tmp_path / "results").exists()  # refused before anything was created or launched
 
 
+@pytest.mark.no_process
 def test_missing_suite_names_the_shipped_ones(commbench_cli):
     outcome = commbench_cli("run", "no-such-suite")
     assert outcome.returncode == 2
     assert "suite 'no-such-suite' not found" in outcome.stderr and "cpu-ci" in outcome.stderr
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_suites_are_valid_where_they_are_meant_to_run(name):
     # nccl-tests is a GPU suite: validate it as on a node with 8 GPUs (what `slurm submit` does on a login node)
@@ -127,6 +130,7 @@ def test_shipped_suites_are_valid_where_they_are_meant_to_run(name):
         assert spec.sizes[0] == 8 and spec.sizes[-1] == 8 * 2**30 and spec.placement == "both"
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("machine", [CPU_MACHINE, Machine.for_job(nodes=1, ranks_per_node=8, gpus_per_node=8)],
                          ids=["cpu-5M", "gpu-350M"])
 def test_the_ddp_buckets_suite_runs_every_bucket_layout_once_with_ddps_default_first(machine):
@@ -142,6 +146,7 @@ def test_the_ddp_buckets_suite_runs_every_bucket_layout_once_with_ddps_default_f
     assert len(configs) == len(settings) * 2 * 2  # × gradient_as_bucket_view × accumulation 1, 4
 
 
+@pytest.mark.no_process
 def test_launch_groups_share_a_launch_except_process_per_configuration(tmp_path):
     suite = load_suite(_suite(tmp_path, MIXED), CPU_MACHINE)
     groups = launch_groups([bench.bench for bench in suite.benches])

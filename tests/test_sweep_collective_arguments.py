@@ -28,6 +28,7 @@ def _plan(args: list[str]):
     return bench.spec, [point.label() for point in bench.points]
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("arguments, flags", [
     (["all_reduce"], ["-c", "all_reduce"]),
     (["all_reduce", "all_gather"], ["-c", "all_reduce,all_gather"]),
@@ -39,6 +40,7 @@ def test_collectives_as_arguments_plan_the_sweep_the_flag_plans(arguments, flags
     assert _plan([*SMALL, *arguments]) == _plan([*flags, *SMALL])  # after the options too
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("args", [["all_reduce", "-c", "all_gather"], ["all_reduce", "all_gather", "-c", "all_reduce"]],
                          ids=["other", "fewer"])
 def test_arguments_and_a_flag_that_disagree_are_refused_in_one_line(tmp_path, args):
@@ -46,11 +48,13 @@ def test_arguments_and_a_flag_that_disagree_are_refused_in_one_line(tmp_path, ar
     assert "given as arguments and --collective" in line and "give them one way" in line
 
 
+@pytest.mark.no_process
 def test_an_unknown_collective_as_an_argument_is_refused_as_the_flags_is(tmp_path):
     assert_refused(invoke(["sweep", "allreduce", "--out", str(tmp_path / "results")]),
                    fragment="unknown collective 'allreduce'", left_empty=[tmp_path])
 
 
+@pytest.mark.no_process
 def test_the_help_shows_the_arguments():
     result = invoke(["sweep", "--help"])
     assert result.exit_code == 0

@@ -10,6 +10,8 @@ import pytest
 from commbench.benches.collective import RESULT_COLUMNS
 from commbench.sweep.table import format_tables
 
+pytestmark = pytest.mark.no_process
+
 MIB = 1024**2
 AVG = re.compile(r"^# Avg bus bandwidth: (\S+) GB/s \((\d+) results?\); mean busbw ≥ 1 MiB: (.*?)"
                  r"(?:; expected: none|; expected \S+ GB/s)?$")

@@ -22,6 +22,7 @@ OLD_RUN = store.Path(__file__).parent / "data" / "suite_run_before_kinds" / "gat
 """A run of the CI suite from before bench kinds and timing modes (the gate's first baseline, 2026-11-29)."""
 
 
+@pytest.mark.no_process
 def test_a_time_at_or_below_zero_gives_no_bandwidth_figure():
     for seconds in (0.0, -1e-9, math.nan):
         assert math.isnan(algbw_gbps(1 << 20, seconds))
@@ -29,6 +30,7 @@ def test_a_time_at_or_below_zero_gives_no_bandwidth_figure():
     assert algbw_gbps(10**9, 1.0) == pytest.approx(1.0)
 
 
+@pytest.mark.no_process
 def test_auto_batch_lasts_about_the_target():
     assert auto_batch_calls([BATCH_TARGET_S / 10] * 5) == 10
     assert auto_batch_calls([1.0, 2.0, 3.0]) == 1  # a call longer than the target: one call per batch
@@ -36,6 +38,7 @@ def test_auto_batch_lasts_about_the_target():
     assert auto_batch_calls([1e-12]) == MAX_AUTO_BATCH_CALLS
 
 
+@pytest.mark.no_process
 def test_the_skew_fault_delays_every_barrier_of_its_rank_only(monkeypatch):
     monkeypatch.setenv(faults.ENV_VAR, "skew:1:*")
     fault = faults.from_env()
@@ -49,6 +52,7 @@ def test_the_skew_fault_delays_every_barrier_of_its_rank_only(monkeypatch):
     assert calls == ["barrier"] and time.perf_counter() - start >= 0.05
 
 
+@pytest.mark.no_process
 def test_runs_from_before_the_timing_modes_read_as_per_iteration():
     """A run with no timing column: its rows and samples must still join and compare."""
     results = store.read_results(OLD_RUN, COLLECTIVE)

@@ -29,6 +29,8 @@ from commbench.measure.spin_plan import (
 from commbench.measure.timers import HOST_BLOCKING_NOTE, BatchOptions, CpuTimer, CudaTimer
 from commbench.measure.timing import agree_on_spin, combined_issue
 
+pytestmark = pytest.mark.no_process
+
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the spin is a CUDA kernel and "
                                                                      "CUDA events time it")
 MS, US = 1e-3, 1e-6

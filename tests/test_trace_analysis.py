@@ -25,6 +25,7 @@ DATASETS = {"ddp": ["ddp-allreduce-2rank-rank0.json.gz"],
             "sendrecv": ["sendrecv-128rank-rank0.json.gz", "sendrecv-128rank-rank1.json.gz"]}
 
 
+@pytest.mark.no_process
 def test_union_and_intersection():
     starts, ends = intervals.merge(np.array([5.0, 0.0, 2.0, 10.0]), np.array([6.0, 3.0, 4.0, 12.0]))
     assert starts.tolist() == [0.0, 5.0, 10.0] and ends.tolist() == [4.0, 6.0, 12.0]
@@ -53,6 +54,7 @@ def test_overlap_equals_hta(dataset, tmp_path):
         logging.disable(logging.NOTSET)
 
 
+@pytest.mark.no_process
 @needs_gpu_traces
 def test_gpu_trace_figures():
     result = analyze(load_trace(GPU_TRACES / "ddp-allreduce-2rank-rank0.json.gz"))
@@ -66,6 +68,7 @@ def test_gpu_trace_figures():
     assert set(kinds) == {"AllReduce", "Broadcast"}
 
 
+@pytest.mark.no_process
 @needs_gpu_traces
 def test_cli_json_with_skew():
     paths = [str(GPU_TRACES / name) for name in DATASETS["sendrecv"]]
@@ -111,6 +114,7 @@ def _nccl_trace(path: Path, kernels: list[tuple[str, float, dict]], *, rank: int
 GENERIC_KERNEL = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"
 
 
+@pytest.mark.no_process
 def test_nccl_generic_kernels_count_with_the_collective_that_launched_them(tmp_path):
     path = _nccl_trace(tmp_path / "generic.json", [
         (GENERIC_KERNEL, 200, {}),  # launched inside the all-reduce call: an AllReduce
@@ -136,6 +140,7 @@ def test_nccl_generic_kernels_count_with_the_collective_that_launched_them(tmp_p
     assert "Generic: 1 x, 50 us (ncclDevKernel_Generic, unattributed" in text.output
 
 
+@pytest.mark.no_process
 def test_skew_matches_a_generic_kernel_with_the_named_kernel_of_another_rank(tmp_path):
     generic = _nccl_trace(tmp_path / "rank0.json", [(GENERIC_KERNEL, 200, {})], rank=0)
     named = _nccl_trace(tmp_path / "rank1.json", [("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", 230, {})], rank=1)
@@ -145,6 +150,7 @@ def test_skew_matches_a_generic_kernel_with_the_named_kernel_of_another_rank(tmp
     assert [(entry["kind"], entry["matched"], entry["skew_us_max"]) for entry in skew] == [("AllReduce", 1, 30.0)]
 
 
+@pytest.mark.no_process
 def test_foreign_file_is_one_line_exit_2(tmp_path):
     (tmp_path / "notes.json").write_text('{"hello": 1}')
     (tmp_path / "broken.json.gz").write_bytes(b"\x1f\x8b not really gzip")
@@ -204,6 +210,7 @@ def test_cpu_overlap_of_async_all_reduce_with_matmuls(tmp_path):
         assert 0 < result["exposed_comm_us"] < result["comm_us"]
 
 
+@pytest.mark.no_process
 def test_empty_and_truncated_traces_exit_2(tmp_path):
     import gzip
 

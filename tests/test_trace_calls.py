@@ -16,6 +16,8 @@ from commbench.profiling.stragglers import straggler_view
 from commbench.profiling.trace_file import load_trace
 from tests.test_trace_analysis import GENERIC_KERNEL, GPU_TRACES, _nccl_trace, needs_gpu_traces
 
+pytestmark = pytest.mark.no_process
+
 DDP = "ddp-allreduce-2rank-rank0.json.gz"
 SENDRECV = ["sendrecv-128rank-rank0.json.gz", "sendrecv-128rank-rank1.json.gz"]
 

@@ -45,6 +45,7 @@ def _by_size(report: dict) -> dict:
             for entry in report["skew"]}
 
 
+@pytest.mark.no_process
 def test_calls_in_a_different_order_pair_by_size_not_by_position(tmp_path):
     rank0 = _nccl_trace(tmp_path / "a.json", [(MIB, 100, "Float"), (4 * MIB, 1000, "Float")], rank=0)
     rank1 = _nccl_trace(tmp_path / "b.json", [(4 * MIB, 150, "Float"), (MIB, 1300, "Float")], rank=1)
@@ -56,6 +57,7 @@ def test_calls_in_a_different_order_pair_by_size_not_by_position(tmp_path):
     assert point["name"] is None and "not named rank<R>-<point>" in point["matched_by"]  # says what it matched
 
 
+@pytest.mark.no_process
 def test_a_call_without_its_size_and_dtype_on_the_other_rank_stays_unmatched(tmp_path):
     rank0 = _nccl_trace(tmp_path / "a.json", [(MIB, 100, "Float"), (2 * MIB, 200, "Float"), (MIB, 300, "Half")],
                         rank=0)
@@ -67,6 +69,7 @@ def test_a_call_without_its_size_and_dtype_on_the_other_rank_stays_unmatched(tmp
     assert report["skew_summary"]["matched"] == 1 and report["skew_summary"]["unmatched"] == 4
 
 
+@pytest.mark.no_process
 def test_traces_are_grouped_by_point_and_rank_from_their_names(tmp_path):
     from commbench.profiling.capture import trace_file_name  # the names a profiled sweep writes
 
@@ -91,6 +94,7 @@ def test_traces_are_grouped_by_point_and_rank_from_their_names(tmp_path):
     assert report["skew_points"][2]["note"].startswith("one trace only")
 
 
+@pytest.mark.no_process
 def test_two_traces_of_one_rank_are_not_matched(tmp_path):
     (tmp_path / "run1").mkdir()
     first = _nccl_trace(tmp_path / "run1" / "x.json", [(MIB, 100, "Float")], rank=0)

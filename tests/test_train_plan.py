@@ -10,6 +10,8 @@ from commbench.training import plan
 from commbench.training.spec import TrainConfig, TrainSpec, validate
 from commbench.training.synthetic import ModelShape
 
+pytestmark = pytest.mark.no_process
+
 
 def _spec(configs, **overrides) -> TrainSpec:
     fields = dict(bench="ddp", configs=tuple(configs), shape=ModelShape(), micro_batch=2, steps=10, warmup_steps=2,

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.distributed
 # A model whose gradient all-reduce dominates the step (small tokens per parameter): the sync cost is large enough
 # to compare two independent measurements of it on a noisy 2-core machine.
 COMM_HEAVY = ("--model", "mlp", "--params", "8M", "--seq-len", "16", "--micro-batch", "1")
-SMALL = ("--params", "1M", "--steps", "6", "--profile-steps", "1")
+SMALL = ("--params", "1M", "--steps", "2", "--profile-steps", "1")
 
 
 def _rows(run) -> list[dict]:
@@ -63,7 +63,7 @@ def test_ddp_sweep_rows_buckets_accumulation_and_both_exposed_comm_figures(run_c
 
 
 def test_strategy_sweep_agrees_with_the_formulas(run_commbench):
-    rows = {row["strategy"]: row for row in _rows(run_commbench("zero", "--params", "2M", "--steps", "6",
+    rows = {row["strategy"]: row for row in _rows(run_commbench("zero", "--params", "2M", "--steps", "2",
                                                                 "--profile-steps", "2", "--isolation", "reset",
                                                                 timeout=400))}
     assert list(rows) == ["ddp", "zero1", "zero2", "zero3"]
@@ -123,7 +123,7 @@ def test_fsdp_sweep_over_wrapping_and_precision(run_commbench):
 def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
     """With one launch, a configuration kept alive (injected) must show in the next one's mem_carryover_bytes."""
     args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", *COMM_HEAVY[:2], "--params", "12M",
-            "--seq-len", "16", "--micro-batch", "1", "--steps", "6", "--profile-steps", "0")
+            "--seq-len", "16", "--micro-batch", "1", "--steps", "2", "--profile-steps", "0")
     clean = _rows(run_commbench(*args))
     leaky = _rows(run_commbench(*args, env=commbench_env(COMMBENCH_FAULT="leak:0:0")))
     state = clean[0]["model_state_bytes"]  # 16 bytes per parameter: what the kept DDP model holds at least
@@ -135,7 +135,7 @@ def test_reset_isolation_shows_what_a_configuration_left_behind(run_commbench):
 def test_a_configuration_whose_rank_dies_on_the_way_out_does_not_stop_the_next(run_commbench):
     # a process per configuration (auto on CPU): configuration 0's launch fails after storing its row
     # 1 and 25 MiB give this model different buckets (5 and 25 would both be one bucket: one configuration, merged)
-    run = run_commbench("ddp", "--bucket-cap-mb", "1,25", "--params", "1M", "--layers", "2", "--steps", "6",
+    run = run_commbench("ddp", "--bucket-cap-mb", "1,25", "--params", "1M", "--layers", "2", "--steps", "2",
                         "--profile-steps", "0", env=commbench_env(COMMBENCH_FAULT="abort:1:0"))
     assert run.returncode == 0, run.stderr[-2000:]
     assert load_run(run.run_dir).results["bucket_cap_mb"].tolist() == [1, 25]

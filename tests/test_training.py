@@ -14,6 +14,7 @@ from tests.rank_jobs import run_rank_job
 
 
 @pytest.mark.parametrize("kind", ["transformer", "mlp"])
+@pytest.mark.no_process
 def test_models_are_sized_by_parameter_count(kind):
     shape = shape_for_params(125e6, kind=kind)
     model = build_model(shape, seed=0)
@@ -21,6 +22,7 @@ def test_models_are_sized_by_parameter_count(kind):
     assert count_params(shape) == pytest.approx(125e6, rel=0.05)
 
 
+@pytest.mark.no_process
 def test_same_seed_same_model_and_data():
     shape = shape_for_params(1e6)
     first, second = build_model(shape, seed=3), build_model(shape, seed=3)
@@ -31,6 +33,7 @@ def test_same_seed_same_model_and_data():
                        make_batch(shape, micro_batch=2, seed=1, step=5, rank=1)[0])
 
 
+@pytest.mark.no_process
 def test_model_state_of_fp32_adam_equals_the_formula():
     shape = shape_for_params(2e6, kind="mlp")
     model = build_model(shape, seed=0)

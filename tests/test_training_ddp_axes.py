@@ -23,7 +23,7 @@ from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
 
 CPU_ONLY = Machine(gpus=0, nccl_available=False)
-TINY = {"params": "1M", "layers": "2", "seq_len": "16", "micro_batch": "1", "steps": "6", "profile_steps": "0"}
+TINY = {"params": "1M", "layers": "2", "seq_len": "16", "micro_batch": "1", "steps": "2", "profile_steps": "0"}
 CPU_DEFAULT_SHAPE = shape_for_params(5e6, layers=4, seq_len=64)
 GPU_DEFAULT_SHAPE = shape_for_params(350e6, layers=24, seq_len=1024)
 
@@ -37,6 +37,7 @@ def _layout(config, shape):
 
 
 @pytest.mark.parametrize("limits", [[1 << 20], [1 << 20, 25 << 20], [3 << 20, 1 << 20], [100 << 20], [1]])
+@pytest.mark.no_process
 def test_the_bucket_prediction_is_torchs_own_assignment(limits):
     """ddp_buckets.assign against torch's compute_bucket_assignment_by_size on real tensors of mixed sizes."""
     tensors = [torch.empty(n, dtype=torch.float32) for n in (300_000, 7, 260_000, 1_000, 90_000, 250_000, 3, 600_000)]
@@ -45,6 +46,16 @@ def test_the_bucket_prediction_is_torchs_own_assignment(limits):
     assert ddp_buckets.assign([t.numel() * 4 for t in tensors], limits) == expected
 
 
+@pytest.mark.no_process
+def test_a_bucket_closes_once_it_holds_exactly_its_limit_as_torchs_does():
+    """A bucket that reaches its limit exactly closes there (torch: bucket size >= limit), not one tensor later."""
+    tensors = [torch.empty(n, dtype=torch.float32) for n in (131_072, 131_072, 5, 262_144, 7)]  # 512 KiB twice
+    indices, _ = dist._compute_bucket_assignment_by_size(tensors, [1 << 20])
+    assert [list(bucket) for bucket in indices] == [[0, 1], [2, 3], [4]]
+    assert ddp_buckets.assign([t.numel() * 4 for t in tensors], [1 << 20]) == (1 << 20, 20 + (1 << 20), 28)
+
+
+@pytest.mark.no_process
 def test_ddps_default_is_built_by_passing_no_bucket_argument():
     assert (ddp_buckets.TORCH_CAP_MB, ddp_buckets.TORCH_FIRST_MB) == (25.0, 1.0)  # torch 2.13's own
     assert ddp_buckets.ddp_bucket_arguments(None, None) == ddp_buckets.ddp_bucket_arguments(25.0, 1.0) == {}
@@ -54,6 +65,7 @@ def test_ddps_default_is_built_by_passing_no_bucket_argument():
 
 
 @pytest.mark.parametrize("shape", [CPU_DEFAULT_SHAPE, GPU_DEFAULT_SHAPE], ids=["cpu-5M", "gpu-350M"])
+@pytest.mark.no_process
 def test_the_default_sweep_has_ddps_default_and_no_two_rows_alike(shape):
     configs, notes = DDP.configs_for_model(parse_options(DDP.options, {}), (1,), 2, ("fp32",), shape)
     assert (configs[0].bucket_cap_mb, configs[0].first_bucket_mb) == (25.0, 1.0)  # torch's own buckets first
@@ -64,6 +76,7 @@ def test_the_default_sweep_has_ddps_default_and_no_two_rows_alike(shape):
     assert layouts[-1] == (gradient_bytes,)  # the whole-model cap: one bucket, no overlap with backward
 
 
+@pytest.mark.no_process
 def test_caps_that_give_this_model_the_same_buckets_run_once_with_a_note():
     # 25, 50 and 100 MiB all hold the 5M model's ~20 MiB of gradients: one bucket, three names
     configs, notes = DDP.configs_for_model(parse_options(DDP.options, {"bucket_cap_mb": "25,50,100,1"}), (1,), 2,
@@ -75,6 +88,7 @@ def test_caps_that_give_this_model_the_same_buckets_run_once_with_a_note():
     assert _bench(bucket_cap_mb="25,50,100", **TINY).notes
 
 
+@pytest.mark.no_process
 def test_an_explicit_25_mib_cap_is_not_ddps_default():
     configs, _ = DDP.configs_for_model(parse_options(DDP.options, {"bucket_cap_mb": "default,25"}), (1,), 2,
                                        ("fp32",), CPU_DEFAULT_SHAPE)
@@ -84,6 +98,7 @@ def test_an_explicit_25_mib_cap_is_not_ddps_default():
 
 @pytest.mark.parametrize("value, fragment", [("x", "is not a number of MiB or default"), ("0", "must be above 0"),
                                              ("-3", "must be above 0")])
+@pytest.mark.no_process
 def test_a_bad_bucket_cap_is_refused_in_one_line(value, fragment):
     assert_refused(invoke(["ddp", "--bucket-cap-mb", value]), fragment=fragment)
     with pytest.raises(CommbenchError, match=fragment):
@@ -109,6 +124,7 @@ def _resolved(key: str, value: str):
         return str(error)
 
 
+@pytest.mark.no_process
 def test_the_axis_table_covers_every_value_help_lists():
     helped = invoke(["ddp", "--help"]).stdout
     values = _axis_values()
@@ -119,6 +135,7 @@ def test_the_axis_table_covers_every_value_help_lists():
     assert ("compile", "true") in values and ("compile", "false") in values
 
 
+@pytest.mark.no_process
 def test_compiled_ddp_is_refused_before_launch_where_torch_cannot_build_it(monkeypatch):
     # TorchDynamo's DDPOptimizer stops on a cap below its 1 MiB first piece (AssertionError, torch 2.13)
     assert COMPILE_FIRST_PIECE_MB == ddp_buckets.TORCH_FIRST_MB == dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20

@@ -16,6 +16,7 @@ def _rank(comm_ms, exposed_ms):
     return {"comm_ms": comm_ms, "exposed_comm_ms": exposed_ms, "comm_calls": 3.0, "comm_msg_elems": 1000.0}
 
 
+@pytest.mark.no_process
 def test_the_trace_figure_is_the_median_and_max_over_ranks_not_the_least_rank():
     # rank 2 waited longest for a straggler; rank 0 least: the least-exposed rank (5 ms) is neither figure
     ranks = [_rank(20.0, 5.0), _rank(24.0, 12.0), _rank(40.0, 30.0), _rank(22.0, 9.0)]
@@ -27,18 +28,21 @@ def test_the_trace_figure_is_the_median_and_max_over_ranks_not_the_least_rank():
     assert (figures["comm_calls"], figures["comm_msg_elems"]) == (3.0, 1000.0)
 
 
+@pytest.mark.no_process
 def test_median_and_max_skip_ranks_without_a_number():
     assert median_and_max([3.0, None, math.nan, 1.0, 2.0]) == (2.0, 3.0)
     assert median_and_max([None, math.nan]) == (None, None)
     assert trace_figures([_rank(0.0, 0.0), _rank(0.0, 0.0)])["overlap_pct"] is None  # no comm: no overlap
 
 
+@pytest.mark.no_process
 def test_the_paired_cost_is_the_median_of_step_by_step_differences():
     # drift: both halves of each pair slow down together; the differences stay 10, 12, 11
     assert paired_cost([110.0, 212.0, 311.0], [100.0, 200.0, 300.0]) == 11.0
     assert paired_cost([], []) is None
 
 
+@pytest.mark.no_process
 def test_the_baseline_s_memory_and_when_it_is_absent():
     # DDP: the copy's fp32 parameters and gradients, AdamW's two moments of the whole model
     assert extra_bytes(copy_elements=1000, copy_element_bytes=4, optimizer_elements=1000, state_bytes=8,
@@ -68,6 +72,7 @@ def _row(**values) -> dict:
     return row
 
 
+@pytest.mark.no_process
 def test_the_table_shows_the_cost_against_compute_and_says_fsdp2_cannot_overlap_over_gloo():
     results = pd.DataFrame([_row(exposed_comm_ms_baseline=31.5, exposed_comm_ms_max=29.0,
                                  compute_baseline="unsharded local copy"),
@@ -94,6 +99,7 @@ def _cell(table: str, row: int, name: str) -> str:
     return lines[2 + row][:end].split()[-1]
 
 
+@pytest.mark.no_process
 def test_verbose_shows_all_three_exposed_figures():
     results = pd.DataFrame([_row(impl="ddp", strategy="ddp", exposed_comm_ms_baseline=31.5, exposed_comm_ms_max=29.0,
                                  exposed_comm_ms_nosync=27.25)])
@@ -105,6 +111,7 @@ def test_verbose_shows_all_three_exposed_figures():
     assert "trace exp/max = " in verbose and "in --verbose and results.csv" in short
 
 
+@pytest.mark.no_process
 def test_rows_without_the_exposed_columns_still_make_a_table():
     old = pd.DataFrame([{name: value for name, value in _row(impl="ddp", strategy="ddp").items()
                          if name not in EXPOSED_COLUMNS}])
@@ -115,6 +122,7 @@ def test_rows_without_the_exposed_columns_still_make_a_table():
     assert math.isnan(list(key_numbers(old)["exposed comm (ms)"])[0])
 
 
+@pytest.mark.no_process
 def test_an_older_results_file_without_the_exposed_columns_loads_with_them_missing(tmp_path):
     from commbench import store
     from commbench.benches.strategy import KIND

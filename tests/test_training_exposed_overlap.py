@@ -5,6 +5,8 @@ copy-in stream, then the NCCL all-gather runs on its own stream while a compute 
 "FSDP::all_gather_copy_out" launches fsdp::split_with_sizes_copy's copy kernel after the all-gather, with nothing to
 hide it; the reduce-scatter's fsdp::chunk_cat copy-in comes last, with a compute kernel over half of it."""
 
+import pytest
+
 from commbench.profiling.collective_calls import collective_calls
 from commbench.profiling.overlap import analyze
 from commbench.profiling.trace_file import load_trace
@@ -43,6 +45,7 @@ def _fsdp2_unshard(tmp_path):
     return load_trace(kt.write(tmp_path / "rank0.json", events, rank=0, world=2, backend="nccl"))
 
 
+@pytest.mark.no_process
 def test_fsdp_copy_kernels_count_as_communication_not_compute(tmp_path):
     result = analyze(_fsdp2_unshard(tmp_path))
     assert result["device"] == "gpu"
@@ -56,12 +59,14 @@ def test_fsdp_copy_kernels_count_as_communication_not_compute(tmp_path):
     # all-gather of 100 µs only; the copies' own time is what that hid
 
 
+@pytest.mark.no_process
 def test_fsdp_copies_are_not_collective_calls(tmp_path):
     trace = _fsdp2_unshard(tmp_path)
     assert [(entry["kind"], entry["count"]) for entry in analyze(trace)["collectives"]] == [("AllGather", 1)]
     assert [call.kind for call in collective_calls(trace)] == ["all_gather"]
 
 
+@pytest.mark.no_process
 def test_a_copy_kernel_launched_outside_fsdp_s_copies_stays_compute(tmp_path):
     events = [kt.annotation("ProfilerStep#1", 0, 1000), kt.cpu_op("aten::cat", 10, 20),
               kt.launch("cudaLaunchKernel", 15, correlation=1), kt.device(COPY, 100, 100, correlation=1)]

@@ -21,7 +21,7 @@ from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
 
 CPU_ONLY = Machine(gpus=0, nccl_available=False)
-TINY = {"params": "1M", "layers": "4", "seq_len": "16", "micro_batch": "1", "steps": "6", "profile_steps": "1",
+TINY = {"params": "1M", "layers": "4", "seq_len": "16", "micro_batch": "1", "steps": "2", "profile_steps": "1",
         "isolation": "reset"}
 ONE_CONFIG = {"reshards": "true", "forward_prefetch": "0", "backward_prefetch": "default", "wraps": "block"}
 """Single values of the default sweep's axes, so that each bench below is one configuration."""
@@ -75,6 +75,7 @@ def _resolved(key: str, value: str):
         return str(error)
 
 
+@pytest.mark.no_process
 def test_the_axis_table_covers_every_value_help_lists():
     helped = " ".join(invoke(["fsdp", "--help"]).stdout.split())
     for key, _value in _axis_values():
@@ -85,6 +86,7 @@ def test_the_axis_table_covers_every_value_help_lists():
     assert {("accum-sync", sync) for sync in ("last", "every", "last-gathered", "replicas-last")} <= set(_axis_values())
 
 
+@pytest.mark.no_process
 def test_units_of_several_blocks_keep_torchtitans_layout():
     units = fsdp2_units(blocks=5, has_embedding=True, reshard_after_forward=True, forward_prefetch=1,
                         backward_prefetch=1, blocks_per_unit=2)
@@ -93,6 +95,7 @@ def test_units_of_several_blocks_keep_torchtitans_layout():
     assert units[1].forward_prefetch == ("blocks2-3",) and units[2].backward_prefetch == ("blocks0-1",)
 
 
+@pytest.mark.no_process
 def test_what_accumulation_syncs_send_differs_as_each_promises():
     """Per optimizer step of 4 micro-batches on 2 ranks, zero3 over FSDP2 (root and last block kept gathered)."""
     units = [[(64, 8)], [(8, 8)], [(8, 8)], [(8, 8)], [(8,)]]
@@ -117,6 +120,7 @@ def test_what_accumulation_syncs_send_differs_as_each_promises():
     ({"shard_groups": "2"}, "is every rank"),
     ({"blocks_per_unit": "2", "wraps": "model"}, "applies to --wrap block"),
 ])
+@pytest.mark.no_process
 def test_values_that_run_as_another_configuration_are_merged_with_a_note(values, fragment):
     bench = _bench(**{**TINY, **ONE_CONFIG, **values})
     assert any(fragment in note for note in bench.notes), bench.notes
@@ -130,6 +134,7 @@ def test_values_that_run_as_another_configuration_are_merged_with_a_note(values,
     (["--reduce-dtype", "fp16"], "fp16"),
     (["--accum-sync", "replicas-last", "--accum-steps", "2"], "replicas-last"),
 ])
+@pytest.mark.no_process
 def test_what_cannot_run_is_refused_before_launch(tmp_path, args, fragment):
     result = invoke(["fsdp", "--backend", "gloo", "--device", "cpu", *args, "--out", str(tmp_path)])
     assert_refused(result, left_empty=[tmp_path])

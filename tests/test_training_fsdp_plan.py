@@ -51,6 +51,7 @@ def _assert_distinct(configs) -> None:
 
 
 @pytest.mark.parametrize("gpus", [0, 8])
+@pytest.mark.no_process
 def test_no_two_rows_of_a_default_fsdp_sweep_are_the_same_configuration(gpus):
     configs = _resolved(gpus).spec.configs
     _assert_distinct(configs)
@@ -60,6 +61,7 @@ def test_no_two_rows_of_a_default_fsdp_sweep_are_the_same_configuration(gpus):
     assert {c.backward_prefetch for c in configs if c.reshard_after_forward} == {"default", "2"}
 
 
+@pytest.mark.no_process
 def test_every_backward_value_of_both_implementations_runs_once():
     configs, notes = plan.fsdp_plan(impls=("fsdp2", "fsdp1"), reshard_after_forward=(True, False),
                                     forward_prefetch=(0, 1), backward_prefetch=("default", "1", "2", "pre", "post",
@@ -74,6 +76,7 @@ def test_every_backward_value_of_both_implementations_runs_once():
     assert len(notes) == len(set(notes)) and all("\n" not in note for note in notes)
 
 
+@pytest.mark.no_process
 def test_backward_default_and_1_are_one_row_and_a_note_names_both():
     configs, notes = plan.fsdp_plan(impls=("fsdp2",), reshard_after_forward=(True,), forward_prefetch=(0,),
                                     backward_prefetch=("default", "1"), limit_all_gathers=(True,), wraps=("block",),
@@ -82,6 +85,7 @@ def test_backward_default_and_1_are_one_row_and_a_note_names_both():
     assert len(notes) == 1 and "--backward-prefetch 1 runs as default" in notes[0]
 
 
+@pytest.mark.no_process
 def test_the_sweep_says_which_requested_values_it_merged():
     bench = _resolved(0, backward_prefetch="default,1", reshards="true")
     assert len(bench.spec.configs) == 2  # forward prefetch 0 and 1
@@ -92,6 +96,7 @@ def test_the_sweep_says_which_requested_values_it_merged():
         "from forward, so backward gathers nothing to prefetch"]
 
 
+@pytest.mark.no_process
 def test_units_follow_torchtitan_root_default_and_last_block_kept():
     units = fsdp2_units(blocks=3, has_embedding=True, reshard_after_forward=2, forward_prefetch=2,
                         backward_prefetch=1)
@@ -108,6 +113,7 @@ def test_units_follow_torchtitan_root_default_and_last_block_kept():
         .reshard_after_forward is True
 
 
+@pytest.mark.no_process
 def test_fsdp2_gathers_the_root_and_the_last_block_once_per_micro_batch():
     units = [[(10, 4)], [(8, 4)], [(8, 4)], [(6, 4)]]  # embedding, two blocks, root
     traffic = comm_volume.training_traffic(strategy="zero3", impl="fsdp2", units=units, world=2, accum_steps=1)
@@ -118,6 +124,7 @@ def test_fsdp2_gathers_the_root_and_the_last_block_once_per_micro_batch():
     assert one_unit.msg_elements == 3 * 136
 
 
+@pytest.mark.no_process
 def test_the_transformer_is_a_language_model_with_an_embedding_and_a_head():
     shape = ModelShape(kind="transformer", layers=2, hidden=64, heads=4, seq_len=8, vocab=300)
     model = build_model(shape, seed=0)
@@ -138,6 +145,7 @@ def test_the_transformer_is_a_language_model_with_an_embedding_and_a_head():
     assert make_batch(mlp, micro_batch=2, seed=0, step=0, rank=0)[0].shape == (2, 8, 64)
 
 
+@pytest.mark.no_process
 def test_vocab_is_an_option_with_a_realistic_gpu_default():
     assert _resolved(8).spec.shape.vocab == 32000
     assert _resolved(0, vocab=512).spec.shape.vocab == 512

@@ -17,6 +17,7 @@ from commbench.training.wrappers import apply_ddp
 TINY = ModelShape(layers=2, hidden=64, heads=4, seq_len=8, vocab=96)
 
 
+@pytest.mark.no_process
 def test_each_gradient_is_compressed_only_where_rank_r_factors_halve_it_at_least():
     # (12, 4): (12+4)·1·2 = 32 < 48, compressed: P 12, Q 4. (12,) is 12 × 1: 26 ≥ 12, sent whole. (3, 2, 5) is viewed
     # as 3 × 10: 26 < 30, compressed: P 3, Q 10. (1, 7): 16 ≥ 7, sent whole
@@ -27,6 +28,7 @@ def test_each_gradient_is_compressed_only_where_rank_r_factors_halve_it_at_least
     assert step_messages([[(5,), (7,)], [(64, 64)]]) == [12, 0, 0, 0, 64, 64]
 
 
+@pytest.mark.no_process
 def test_the_bytes_are_a_ring_all_reduce_of_each_message():
     traffic = powersgd_traffic([[(64, 64), (64,)]], world=4, element_bytes=4)
     assert traffic.msg_elements == 64 + 64 + 64
@@ -34,6 +36,7 @@ def test_the_bytes_are_a_ring_all_reduce_of_each_message():
     assert powersgd_traffic([[(64, 64)]], world=1, element_bytes=4).bytes_sent_per_rank == 0
 
 
+@pytest.mark.no_process
 def test_torchs_powersgd_hook_sends_the_predicted_messages_on_ddps_real_buckets(tmp_path, monkeypatch):
     cap_mb = 0.05  # several buckets for this model, each holding matrices and vectors
     buckets = ddp_buckets.predicted_bucket_shapes(TINY, cap_mb, None)

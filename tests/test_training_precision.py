@@ -19,6 +19,7 @@ from commbench.training.table import precision_text
 SHAPE = ModelShape(kind="mlp", layers=2, hidden=64, heads=4, seq_len=8)
 
 
+@pytest.mark.no_process
 def test_the_default_precision_is_bf16_on_gpus_and_fp32_on_cpu():
     assert default_precision("cuda") == "bf16"
     assert default_precision("cpu") == "fp32"
@@ -33,6 +34,7 @@ def _resolved(bench: str, gpus: int, **values):
 
 
 @pytest.mark.parametrize("bench", ["ddp", "fsdp", "strategy"])
+@pytest.mark.no_process
 def test_every_training_sweep_resolves_the_device_default_or_the_choice(bench):
     assert {config.mixed_precision for config in _resolved(bench, gpus=2).configs} == {"bf16"}
     assert {config.mixed_precision for config in _resolved(bench, gpus=0).configs} == {"fp32"}
@@ -41,6 +43,7 @@ def test_every_training_sweep_resolves_the_device_default_or_the_choice(bench):
     assert len(chosen.configs) == 2 * len(_resolved(bench, gpus=2).configs)  # an axis like the others
 
 
+@pytest.mark.no_process
 def test_bf16_is_applied_once_per_implementation():
     # DDP and ZeRO-1: autocast, fp32 parameters, so ZeRO-1's broadcast of parameters stays 4 bytes an element
     for impl in ("ddp", "zero1"):
@@ -67,6 +70,7 @@ def _output_dtypes(name: str) -> tuple[list[torch.dtype], set[torch.dtype], floa
     return dtypes, {parameter.dtype for parameter in model.parameters()}, loss
 
 
+@pytest.mark.no_process
 def test_a_bf16_ddp_step_computes_in_bf16_on_fp32_parameters():
     dtypes, parameters, loss = _output_dtypes("bf16")
     assert dtypes == [torch.bfloat16, torch.bfloat16] and parameters == {torch.float32} and math.isfinite(loss)
@@ -74,6 +78,7 @@ def test_a_bf16_ddp_step_computes_in_bf16_on_fp32_parameters():
     assert dtypes == [torch.float32, torch.float32] and parameters == {torch.float32}
 
 
+@pytest.mark.no_process
 def test_tf32_is_set_for_its_configuration_and_off_for_the_next():
     try:
         precision.apply_matmul_precision("tf32")
@@ -86,6 +91,7 @@ def test_tf32_is_set_for_its_configuration_and_off_for_the_next():
         torch.set_float32_matmul_precision("highest")
 
 
+@pytest.mark.no_process
 def test_the_table_says_the_precision_the_labels_leave_out():
     import pandas as pd
 
@@ -98,6 +104,7 @@ def test_the_table_says_the_precision_the_labels_leave_out():
                                            "on --device cpu use fp32 or bf16"),
     (["zero", "--mixed-precision", "fp16"], "unknown --mixed-precision 'fp16'; choose from fp32, tf32, bf16"),
 ])
+@pytest.mark.no_process
 def test_a_precision_that_cannot_run_is_one_line_and_exit_2(tmp_path, args, message, commbench_cli):
     completed = commbench_cli(*args, "--backend", "gloo", "--device", "cpu", "--out", str(tmp_path))
     assert completed.returncode == 2, completed.stderr

@@ -12,6 +12,7 @@ from commbench.training.synthetic import count_params
 from commbench.training.table import format_training_table, key_numbers, short_labels
 
 
+@pytest.mark.no_process
 def test_tokens_per_rank_times_ranks_is_the_global_rate():
     for world in (1, 2, 8):
         columns = rate_columns(tokens_per_s=12_345.0, world=world, flops_per_token=6_000, device_type="cpu",
@@ -20,6 +21,7 @@ def test_tokens_per_rank_times_ranks_is_the_global_rate():
         assert columns["model_tflops_per_rank"] == pytest.approx(12_345.0 / world * 6_000 / 1e12)
 
 
+@pytest.mark.no_process
 def test_mfu_is_absent_on_cpu_and_on_an_unknown_gpu_with_the_reason():
     cpu = rate_columns(tokens_per_s=1e4, world=2, flops_per_token=6e6, device_type="cpu",
                        device_name="Intel(R) Xeon(R)", precision="fp32")
@@ -35,6 +37,7 @@ def test_mfu_is_absent_on_cpu_and_on_an_unknown_gpu_with_the_reason():
 @pytest.mark.parametrize("name, model", [("NVIDIA A100-SXM4-80GB", "A100"), ("NVIDIA A100-PCIE-40GB", "A100"),
                                          ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H200", "H200"),
                                          ("NVIDIA B200", "B200")])
+@pytest.mark.no_process
 def test_mfu_from_the_peak_table_for_the_names_torch_gives(name, model):
     [entry] = [peak for peak in PEAKS if peak.model == model]
     for precision in ("bf16", "tf32", "fp32"):
@@ -48,6 +51,7 @@ def test_mfu_from_the_peak_table_for_the_names_torch_gives(name, model):
     assert peak_for(name, "tf32")[0] < peak_for(name, "bf16")[0]
 
 
+@pytest.mark.no_process
 def test_flops_per_token_follow_the_synthetic_model():
     mlp = ModelShape(kind="mlp", layers=3, hidden=128, seq_len=32)
     assert synthetic_flops_per_token(mlp) == 6 * count_params(mlp)  # no embedding, no attention
@@ -68,6 +72,7 @@ def _row(device: str, **extra) -> dict:
     return row
 
 
+@pytest.mark.no_process
 def test_footnotes_say_which_rate_is_global_and_what_peak_memory_is():
     cpu = pd.DataFrame([_row("cpu", **rate_columns(tokens_per_s=640.0, world=2, flops_per_token=6e6,
                                                    device_type="cpu", device_name="x", precision="fp32"))])
@@ -87,6 +92,7 @@ def test_footnotes_say_which_rate_is_global_and_what_peak_memory_is():
     assert 0 < mfu <= 100
 
 
+@pytest.mark.no_process
 def test_a_run_without_the_rate_columns_still_makes_its_table():
     old = pd.DataFrame([_row("cpu")]).drop(columns=["tokens_per_s_per_rank", "mfu_pct", "mfu_note"])
     table = format_training_table(old)
@@ -94,6 +100,7 @@ def test_a_run_without_the_rate_columns_still_makes_its_table():
     assert math.isnan(key_numbers(old)["MFU (%)"].iloc[0])
 
 
+@pytest.mark.no_process
 def test_every_row_shows_its_precision_in_the_table_and_the_reports_key_numbers():
     # the same configuration in bf16 and fp32, and a row from a run that did not record a precision (it ran fp32)
     results = pd.DataFrame([_row("cuda", mixed_precision="bf16"), _row("cuda", mixed_precision="fp32"),

@@ -45,6 +45,7 @@ def _drawn_ops(step, steps: int) -> list[str]:
     return [event.name for event in profiler.events() if event.name in RANDOM_OPS]
 
 
+@pytest.mark.no_process
 def test_the_timed_step_draws_no_random_numbers_and_trains_on_the_pools_tensors():
     model, pool, step = _made(torch.device("cpu"))
     seen = _entries_seen(model, pool)
@@ -53,6 +54,7 @@ def test_the_timed_step_draws_no_random_numbers_and_trains_on_the_pools_tensors(
     assert seen == [pool_entry(k) for k in range(3 * 2)] == [0, 1, 2, 3, 0, 1]
 
 
+@pytest.mark.no_process
 def test_the_pool_is_a_pure_function_of_seed_rank_and_micro_batch_and_stays_small():
     pool = BatchPool(SHAPE, micro_batch=MICRO_BATCH, seed=5, rank=1, device="cpu")
     again = BatchPool(SHAPE, micro_batch=MICRO_BATCH, seed=5, rank=1, device="cpu")
@@ -68,6 +70,7 @@ def test_the_pool_is_a_pure_function_of_seed_rank_and_micro_batch_and_stays_smal
     assert pool.nbytes == POOL_SIZE * 2 * MICRO_BATCH * SHAPE.seq_len * 8
 
 
+@pytest.mark.no_process
 def test_steps_on_the_pool_train():
     model, _, step = _made(torch.device("cpu"), accum_steps=1)
     before = [parameter.detach().clone() for parameter in model.parameters()]
@@ -77,6 +80,7 @@ def test_steps_on_the_pool_train():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the pool is drawn on the GPU there")
+@pytest.mark.no_process
 def test_on_a_gpu_the_pool_is_drawn_on_the_gpu_and_the_bf16_step_draws_nothing():
     device = torch.device("cuda", 0)
     model, pool, step = _made(device, precision="bf16")

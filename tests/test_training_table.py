@@ -53,6 +53,7 @@ def _default_sweep(times) -> pd.DataFrame:
 TIED = [(100.0, 96.0, 104.0), (102.0, 97.0, 106.0), (101.0, 95.0, 108.0), (99.0, 95.0, 103.0)]
 
 
+@pytest.mark.no_process
 def test_the_default_row_says_default_and_its_layout_and_caps_say_what_they_are():
     labels = short_labels(_default_sweep(TIED))
     assert labels[0] == "ddp default (1 MiB first, then 25 MiB)"
@@ -67,6 +68,7 @@ def test_the_default_row_says_default_and_its_layout_and_caps_say_what_they_are(
     assert bucket_caps.bucket_label(4.0, 0.5, count_params(SHAPE)) == "cap 4 MiB, first 0.5 MiB"
 
 
+@pytest.mark.no_process
 def test_the_tables_default_layout_is_torchs():
     assert (bucket_caps.DDP_DEFAULT_CAP_MB, bucket_caps.DDP_DEFAULT_FIRST_MB) == (ddp_buckets.TORCH_CAP_MB,
                                                                                  ddp_buckets.TORCH_FIRST_MB)
@@ -79,6 +81,7 @@ def _cell(table: str, row: int, name: str) -> str:
     return lines[2 + row][:end].split()[-1]
 
 
+@pytest.mark.no_process
 def test_one_exposed_column_a_bucket_count_and_the_others_with_verbose():
     results = _default_sweep(TIED)
     short, verbose = format_training_table(results), format_training_table(results, verbose=True)
@@ -106,6 +109,7 @@ def _ranking_lines(table: str) -> list[str]:
     return entries
 
 
+@pytest.mark.no_process
 def test_the_ranking_says_significantly_faster_and_tied_with_the_steps_that_would_separate():
     # A and B overlap, both are clear of C; C and D overlap each other
     results = _default_sweep([(100.0, 96.0, 104.0), (103.0, 99.0, 107.0), (115.0, 110.0, 119.0),
@@ -126,6 +130,7 @@ def test_the_ranking_says_significantly_faster_and_tied_with_the_steps_that_woul
         assert len(line) <= WRAP
 
 
+@pytest.mark.no_process
 def test_the_steps_that_would_separate_a_tie_part_the_cis_at_the_measured_spread():
     results = _default_sweep([(100.0, 96.0, 104.0), (103.0, 99.0, 107.0), (101.0, 90.0, 130.0),
                               (100.5, 99.0, 102.0)])
@@ -143,6 +148,7 @@ def test_the_steps_that_would_separate_a_tie_part_the_cis_at_the_measured_spread
                 assert facing * math.sqrt(10 / (needed - 1)) > difference  # and not one step earlier
 
 
+@pytest.mark.no_process
 def test_equal_medians_are_a_tie_no_number_of_steps_separates():
     results = _default_sweep([(100.0, 96.0, 104.0), (100.0, 95.0, 106.0), (150.0, 140.0, 160.0),
                               (151.0, 141.0, 161.0)])
@@ -150,6 +156,7 @@ def test_equal_medians_are_a_tie_no_number_of_steps_separates():
     assert "equal medians: no number of steps would separate them" in " ".join(_ranking_lines(table))
 
 
+@pytest.mark.no_process
 def test_rows_that_do_not_fit_or_failed_are_not_ranked_and_a_single_row_is_not_ranked_at_all():
     rows = _default_sweep(TIED)
     rows.loc[2, "fits"], rows.loc[3, "n_wrong"] = False, 1
@@ -159,6 +166,7 @@ def test_rows_that_do_not_fit_or_failed_are_not_ranked_and_a_single_row_is_not_r
     assert not [line for line in format_training_table(rows.iloc[:1]).splitlines() if "ranking" in line]
 
 
+@pytest.mark.no_process
 def test_fewer_than_six_steps_rank_nothing_beyond_the_point_figures():
     results = _default_sweep([(p50, math.nan, math.nan) for p50, _, _ in TIED]).assign(steps=2)
     table = format_training_table(results)
@@ -168,6 +176,7 @@ def test_fewer_than_six_steps_rank_nothing_beyond_the_point_figures():
     assert [_cell(table, row, "p50 95% CI") for row in range(4)] == ["n/a"] * 4
 
 
+@pytest.mark.no_process
 def test_steps_go_down_to_two_with_a_note_that_no_ci_is_possible():
     spec = TrainSpec(bench="ddp", configs=(TrainConfig(strategy="ddp", impl="ddp"),), shape=SHAPE, micro_batch=2,
                      steps=2, warmup_steps=2, profile_steps=1, seed=0, lr=1e-4, backend="gloo", device="cpu",
@@ -184,6 +193,7 @@ def test_steps_go_down_to_two_with_a_note_that_no_ci_is_possible():
                 if "95 % CI" in note]
 
 
+@pytest.mark.no_process
 def test_the_reports_key_numbers_hold_one_exposed_column_and_fit_the_page():
     numbers = key_numbers(_default_sweep([(1296.8, 1134.3, 1492.7), (1951.1, 1716.3, 2426.4), (826.4, 526.8, 1010.4),
                                           (952.4, 574.7, 1934.3)]))
@@ -192,6 +202,7 @@ def test_the_reports_key_numbers_hold_one_exposed_column_and_fit_the_page():
     assert fitted_tables(numbers, classes="key-numbers").count("<table") == 1
 
 
+@pytest.mark.no_process
 def test_a_long_cpu_run_is_estimated_before_it_starts():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -200,6 +211,7 @@ def test_a_long_cpu_run_is_estimated_before_it_starts():
     assert line.startswith("this run computes for at least ~") and "--steps 2 --profile-steps 1" in line
 
 
+@pytest.mark.no_process
 def test_the_estimate_counts_every_pass_and_stays_quiet_below_a_minute():
     config = TrainConfig(strategy="ddp", impl="ddp", accum_steps=2)
     spec = TrainSpec(bench="ddp", configs=(config, TrainConfig(strategy="zero3", impl="fsdp2")), shape=SHAPE,

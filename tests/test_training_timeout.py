@@ -12,12 +12,14 @@ def ddp(*, compiled: bool) -> TrainConfig:
 
 
 @pytest.mark.parametrize("base_s", [1.0, 300.0, 1800.0])
+@pytest.mark.no_process
 def test_eager_sweeps_keep_the_timeout_they_were_given(base_s):
     assert timeout_for(base_s, (ddp(compiled=False),)) == base_s
     assert timeout_for(base_s, ()) == base_s
 
 
 @pytest.mark.parametrize("base_s", [1.0, 300.0, 1800.0])
+@pytest.mark.no_process
 def test_a_compiled_configuration_adds_an_allowance_for_each_of_its_two_compilations(base_s):
     configs = (ddp(compiled=False), ddp(compiled=True))
     assert COMPILATIONS_PER_CONFIG == 2  # the model, and the compute baseline's copy of it
@@ -25,10 +27,12 @@ def test_a_compiled_configuration_adds_an_allowance_for_each_of_its_two_compilat
     assert timeout_for(base_s, configs) == timeout_for(base_s, (ddp(compiled=True),) * 5)  # per launch, not summed
 
 
+@pytest.mark.no_process
 def test_the_allowance_gives_a_compilation_at_least_the_default_steps_time():
     assert COMPILE_ALLOWANCE_S >= 300.0
 
 
+@pytest.mark.no_process
 def test_the_ddp_bench_resolves_its_launch_timeout_with_the_allowances(monkeypatch):
     """What the launcher's watchdog and the ranks' process group get: TrainSpec.timeout_s from --timeout."""
     import sys

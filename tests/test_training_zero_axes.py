@@ -42,6 +42,7 @@ def _zero_values() -> list[tuple[str, str]]:
     return offered_values(ZERO.options, skip=TrainingOptions, listed=LISTED)
 
 
+@pytest.mark.no_process
 def test_every_zero_value_help_lists_is_run_by_a_launch_or_refused():
     helped = " ".join(invoke(["zero", "--help"]).stdout.split())
     values = _zero_values()
@@ -54,6 +55,7 @@ def test_every_zero_value_help_lists_is_run_by_a_launch_or_refused():
 
 
 @pytest.mark.parametrize("key, value", sorted(REFUSED))
+@pytest.mark.no_process
 def test_values_this_machine_cannot_run_are_refused_before_launch(key, value):
     field = next(f.name for f, described in options_of(ZERO.options) if described.key == key)
     options = parse_options(ZERO.options, {"backend": "gloo", "device": "cpu", "strategies": "zero1", field: value})

@@ -25,6 +25,7 @@ EVEN = ModelShape(kind="transformer", layers=2, hidden=64, heads=4, seq_len=16)
 ZERO2_CAP_MB = 0.1  # three ZeRO-2 buckets for EVEN (embedding; a block and a half; the rest): reductions overlap
 
 
+@pytest.mark.no_process
 def test_master_weight_adamw_holds_the_mixed_adam_bytes_and_steps_as_fp32_adamw():
     model = build_model(EVEN, seed=0).to(torch.bfloat16)
     reference = build_model(EVEN, seed=0)  # fp32 AdamW from the same bf16-rounded start
@@ -49,6 +50,7 @@ def test_master_weight_adamw_holds_the_mixed_adam_bytes_and_steps_as_fp32_adamw(
         assert ours.dtype == torch.bfloat16 and torch.equal(ours, theirs.to(torch.bfloat16))
 
 
+@pytest.mark.no_process
 def test_master_weights_are_refused_where_nothing_would_use_them():
     with pytest.raises(CommbenchError, match="--mixed-precision bf16"):
         plan.strategy_configs(strategies=("zero1",), impl="fsdp2", shard_group=None, bucket_cap_mb=None,
@@ -63,6 +65,7 @@ def test_master_weights_are_refused_where_nothing_would_use_them():
         ("zero1", "fp32", None), ("zero1", "bf16", True), ("zero3", "fp32", None), ("zero3", "bf16", None)]
 
 
+@pytest.mark.no_process
 def test_zero2_buckets_follow_backward_and_pad_each_bucket_to_a_multiple_of_the_ranks():
     shapes = [(5, 3), (7,), (4, 4), (3,)]  # 15, 7, 16 and 3 elements
     cap_mb = 40 / 2**20  # 40 bytes: 20 bf16 gradient elements
@@ -80,6 +83,7 @@ def test_zero2_buckets_follow_backward_and_pad_each_bucket_to_a_multiple_of_the_
     assert traffic.msg_elements == 3 * 42 and traffic.bytes_sent_per_rank == pytest.approx(2 / 3 * 42 * (2 * 2 + 2))
 
 
+@pytest.mark.no_process
 def test_zero1_with_overlap_partitions_by_ddp_buckets_round_robin():
     shapes = [(5, 3), (7,), (4, 4), (3,)]
     # fp32 gradients, DDP limits [40, 64] bytes: (3, 16 elements = 76 B) closes the first, (7, 15 = 88 B) the second
@@ -102,6 +106,7 @@ def one_rank_group():
         dist.destroy_process_group()
 
 
+@pytest.mark.no_process
 def test_partitioned_zero2_steps_as_master_weight_adamw_and_holds_the_papers_bytes(one_rank_group):
     model, reference = (build_model(EVEN, seed=0).to(torch.bfloat16) for _ in range(2))
     optimizer = Zero2AdamW(model, lr=1e-3, bucket_cap_mb=ZERO2_CAP_MB)
@@ -132,6 +137,7 @@ def _spec(configs, **overrides) -> TrainSpec:
     return TrainSpec(**fields)
 
 
+@pytest.mark.no_process
 def test_zero2_under_master_weights_is_the_partitioned_one_and_overlap_is_refused_where_torch_cannot_run_it():
     configs = plan.strategy_configs(strategies=("zero2",), impl="fsdp2", shard_group=None, bucket_cap_mb=None,
                                     accum_steps=(1,), world=2, precisions=("fp32", "bf16"),
@@ -164,6 +170,7 @@ def test_zero2_under_master_weights_is_the_partitioned_one_and_overlap_is_refuse
     (["--strategy", "zero1", "--overlap-with-ddp", "true"], "--overlap-with-ddp true needs --backend nccl"),
     (["--strategy", "zero3", "--bucket-cap-mb", "1"], "--bucket-cap-mb 1 applies to ddp, zero1 and zero2"),
 ])
+@pytest.mark.no_process
 def test_zero_options_that_cannot_run_are_refused_in_one_line(tmp_path, args, fragment):
     result = invoke(["zero", *args, "--backend", "gloo", "--device", "cpu", "--out", str(tmp_path / "out")])
     assert_refused(result, fragment=fragment)

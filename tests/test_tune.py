@@ -19,6 +19,8 @@ from commbench import store
 from commbench.imports.write import COLUMNS
 from tests.refusals import assert_refused, invoke
 
+pytestmark = pytest.mark.no_process
+
 ALGO = Path(__file__).parent / "data" / "imports" / "nccl-tests-algo"
 PREFIX = "rtx5090_2rank_1gpu_socket_"
 REAL_LOGS = [  # run id, file, the --env it was taken under (as the source's command line sets it on both ranks)

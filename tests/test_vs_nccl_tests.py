@@ -16,6 +16,7 @@ from gpu_validation import Context, vs_nccl_tests_check  # noqa: E402
 from vs_nccl_tests import BINARIES, DRY_LOG, Measured, judge, pairs_of, read_text  # noqa: E402
 
 
+@pytest.mark.no_process
 @pytest.mark.parametrize("nccl_tests_us, commbench_us, verdict", [
     (12.40, 12.55, "ok"),  # device-bound and within 3 %
     (5.10, 6.05, "ok"),  # below 10 µs: +0.95 µs is within the slack
@@ -31,12 +32,14 @@ def test_the_goal_per_size(nccl_tests_us, commbench_us, verdict):
     assert judge(nccl_tests_us, commbench_us).startswith(verdict)
 
 
+@pytest.mark.no_process
 def test_wrong_results_are_outside_the_goal_whatever_the_time():
     key = ("all_reduce", 1024, "in-place")
     [pair] = pairs_of({key: Measured(10.0)}, {key: Measured(10.0, wrong=3)}, "perf")
     assert pair.verdict.startswith("OUTSIDE: 3 wrong elements")
 
 
+@pytest.mark.no_process
 def test_a_vendored_nccl_tests_log_reads_per_collective_size_and_placement():
     times = read_text(DRY_LOG.read_text(), DRY_LOG.name)
     assert times[("all_reduce", 1048576, "in-place")].time_us == pytest.approx(4365.21)

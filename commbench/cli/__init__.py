@@ -1,41 +1,86 @@
 """The `commbench` command group; user errors become one line on stderr and exit code 2, never a traceback.
 
-Importing the CLI loads no torch, pandas, scipy or matplotlib (a command loads what it uses when it runs), so
-`commbench --help` and the analytic `commbench model` commands start at once.
+Importing the CLI imports no command (each when it is looked up; then it loads what it uses when it runs), so
+`commbench --help`, Tab and the analytic `commbench model` commands start at once.
 """
 
 import difflib
+import importlib
 import sys
+from collections import UserDict
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import click
 
 from commbench import __version__, srun_ranks
-from commbench.benches import KINDS
-from commbench.cli.bench import bench_command
-from commbench.cli.compare import compare_command
-from commbench.cli.env import env
-from commbench.cli.expect import expect
-from commbench.cli.export import export_group
-from commbench.cli.fit import fit
-from commbench.cli.import_results import import_group
-from commbench.cli.k8s import k8s
-from commbench.cli.model import model
-from commbench.cli.perf import perf
-from commbench.cli.report import report
-from commbench.cli.run import run
-from commbench.cli.selftest import selftest
 from commbench.cli.shared import warnings_held
-from commbench.cli.slurm import slurm
-from commbench.cli.suites import suites
-from commbench.cli.trace import trace
-from commbench.cli.tune import tune
 from commbench.errors import CommbenchError, ExitCode
 from commbench.running.lifetime import command_running, interrupted, stop_of, the_program
 
+# Each command: where it is (the attribute after the colon in commbench.cli.<module>; "bench": the bench kind's), and
+# the start of its summary, which listing the commands reads instead of importing them: as much as Click's widest
+# listing shows, and a word more (tests/test_startup.py checks it against the command's own).
+_COMMANDS = {
+    "sweep": ("bench", "Measure collectives at each message size with statistics and a correctness"),
+    "ddp": ("bench", "DDP step time, exposed communication and memory over bucket sizes"),
+    "fsdp": ("bench", "FSDP step time, exposed communication and memory over resharding,"),
+    "zero": ("bench", "Sharding strategies side by side: DDP, ZeRO-1/2/3 and HSDP, with model"),
+    "hunt": ("bench", "Name the slow node or the bad link of an allocation: intra-node all_reduce"),
+    "p2p": ("bench", "Point-to-point bandwidth and latency between every ordered pair of"),
+    "replay": ("bench", "Replay the collectives of a traced training step on this job: the"),
+    "perf": ("perf:perf", "Run nccl-tests' benchmark of COLLECTIVE with nccl-tests' flags, method"),
+    "run": ("run:run", "Run the benches of SUITE (a .toml file, or a shipped suite's name:"),
+    "suites": ("suites:suites", "List the shipped suites (`commbench run NAME` runs one); `commbench"),
+    "selftest": ("selftest:selftest", "Exercise every path this machine supports, each as a real commbench"),
+    "env": ("env:env", "Show torch, backends, devices, GPUs (NVML), the default a bare `commbench"),
+    "expect": ("expect:expect", "Expected busbw per collective: what a healthy machine reaches with"),
+    "trace": ("trace:trace", "Analyse profiler traces (Kineto JSON, plain or gzipped)."),
+    "model": ("model:model", "Analytic models: model-state memory and communication per step."),
+    "fit": ("fit:fit", "Fit t = α + S/bandwidth per (collective, impl, backend, world size,"),
+    "compare": ("compare:compare_command", "Join two runs on their configuration keys and flag rows that got worse"),
+    "report": ("report:report", "Draw the plots whose data exist in the runs, and write a self-contained"),
+    "import": ("import_results:import_group", "Read nccl-tests, PARAM or NCCL Inspector results into a commbench"),
+    "slurm": ("slurm:slurm", "Run suites as Slurm batch jobs: srun starts one torchrun per node,"),
+    "k8s": ("k8s:k8s", "Write a Kubernetes manifest that runs SUITE (a .toml file, or a shipped"),
+    "tune": ("tune:tune", "Compare the environment combinations the runs measured (rows keyed"),
+    "export": ("export:export_group", "Write runs in another tool's format."),
+}
+
+
+class _StandIn(click.Command):
+    """A command not imported yet, as listing the commands reads it: the start of its summary."""
+
+
+class _Commands(UserDict[str, click.Command]):
+    """Click's Group.commands: each a stand-in until it is first looked up, which imports it."""
+
+    def __getitem__(self, name: str) -> click.Command:
+        if isinstance(self.data[name], _StandIn):
+            module, _, attribute = _COMMANDS[name][0].partition(":")
+            if module == "bench":
+                from commbench.benches import kind_for_command
+                from commbench.cli.bench import bench_command
+
+                self.data[name] = bench_command(kind_for_command(name))
+            else:
+                self.data[name] = getattr(importlib.import_module(f"commbench.cli.{module}"), attribute)
+        return self.data[name]
+
 
 class _OneLineErrors(click.Group):
+    commands: _Commands
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """What listing the commands reads (`commbench --help`, Tab): a stand-in for one not imported yet."""
+        return self.commands.data.get(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """The command to run (or to give its own --help or completion): imported."""
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, command if name is None else self.commands[name], rest
+
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         """The command, with every failure as one line on stderr and its exit code (always standalone: click's
@@ -84,17 +129,11 @@ def _fail(message: str, code: int, *, prefix: str = "commbench: error:") -> NoRe
     sys.exit(code)
 
 
-@click.group(name="commbench", cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="commbench", cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]},
+             commands=_Commands({name: _StandIn(name, help=summary) for name, (_, summary) in _COMMANDS.items()}))
 @click.version_option(__version__, prog_name="commbench")
 def main() -> None:
     """Collective-communication benchmarks for PyTorch distributed: measure, verify, store."""
-
-
-for _kind in KINDS.values():  # one command per registered bench kind
-    main.add_command(bench_command(_kind))
-for _command in (perf, run, suites, selftest, env, expect, trace, model, fit, compare_command, report, import_group,
-                 slurm, k8s, tune, export_group):
-    main.add_command(_command)
 
 
 def program() -> None:

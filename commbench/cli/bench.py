@@ -93,7 +93,6 @@ def bench_command(kind: BenchKind) -> click.Command:
                                 accepted=show_warnings)
         sys.exit(show_bench_run(ran, quiet=quiet, as_json=as_json, verbose=verbose, argv=argv))
 
-    command.__doc__ = kind.help()
     decorated = table_run_options(click_options(kind.options)(command))
     if kind.run_sets:
         decorated = launches_option(decorated)

@@ -4,13 +4,17 @@ world sizes)."""
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from commbench.cli.shared import finish_run, machine_options, run_options
 from commbench.errors import ExitCode
-from commbench.imports import SOURCES, Source
+from commbench.imports import SOURCES, ImportedFile, Source
 from commbench.names import DTYPES, REDUCE_OPS
+
+if TYPE_CHECKING:
+    from commbench.expect.rows import FactsAndOrigin
 
 _HELP = {
     "nccl-tests": """Read nccl-tests results (text output of any version, or its -J JSON) into a run folder.
@@ -60,34 +64,40 @@ def _command(source: Source) -> click.Command:
                 environment: tuple[str, ...], machine: str | None, facts_file: str | None, out: Path,
                 run_id: str | None, quiet: bool, as_json: bool) -> None:
         from commbench.expect import chosen_facts
-        from commbench.expect.rows import for_import
         from commbench.imports import read_file
         from commbench.imports.environment import environment_label
-        from commbench.imports.summary import document, exit_code, summary_lines
-        from commbench.imports.write import hosts_of, one_world, write_run
-        from commbench.sweep.env_axes import parse_label
+        from commbench.imports.write import hosts_of
 
         env = environment_label(environment)  # refused before any file is read
         named = chosen_facts(machine, facts_file) if machine or facts_file else None
         imported = [read_file(source, path, collective=source.collective_option(collective) if collective else None,
                               world_size=world_size, partial=partial) for path in files]
-        collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests
-                                         for row in test.rows))
-        expectation = for_import(named, collectives, world=one_world(imported), hosts=len(hosts_of(imported)),
-                                 device=imported[0].device,
-                                 env=parse_label(env))
-        run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation,
-                            env=env)
-        code = exit_code(imported)
-        lines = summary_lines(imported, run_dir)
-        if not (quiet or as_json):
-            click.echo("\n".join(lines["out"]))
-        for line in lines["err"]:
-            click.echo(line, err=True)
-        sys.exit(finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet,
-                            as_json=as_json))
+        _write_run(source, imported, named, env, hosts=len(hosts_of(imported)), out=out, run_id=run_id, quiet=quiet,
+                   as_json=as_json)
 
     return command
+
+
+def _write_run(source: Source, imported: list[ImportedFile], named: "FactsAndOrigin | None", env: str, *, hosts: int,
+               out: Path, run_id: str | None, quiet: bool, as_json: bool, warnings: tuple[str, ...] = ()) -> NoReturn:
+    """The files read as one run folder (a row's expected busbw where a machine is named), what the import found
+    printed, and the exit code."""
+    from commbench.expect.rows import for_import
+    from commbench.imports.summary import document, exit_code, summary_lines
+    from commbench.imports.write import one_world, write_run
+    from commbench.sweep.env_axes import parse_label
+
+    collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests for row in test.rows))
+    expectation = for_import(named, collectives, world=one_world(imported), hosts=hosts, device=imported[0].device,
+                             env=parse_label(env))
+    run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation, env=env)
+    code = exit_code(imported)
+    lines = summary_lines(imported, run_dir)
+    if not (quiet or as_json):
+        click.echo("\n".join(lines["out"]))
+    for line in [*lines["err"], *warnings]:
+        click.echo(line, err=True)
+    sys.exit(finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet, as_json=as_json))
 
 
 @click.command(name="nccl-inspector")
@@ -122,13 +132,9 @@ def inspector_command(files: tuple[Path, ...], world_size: int | None, communica
     communicators of several sizes without --world-size or --communicator).
     """
     from commbench.expect import chosen_facts
-    from commbench.expect.rows import for_import
     from commbench.imports import read_file
     from commbench.imports.environment import environment_label
     from commbench.imports.nccl_inspector import NO_DTYPE_WARNING, TOOL, Selection, choose
-    from commbench.imports.summary import document, exit_code, summary_lines
-    from commbench.imports.write import one_world, write_run
-    from commbench.sweep.env_axes import parse_label
 
     source = SOURCES[TOOL]
     env = environment_label(environment)  # refused before any file is read
@@ -136,19 +142,10 @@ def inspector_command(files: tuple[Path, ...], world_size: int | None, communica
     selection = Selection(world_size=world_size, communicators=communicators, dtype=dtype, op=op)
     imported = [read_file(source, path, selection=selection) for path in files]
     choose(imported, selection)
-    collectives = list(dict.fromkeys(row.collective for item in imported for test in item.tests for row in test.rows))
     # the communicator's nodes (its header's nnodes), not only the hosts whose logs were passed
     nodes = max(test.closing["nnodes"] for item in imported for test in item.tests)
-    expectation = for_import(named, collectives, world=one_world(imported), hosts=nodes, device=imported[0].device,
-                                 env=parse_label(env))
-    run_dir = write_run(imported, out=out, run_id=run_id, factor=source.factor, expectation=expectation, env=env)
-    code = exit_code(imported)
-    lines = summary_lines(imported, run_dir)
-    if not (quiet or as_json):
-        click.echo("\n".join(lines["out"]))
-    for line in lines["err"] + ([f"commbench: warning: {NO_DTYPE_WARNING}"] if dtype is None else []):
-        click.echo(line, err=True)
-    sys.exit(finish_run(run_dir, ExitCode(code), document(imported, run_dir, code), quiet=quiet, as_json=as_json))
+    _write_run(source, imported, named, env, hosts=nodes, out=out, run_id=run_id, quiet=quiet, as_json=as_json,
+               warnings=(f"commbench: warning: {NO_DTYPE_WARNING}",) if dtype is None else ())
 
 
 _BUILT = {"nccl-inspector": inspector_command}

@@ -15,7 +15,7 @@ def trace() -> None:
     """Analyse profiler traces (Kineto JSON, plain or gzipped)."""
 
 
-@trace.command()
+@trace.command(name="analyze")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--calls", "show_calls", is_flag=True,
               help="Also print every collective call: rank, step, kind, size, group, duration, algbw, busbw.")
@@ -53,9 +53,6 @@ def analyze_command(paths: tuple[Path, ...], show_calls: bool, machine: str | No
     if analysis.stragglers is not None:  # more than one trace
         click.echo("\n".join(_describe_skew(analysis.skew)))
         click.echo("\n".join(describe_stragglers(analysis.stragglers)))
-
-
-analyze_command.name = "analyze"
 
 
 def _describe_expected(expected: list[dict]) -> list[str]:

@@ -11,8 +11,9 @@ generation when idle to save power.
 """
 
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
+
+from commbench.nvml import nvlinks, supported
 
 GpuFacts = dict[str, Any]
 """One GPU's facts by name: what NVML returned (pynvml is untyped: ints for counts, clocks, widths and reason bits,
@@ -21,7 +22,6 @@ FactsByNode = dict[str, list[GpuFacts]]
 """Node → the facts of each of its GPUs."""
 Finding = dict[str, object]
 """{"test": "nvml", "gpu", "uuid", "fact", "value", "peers"}: a fact that names a node."""
-T = TypeVar("T")
 
 HW_SLOWDOWN_REASONS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
                        0x80: "hardware power brake"}
@@ -38,16 +38,16 @@ def read_facts(index: int, uuid: str | None = None) -> GpuFacts:
         return {"error": f"NVML not available ({type(error).__name__})"}
     try:
         handle = (pynvml.nvmlDeviceGetHandleByUUID(uuid) if uuid else pynvml.nvmlDeviceGetHandleByIndex(index))
-        facts: GpuFacts = {"index": index, "uuid": uuid, "name": _call(pynvml.nvmlDeviceGetName, handle)}
-        facts["sm_clock_mhz"] = _call(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
-        facts["sm_clock_max_mhz"] = _call(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)
-        reasons = _call(getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        facts: GpuFacts = {"index": index, "uuid": uuid, "name": supported(pynvml.nvmlDeviceGetName, handle)}
+        facts["sm_clock_mhz"] = supported(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM)
+        facts["sm_clock_max_mhz"] = supported(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM)
+        reasons = supported(getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
                         or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle)
         facts["throttle_reasons"] = reasons
-        facts["ecc_uncorrected"] = _call(pynvml.nvmlDeviceGetTotalEccErrors, handle,
+        facts["ecc_uncorrected"] = supported(pynvml.nvmlDeviceGetTotalEccErrors, handle,
                                          pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC)
-        facts["retired_pages_pending"] = _call(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
-        remapped = _call(pynvml.nvmlDeviceGetRemappedRows, handle)
+        facts["retired_pages_pending"] = supported(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+        remapped = supported(pynvml.nvmlDeviceGetRemappedRows, handle)
         if remapped is not None:
             facts["rows_remapped_uncorrectable"], facts["row_remap_pending"], facts["row_remap_failed"] = (
                 int(remapped[1]), int(remapped[2]), int(remapped[3]))
@@ -55,9 +55,7 @@ def read_facts(index: int, uuid: str | None = None) -> GpuFacts:
                               ("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
                               ("pcie_width", "nvmlDeviceGetCurrPcieLinkWidth"),
                               ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth")):
-            facts[key] = _call(getattr(pynvml, function), handle)
-        from commbench.nvml import nvlinks
-
+            facts[key] = supported(getattr(pynvml, function), handle)
         facts["nvlink_up"] = nvlinks(pynvml, handle)[1]
         return {key: (value.decode() if isinstance(value, bytes) else value) for key, value in facts.items()
                 if value is not None}
@@ -65,14 +63,6 @@ def read_facts(index: int, uuid: str | None = None) -> GpuFacts:
         return {"error": f"NVML failed ({type(error).__name__}: {error})"}
     finally:
         pynvml.nvmlShutdown()
-
-
-def _call(function: Callable[..., T], *args: object) -> T | None:
-    """A fact, or None where this GPU or driver does not support it."""
-    try:
-        return function(*args)
-    except Exception:
-        return None
 
 
 def findings(facts_by_node: FactsByNode) -> dict[str, list[Finding]]:

@@ -27,13 +27,14 @@ def compress(names: list[str]) -> str:
         groups.setdefault((match["prefix"], width), set()).add(int(digits))
     parts = [(name, name) for name in plain]
     for (prefix, width), numbers in groups.items():
-        ranges = _ranges(sorted(numbers), width)
+        ranges = number_ranges(sorted(numbers), width)
         text = f"{prefix}{ranges[0]}" if len(ranges) == 1 and "-" not in ranges[0] else f"{prefix}[{','.join(ranges)}]"
         parts.append((prefix, text))
     return ",".join(text for _, text in sorted(parts))
 
 
-def _ranges(numbers: list[int], width: int) -> list[str]:
+def number_ranges(numbers: list[int], width: int = 0) -> list[str]:
+    """Runs of consecutive numbers as spans, in the order given: 0,1,2,5 → 0-2, 5 (each zero-filled to width)."""
     spans: list[list[int]] = []
     for number in numbers:
         if spans and number == spans[-1][1] + 1:

@@ -5,7 +5,6 @@ computed from the rows, so the files and the rows cannot disagree."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -15,13 +14,14 @@ from commbench.cluster.gpu_health import FactsByNode, findings
 from commbench.cluster.hostlist import compress
 from commbench.cluster.matrix_files import matrix_csv, write_file
 from commbench.cluster.nodes import Layout
+from commbench.cluster.p2p_rows import timed_columns
 from commbench.cluster.pair_statistics import Samples
-from commbench.cluster.specs import HuntPhase, HuntSettings, Statistic
+from commbench.cluster.specs import HuntPhase, HuntSettings
 from commbench.expect.rows import ACROSS_NODES, INTRA_ALL_REDUCE, RunExpectation
 from commbench.measure.bandwidth import busbw_gbps
-from commbench.measure.stats import summarize
 from commbench.names import BUSBW_FACTORS
 from commbench.schema import common
+from commbench.schema.column import is_empty
 from commbench.schema.hunt import HUNT_FILE, KEY_COLUMNS, RESULT_COLUMNS
 from commbench.store import SCHEMA_VERSION
 
@@ -54,26 +54,11 @@ def _row(spec: HuntSettings, layout: Layout, phase: RowPhase, test: str, **value
     return row
 
 
-def _timed_columns(row: dict, timed: Timed, statistic: Statistic) -> float:
-    """Time statistics of the samples, and the samples themselves (kept under _samples until they are written);
-    returns the time in seconds the figures come from (the median, or the 10th percentile: --statistic)."""
-    import numpy as np
-
-    summary = summarize(timed.samples_s)
-    p10 = float(np.percentile(timed.samples_s, 10))
-    row.update(iters=summary.n, time_us_p50=summary.p50 * 1e6, time_us_p95=summary.p95 * 1e6,
-               time_us_min=summary.min * 1e6, time_us_ci_lo=summary.ci_lo * 1e6, time_us_ci_hi=summary.ci_hi * 1e6,
-               time_us_p10=p10 * 1e6, statistic=statistic, n_wrong=timed.n_wrong)
-    row["_samples"] = [{"schema_version": SCHEMA_VERSION, **{key: row[key] for key in KEY_COLUMNS},
-                        "iteration": index, "time_us": value * 1e6} for index, value in enumerate(timed.samples_s)]
-    return p10 if statistic == "p10" else summary.p50
-
-
 def intra_row(spec: HuntSettings, phase: HuntPhase, node: str, layout: Layout, size: int, timed: Timed) -> dict:
     ranks = len(layout.ranks[node])
     row = _row(spec, layout, phase, "all_reduce", node_a=node, ranks_a=layout.ranks_text(node), lanes=ranks,
                size_bytes=size)
-    seconds = _timed_columns(row, timed, spec.statistic)
+    seconds = timed_columns(row, timed, spec.statistic, KEY_COLUMNS)
     row[common.BUSBW_GBPS] = busbw_gbps(size, seconds, BUSBW_FACTORS["all_reduce"](ranks))
     row.update(RunExpectation(spec.expectation).columns(INTRA_ALL_REDUCE))
     return row
@@ -86,7 +71,7 @@ def pair_row(spec: HuntSettings, phase: HuntPhase, test: str, pair: tuple[str, s
     a, b = sorted(pair)  # one order for a pair in every run (rank numbers may land on other nodes next time)
     row = _row(spec, layout, phase, test, node_a=a, node_b=b, ranks_a=layout.ranks_text(a),
                ranks_b=layout.ranks_text(b), lanes=lanes, size_bytes=size, verdict=CONTROL if control else "")
-    seconds = _timed_columns(row, timed, spec.statistic)
+    seconds = timed_columns(row, timed, spec.statistic, KEY_COLUMNS)
     if test == "bandwidth":
         row[common.BUSBW_GBPS] = busbw_gbps(size, seconds, BUSBW_FACTORS["sendrecv"](2))
         row.update(RunExpectation(spec.expectation).columns(ACROSS_NODES))
@@ -119,11 +104,7 @@ def _figures(rows: list[dict], phase: HuntPhase, *, controls: bool = False) -> t
             pairs.setdefault((row["node_a"], row["node_b"]), {})["latency_us"] = row["latency_us"]
         elif row["test"] == "all_reduce" and row[common.SIZE_BYTES] >= intra.get(row["node_a"], (0, 0.0))[0]:
             intra[row["node_a"]] = (row[common.SIZE_BYTES], row[common.BUSBW_GBPS])
-    return pairs, {node: value for node, (_, value) in intra.items() if _finite(value)}
-
-
-def _finite(value: object) -> bool:
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
+    return pairs, {node: value for node, (_, value) in intra.items() if not is_empty(value)}
 
 
 def _settings(spec: HuntSettings) -> judge.Settings:
@@ -228,7 +209,7 @@ def matrices(rows: list[dict], nodes: list[str]) -> dict[str, list[list[float | 
     for column in MATRIX_FILES:
         grid: list[list[float | None]] = [[None] * len(nodes) for _ in nodes]
         for (a, b), figures in pairs.items():
-            if _finite(figures.get(column)):
+            if not is_empty(figures.get(column)):
                 grid[index[a]][index[b]] = grid[index[b]][index[a]] = figures[column]
         result[column] = grid
     return result

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from commbench.bench_kind import RankContext
 
 CONCURRENT: Schedule = "concurrent"
-SERIAL: Schedule = "serial"
 
 
 @dataclass

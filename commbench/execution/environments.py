@@ -104,8 +104,4 @@ def write_unavailable(bench: Bench, run_dir: Path, indexes: Iterable[int], reaso
     run_id = store.run_id_of(run_dir)
     rows = [bench.kind.unavailable_row(bench.spec, points[index], run_id=run_id, world=bench.spec.nproc,
                                        reason=reason) for index in indexes]
-    writer = store.RowWriter(run_dir / store.RESULTS_FILE, bench.kind.result_columns)
-    try:
-        writer.write(rows)
-    finally:
-        writer.close()
+    store.write_rows(run_dir / store.RESULTS_FILE, bench.kind.result_columns, rows)

@@ -25,10 +25,6 @@ NETWORK = Efficiency(0.94, "NDR InfiniBand reaches 46-48 GB/s per 400 Gb/s NIC i
                            "(nccl-tests#119), 0.96")
 """A NIC's healthy share of its signaling rate (rate / 8)."""
 
-PCIE_GEN3_AND_LATER = Efficiency(0.762, "NCCL's PCIe rate (topo.cc: lanes × 60/120/240 × 100 Mb/s for gen3/4/5, "
-                                        "gen5 x16 48 GB/s) over the rate after line encoding (63 GB/s)")
-"""PCIe's healthy share: NCCL's own rate per lane over the line-encoded rate."""
-
 NVLS_TREE_OF_LINK = Efficiency(375 / 450, "NVIDIA's GTC'24 talk S62129: NVLS+Tree all-reduce reaches 370-380 GB/s "
                                           "busbw on H100 (quoted in NVIDIA/nccl#1649), over the H100's 450 GB/s "
                                           "of NVLink")

@@ -66,9 +66,6 @@ MODEL_DIFFERENCES = (
     "inter-node latency (unknown from facts).",
 )
 
-SIZE_BOUND_BYTES = 1 << 30
-"""The size at which the table's expected figure is meant: bandwidth-bound on every machine the presets hold."""
-
 
 @dataclass(frozen=True)
 class Term:

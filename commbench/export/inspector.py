@@ -12,9 +12,6 @@ from commbench.sweep.env_axes import NCCL_ALGO, NCCL_PROTO, parse_label
 
 BUS_BANDWIDTH = "nccl_bus_bandwidth_gbs"
 EXEC_TIME = "nccl_collective_exec_time_microseconds"
-LABELS = ("version", "slurm_job_id", "node", "gpu", "comm_name", "n_nodes", "nranks", "collective", "message_size",
-          "algo_proto")
-"""The Inspector's labels of its collective metrics, in the order it writes them (inspectorPromGetLabelsColl)."""
 UNKNOWN = "unknown"
 """What the Inspector writes for a label it cannot fill (no SLURM_JOB_ID, no algorithm in the event, ...)."""
 

@@ -2,12 +2,9 @@
 row carries (the label a sweep's --env-axis rows carry, commbench/sweep/env_axes.py), so that `commbench tune` can
 compare logs taken under different NCCL_ALGO / NCCL_PROTO settings."""
 
-import re
-
 from commbench.errors import CommbenchError
-from commbench.sweep.env_axes import label_of
+from commbench.sweep.env_axes import ENV_NAME, label_of
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _EXAMPLE = "e.g. --env NCCL_ALGO=Tree --env NCCL_PROTO=Simple"
 
 
@@ -19,7 +16,7 @@ def environment_label(items: tuple[str, ...]) -> str:
         name, equals, value = item.partition("=")
         if not equals:
             raise CommbenchError(f"--env {item!r} sets no value; give NAME=VALUE, {_EXAMPLE}")
-        if not _NAME.match(name):
+        if not ENV_NAME.match(name):
             raise CommbenchError(f"--env {item!r}: {name!r} is not an environment variable name; give NAME=VALUE "
                                  f"with a name of letters, digits and _ ({_EXAMPLE})")
         # the label joins NAME=VALUE pairs with spaces: a value with a space (or none) could not be read back

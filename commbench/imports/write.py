@@ -8,7 +8,7 @@ import shlex
 import shutil
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -55,9 +55,9 @@ def write_run(files: list[ImportedFile], *, out: Path, run_id: str | None, facto
                     samples += [{**_keys(rows[-1]), "schema_version": store.SCHEMA_VERSION,
                                  "run_id": run_dir.name, "iteration": iteration, "time_us": time_us}
                                 for iteration, time_us in enumerate(row.samples_us)]
-        _write_rows(run_dir / store.RESULTS_FILE, (*COLUMNS, *_own_names(rows)), rows)
+        store.write_rows(run_dir / store.RESULTS_FILE, (*COLUMNS, *_own_names(rows)), rows)
         if samples:
-            _write_rows(run_dir / store.SAMPLES_FILE, KIND.sample_columns, samples)
+            store.write_rows(run_dir / store.SAMPLES_FILE, KIND.sample_columns, samples)
         store.write_meta(run_dir, {**_meta(files, world, run_dir.name, env), "expectation": expectation.document})
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)  # a half-written import is worth nothing; its files are intact
@@ -124,14 +124,6 @@ def _cell(value: object) -> object:
 
 def _keys(row: dict) -> dict:
     return {column: row[column] for column in KIND.sample_keys}
-
-
-def _write_rows(path: Path, columns: Sequence[str], rows: list[dict]) -> None:
-    writer = store.RowWriter(path, columns)
-    try:
-        writer.write(rows)
-    finally:
-        writer.close()
 
 
 def _meta(files: list[ImportedFile], world: int | None, run_id: str, env: str) -> dict:

@@ -115,7 +115,7 @@ def measure(run: Callable[[], object], *, ctx: RankGroup, warmup: int, iters: in
             barrier: Callable[[], None] | None = None, batch: BatchOptions = NCCL_TESTS_DEFAULTS) -> Measurement:
     """Warm up, then take `iters` samples in the timing mode: once, or (adaptive) until the 95 % CI of the median is
     within ±target_ci_pct or max_time_s has passed on any rank, testing after the first `iters` samples and then each
-    time the samples grew by a quarter (see `next_look`). timing AUTO picks batch or per-iteration from the warm-up
+    time the samples grew by an eighth (see `next_look`). timing AUTO picks batch or per-iteration from the warm-up
     (`choose_timing`). Every rank takes the same decisions: the combined samples and the stop test are computed by
     collectives. on_timed_start is called between warm-up (finished on the device) and the first timed call.
     barrier (default ctx.barrier) is what releases the ranks before a timed call or batch. run is one iteration: in
@@ -200,7 +200,7 @@ def _sample_until_stop(take: Callable[[int], list[float]], iters: int, *, ctx: R
         if sampling_s > 0 and len(samples) > taken_then:  # keep the last batch within the budget
             assert max_time_s is not None  # sampling time is measured only under the adaptive rule, which has one
             per_sample_s = sampling_s / (len(samples) - taken_then)
-            count = min(count, max(LOOK_STEP_MIN, math.ceil((max_time_s - elapsed_s) / per_sample_s)))
+            count = min(count, max(1, math.ceil((max_time_s - elapsed_s) / per_sample_s)))
         samples.extend(take(count))
 
 
@@ -221,18 +221,18 @@ def _clock_text(timer: Timer, options: BatchOptions) -> str:
 
 
 def next_look(taken: int) -> int:
-    """How many more samples to take before the stopping rule is tested again: a quarter of what was taken so far
+    """How many more samples to take before the stopping rule is tested again: an eighth of what was taken so far
     (at least LOOK_STEP_MIN). The first test comes after --iters samples, the least an interval rests on; near the
     end of the time budget the count is cut to what the budget has left.
 
-    Growing by a fraction rather than by a fixed batch keeps the number of tests logarithmic in the samples (18
-    between 20 and 1000, where batches of 20 would test 50 times), so a run that stops when the interval first
-    looks narrow has few chances to stop on a lucky stretch: with independent draws from four distributions, the
-    interval at the stop covered the true median in 93–97 % of runs (tests/test_stopping_rule.py)."""
+    Growing by a fraction rather than by a fixed batch keeps the number of tests logarithmic in the samples (31
+    between 20 and 1000, where batches of 20 would test 50 times): few chances to stop on a lucky stretch (the interval
+    at the stop covered the true median in 93–96 % of runs of four distributions, tests/test_stopping_rule.py), and a
+    stop at most an eighth past the test before it (a quarter cost up to a quarter more of the largest calls)."""
     return max(LOOK_STEP_MIN, math.ceil(taken * (LOOK_GROWTH - 1)))
 
 
-LOOK_GROWTH = 1.25
+LOOK_GROWTH = 1.125
 LOOK_STEP_MIN = 5
 AUTO_TIMING_CALLS = 5
 """--timing auto decides from this many more calls after the warm-up, timed per iteration."""

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 import commbench
+from commbench.cluster.hostlist import number_ranges
 from commbench.perf.results import Body, Line, PerfRun
 
 NCCL_TESTS_VERSION = "2.19.6"
@@ -102,21 +103,9 @@ def _settings_line(settings: dict) -> str:
 def _rank_line(rank: dict) -> str:
     name = rank.get("device")
     if rank.get("bus") == "cpu" and rank.get("cores"):  # a CPU rank's "device" is the cores it may run on
-        name = f"{name}, cores {_ranges(rank['cores'])}"
+        name = f"{name}, cores {','.join(number_ranges(rank['cores']))}"
     return (f"#  Rank {rank['rank']:2d} Group  0 Pid {rank.get('pid') or 0:6d} on {rank.get('host'):>10} device "
             f"{rank.get('device_index') or 0:2d} [{rank.get('bus')}] {name}")
-
-
-def _ranges(cores: list[int]) -> str:
-    """0,1,2,5 → 0-2,5."""
-    spans, start = [], None
-    for index, core in enumerate(cores):
-        if start is None:
-            start = core
-        if index + 1 == len(cores) or cores[index + 1] != core + 1:
-            spans.append(f"{start}" if start == core else f"{start}-{core}")
-            start = None
-    return ",".join(spans)
 
 
 def _column_headers(per_iteration: bool) -> list[str]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commbench.names import TRACE_COLLECTIVES, TRACE_CPP_TYPES, busbw_factor, element_bytes, trace_dtype
+from commbench.profiling.comm_calls import dims_elements
 from commbench.profiling.overlap import CommCallSpan, classify, enclosing_calls, event_kinds, is_gloo_span
 from commbench.profiling.trace_file import TraceEvents
 
@@ -254,19 +255,11 @@ def operator_message(args: object) -> Message | None:
     element_type = next((kind for kind in types if _type_bytes(kind)), None)
     if element_type is None:
         return None
-    elements = max((_elements(arg) for arg in dims), default=0)
+    elements = max((dims_elements(arg) for arg in dims), default=0)
     dtype = TRACE_CPP_TYPES[str(element_type).lower()]
     size = element_bytes(dtype)
     assert size is not None  # element_type was chosen for its known size (_type_bytes)
     return Message(elements * size, elements, dtype)
-
-
-def _elements(dims: object) -> int:
-    if not isinstance(dims, list) or not dims:
-        return 0
-    if isinstance(dims[0], list):
-        return sum(_elements(inner) for inner in dims)
-    return math.prod(value for value in dims if isinstance(value, int))
 
 
 def _span_message(spans: list[CommCallSpan]) -> Message | None:

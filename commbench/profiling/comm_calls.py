@@ -29,13 +29,14 @@ class CommCall:
     elements: int | None  # the larger of input and output; None when the trace has no shapes
 
 
-def _elements(dims: list) -> int:
-    """Elements of one argument's dims: [rows, cols] for a tensor, [[...], [...]] for a tensor list."""
-    if not dims:
+def dims_elements(dims: object) -> int:
+    """Elements of one argument's dims: [rows, cols] for a tensor, [[...], [...]] for a tensor list; 0 for what is
+    neither (an argument without a shape)."""
+    if not isinstance(dims, list) or not dims:
         return 0
     if isinstance(dims[0], list):
-        return sum(_elements(inner) for inner in dims)
-    return math.prod(dims)
+        return sum(dims_elements(inner) for inner in dims)
+    return math.prod(value for value in dims if isinstance(value, int))
 
 
 def comm_calls(trace: TraceEvents, *, gather_group_size: int | None = None) -> list[CommCall]:
@@ -54,7 +55,7 @@ def comm_calls(trace: TraceEvents, *, gather_group_size: int | None = None) -> l
         dims = args.get("Input Dims")
         elements = None
         if isinstance(dims, list) and dims:
-            sizes = [_elements(arg) for arg in dims]
+            sizes = [dims_elements(arg) for arg in dims]
             elements = max(sizes)
             if kind == "all_gather" and len(sizes) > 1 and sizes[0] == 0:  # the output list went unrecorded
                 elements = sizes[1] * gather_group_size if gather_group_size else None

@@ -7,10 +7,10 @@ per-link fallback, the summary, combining ranks per GPU) takes a reader or recor
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Literal, Protocol, TypedDict, TypeVar
+from typing import Literal, Protocol, TypedDict
 
+from commbench.nvml import supported
 from commbench.schema import gpu
 
 SAMPLE_FIELDS = list(gpu.SAMPLE_FIELDS)
@@ -60,16 +60,6 @@ def nvml_unavailable_reason() -> str | None:
         return f"NVML not available ({type(error).__name__})"
 
 
-T = TypeVar("T")
-
-
-def _call(function: Callable[..., T], *args: object) -> T | None:
-    try:
-        return function(*args)
-    except Exception:  # a metric this GPU or driver does not support stays empty
-        return None
-
-
 class Gauges(TypedDict):
     """The cheap reads of one sample (NvmlReader.gauges); None where the GPU or driver does not report one."""
 
@@ -114,26 +104,26 @@ class NvmlReader:
     def gauges(self) -> Gauges:
         """The cheap reads: memory used, utilisation, power, energy counter, SM clock."""
         nvml, handle = self._nvml, self._handle
-        memory = _call(nvml.nvmlDeviceGetMemoryInfo, handle)
-        util = _call(nvml.nvmlDeviceGetUtilizationRates, handle)
+        memory = supported(nvml.nvmlDeviceGetMemoryInfo, handle)
+        util = supported(nvml.nvmlDeviceGetUtilizationRates, handle)
         return {"mem_used_bytes": int(memory.used) if memory else None,
                 "util_pct": float(util.gpu) if util else None,
-                "power_mw": _call(nvml.nvmlDeviceGetPowerUsage, handle),
+                "power_mw": supported(nvml.nvmlDeviceGetPowerUsage, handle),
                 "energy_mj": self.energy_mj(),
-                "sm_clock_mhz": _call(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)}
+                "sm_clock_mhz": supported(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)}
 
     def energy_mj(self) -> float | None:
-        return _call(self._nvml.nvmlDeviceGetTotalEnergyConsumption, self._handle)
+        return supported(self._nvml.nvmlDeviceGetTotalEnergyConsumption, self._handle)
 
     def pcie_kibps(self) -> tuple[float | None, float | None]:
         """TX and RX; each call blocks ~20 ms."""
         nvml, handle = self._nvml, self._handle
-        return (_call(nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_TX_BYTES),
-                _call(nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_RX_BYTES))
+        return (supported(nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_TX_BYTES),
+                supported(nvml.nvmlDeviceGetPcieThroughput, handle, nvml.NVML_PCIE_UTIL_RX_BYTES))
 
     def field_values(self, requests: list[tuple[int, int]]) -> list[tuple[int, float]] | None:
         """(nvmlReturn, value) per (field id, scope id); None when the call itself fails."""
-        values = _call(self._nvml.nvmlDeviceGetFieldValues, self._handle, requests)
+        values = supported(self._nvml.nvmlDeviceGetFieldValues, self._handle, requests)
         return None if values is None else [(value.nvmlReturn, float(value.value.ullVal)) for value in values]
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ written from it unchanged; its unit, dtype and meaning ride along for the reader
 the docs' column reference). Code names a column through its declaration (`collective.TIME_US_P50`), so renaming or
 removing one makes the type checker name every use."""
 
+import math
 from collections.abc import Iterable
 from typing import Literal
 
@@ -49,3 +50,8 @@ def without(columns: tuple[Column, ...], left_out: Iterable[Column]) -> tuple[Co
     """columns in their order, less those left out (a file's required columns: its columns less those added later)."""
     dropped = set(left_out)
     return tuple(column for column in columns if column not in dropped)
+
+
+def is_empty(value: object) -> bool:
+    """Whether a cell holds nothing: None as a row holds it, or NaN as pandas reads an empty CSV cell."""
+    return value is None or (isinstance(value, float) and math.isnan(value))

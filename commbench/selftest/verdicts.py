@@ -4,7 +4,6 @@ how the sub-run ended: pass, FAIL (with what failed) or n/a (with why)."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from commbench.benches import kind_for_command
 from commbench.errors import CommbenchError
 from commbench.names import CUDA, MEAN, PER_ITERATION, RANK_AVERAGE_TEXT, TIMINGS
 from commbench.schema import common
+from commbench.schema.column import is_empty
 from commbench.selftest.plan import ITERS, Plan
 from commbench.selftest.steps import StepRun
 from commbench.sweep.spec import Point as SweepPoint
@@ -128,7 +128,7 @@ def _judge_rows(expected: set[RowKey], sweep: SubRun, keys_of_rows: list[RowKey]
     missing = sorted(expected - set(found))
     if missing:
         return FAIL, f"{len(missing)} of {len(expected)} rows missing, e.g. {_label(missing[0])}"
-    unchecked = [key for key, row in found.items() if _missing_number(row.n_wrong)]
+    unchecked = [key for key, row in found.items() if is_empty(row.n_wrong)]
     if unchecked:
         return FAIL, f"{len(unchecked)} row(s) not checked (n_wrong empty), e.g. {_label(unchecked[0])}"
     wrong = {key: _count(row.n_wrong) for key, row in found.items() if _count(row.n_wrong)}
@@ -141,10 +141,6 @@ def _judge_rows(expected: set[RowKey], sweep: SubRun, keys_of_rows: list[RowKey]
 
 def _count(value: object) -> int:
     return int(float(str(value)))  # n_wrong reads back from CSV as an int, or a float where a row has none
-
-
-def _missing_number(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def sweep_checks(plan: Plan, sweep: SubRun, samples: pd.DataFrame | None = None) -> list[Check]:

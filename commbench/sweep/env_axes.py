@@ -12,7 +12,7 @@ from commbench.errors import CommbenchError
 
 NCCL_ALGO, NCCL_PROTO = "NCCL_ALGO", "NCCL_PROTO"
 NCCL_PREFIX = "NCCL_"
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 DEFAULT_LABEL = ""
 Axes = tuple[tuple[str, tuple[str, ...]], ...]
 """The environment axes: each variable's name and the values it takes, in the order given."""
@@ -28,7 +28,7 @@ def parse_axes(items: tuple[str, ...], *, flag: str = "--env-axis") -> tuple[tup
         name, equals, value = item.partition("=")
         if equals:
             name = name.strip()
-            if not _NAME.match(name):
+            if not ENV_NAME.match(name):
                 raise CommbenchError(f"{flag} {item!r}: {name!r} is not an environment variable name; give "
                                      "NAME=V1,V2 (letters, digits and _)")
             if name in axes:

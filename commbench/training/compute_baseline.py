@@ -37,6 +37,7 @@ from commbench.training.batches import BatchPool
 from commbench.training.build import Built
 from commbench.training.checkpointing import apply_activation_checkpointing
 from commbench.training.master_weights import MasterWeightAdamW
+from commbench.training.model_state import local_part
 from commbench.training.precision import fsdp_bf16
 from commbench.training.spec import TrainConfig, TrainSpec
 from commbench.training.step import Model, step_function
@@ -46,10 +47,6 @@ METHOD = "unsharded local copy"
 """What the row's compute_baseline column says when the baseline ran."""
 ADAMW_STATE_BYTES = 8  # fp32 exp_avg and exp_avg_sq per element
 MASTER_STATE_BYTES = 12  # MasterWeightAdamW: fp32 master, exp_avg and exp_avg_sq per element
-
-
-def _local(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def local_optimizer(built: Built, impl: str) -> torch.optim.Optimizer:
@@ -120,7 +117,7 @@ def predicted_extra(built: Built, config: TrainConfig, spec: TrainSpec) -> int:
     tensors = optimizer_tensors(built, config.impl)
     master = bool(getattr(config, "master_weights", None))
     return extra_bytes(copy_elements=count_params(spec.shape), copy_element_bytes=2 if _sixteen_bit_copy(config) else 4,
-                       optimizer_elements=sum(_local(t).numel() for t in tensors),
+                       optimizer_elements=sum(local_part(t).numel() for t in tensors),
                        state_bytes=MASTER_STATE_BYTES if master else ADAMW_STATE_BYTES,
                        clone_element_bytes=0 if config.impl == "ddp" else max(
                            (t.element_size() for t in tensors), default=4))

@@ -43,7 +43,7 @@ from commbench.training.exposed import paired_cost, trace_figures
 from commbench.training.flops import rate_columns, synthetic_flops_per_token
 from commbench.training.master_weights import state_bytes_of
 from commbench.training.meshes import DeviceMeshes
-from commbench.training.model_state import ModelStateBytes, count
+from commbench.training.model_state import ModelStateBytes, count, local_part
 from commbench.training.powersgd_messages import predicted_traffic as powersgd_traffic
 from commbench.training.precision import element_bytes, gathered_bytes
 from commbench.training.spec import ConfigPoint, TrainConfig, TrainSpec
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
 StepFunction = Callable[..., float]
 """training/step.py step_function: one optimizer step (step(sync=False) without gradient sync); its loss."""
-FP32_ADAM = memory.PRESETS["fp32-adam"]  # at rest without master weights (training/master_weights.py): fp32 AdamW
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,7 @@ def _measure(spec: TrainSpec, point: ConfigPoint, run: RankRun[LaunchMemory], st
     times_ms, losses, gpu_samples = _sampled_steps(step, ctx, spec.steps, run.sampler)
     peak = ctx.platform.peak()
     with torch.no_grad():  # a test's injected fault: the replica check must catch it
-        faults.corrupt_output(run.fault, _local(next(built.model.parameters())), rank=ctx.rank, point=point.index)
+        faults.corrupt_output(run.fault, local_part(next(built.model.parameters())), rank=ctx.rank, point=point.index)
     figures = _rank_figures(built, config, ctx, peak=peak, gpu_samples=gpu_samples,
                             carryover=_carryover(start_bytes, run.state.baseline_bytes))
     # ranks that failed the check (each counted once, however many of its steps had a non-finite loss)
@@ -275,12 +274,8 @@ def _digest(built: Built) -> str:
     """A hash of the parameters this rank holds (its shards, for sharded strategies)."""
     digest = hashlib.sha1()
     for parameter in built.model.parameters():
-        digest.update(_local(parameter).detach().contiguous().view(torch.uint8).cpu().numpy().tobytes())
+        digest.update(local_part(parameter).detach().contiguous().view(torch.uint8).cpu().numpy().tobytes())
     return digest.hexdigest()
-
-
-def _local(parameter: torch.Tensor) -> torch.Tensor:
-    return parameter.to_local() if hasattr(parameter, "to_local") else parameter
 
 
 def _differs_from_its_replicas(built: Built, ctx: RankContext) -> bool:

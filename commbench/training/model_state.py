@@ -20,18 +20,18 @@ class ModelStateBytes:
         return self.param_bytes + self.grad_bytes + self.optim_bytes + self.optim_scalar_bytes
 
 
-def _local(tensor: torch.Tensor) -> torch.Tensor:
+def local_part(tensor: torch.Tensor) -> torch.Tensor:
     """The part of a (possibly sharded, DTensor) tensor stored on this rank."""
     return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def _bytes(tensor: torch.Tensor) -> int:
-    local = _local(tensor)
+    local = local_part(tensor)
     return local.numel() * local.element_size()
 
 
 def _host_bytes(tensor: torch.Tensor) -> int:
-    return _bytes(tensor) if _local(tensor).device.type == "cpu" else 0
+    return _bytes(tensor) if local_part(tensor).device.type == "cpu" else 0
 
 
 def count(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> ModelStateBytes:
@@ -50,7 +50,7 @@ def count(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None) -> Mo
         for state in local_optimizer.state.values():
             for value in state.values():
                 if isinstance(value, torch.Tensor):
-                    if _local(value).dim() == 0:
+                    if local_part(value).dim() == 0:
                         optim_scalar_bytes += _bytes(value)
                     else:
                         optim_bytes += _bytes(value)

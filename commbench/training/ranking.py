@@ -16,17 +16,19 @@ import pandas as pd
 from commbench.measure.stats import MIN_SAMPLES_FOR_CI, as_number
 from commbench.schema import common
 from commbench.schema import training as col
+from commbench.schema.column import is_empty
 
 
-def _fits(value: object) -> bool | None:
+def cell_bool(value: object) -> bool | None:
+    """A bool column's cell (fits) as stored or read back from CSV ("True" / "False"); None where it is empty."""
     if isinstance(value, str):
         return {"True": True, "False": False}.get(value)
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else bool(value)
+    return None if is_empty(value) else bool(value)
 
 
 def eligible(results: pd.DataFrame) -> pd.DataFrame:
     """The configurations a recommendation may name: correct, and fitting (or of unknown fit)."""
-    return results[(results[common.N_WRONG] == 0) & (results["fits"].map(_fits) != False)]  # noqa: E712 (None = unknown)
+    return results[(results[common.N_WRONG] == 0) & (results["fits"].map(cell_bool) != False)]  # noqa: E712 (None = unknown)
 
 
 def best_config(results: pd.DataFrame) -> pd.Series | None:

@@ -12,10 +12,12 @@ import pandas as pd
 from commbench.measure.stats import as_number
 from commbench.schema import common
 from commbench.schema import training as col
+from commbench.schema.column import is_empty
 from commbench.training.bucket_caps import DDP_DEFAULT_CAP_MB, DDP_DEFAULT_FIRST_MB, bucket_label
 from commbench.training.exposed import table_notes as exposed_notes
 from commbench.training.ranking import (  # best_config, tied_configs: the report and tests use them here
     best_config,
+    cell_bool,
     ranking_lines,
     throughput_ci,
     tied_configs,
@@ -66,7 +68,7 @@ _COLUMNS: list[tuple[str, str, Callable[[pd.Series], str], Shown]] = [
     ("buckets", "(count)", lambda r: _num(r.get("bucket_count"), 0), _where_any("bucket_count")),
     ("peak mem", "(MiB)", lambda r: _num(_mib(r[col.PEAK_MEM_BYTES]), 0), _always),
     ("state", "(MiB)", lambda r: _num(_mib(r[col.MODEL_STATE_BYTES]), 2), _always),
-    ("fits", "", lambda r: _FITS_TEXT.get(_bool(r["fits"]), "?"), _always),
+    ("fits", "", lambda r: _FITS_TEXT.get(cell_bool(r["fits"]), "?"), _always),
     ("#wrong", "", lambda r: str(int(r[common.N_WRONG])), _always),
 ]
 WRAP = 150
@@ -79,13 +81,7 @@ def _num(value: object, digits: int) -> str:
 
 
 def _mib(value: float | None) -> float | None:
-    return None if value is None or _missing(value) else value / 2**20
-
-
-def _bool(value: object) -> bool | None:
-    if isinstance(value, str):
-        return {"True": True, "False": False}.get(value)
-    return None if _missing(value) else bool(value)
+    return None if value is None or is_empty(value) else value / 2**20
 
 
 def step_ci_text(row: pd.Series) -> str:
@@ -110,14 +106,14 @@ def short_labels(results: pd.DataFrame) -> list[str]:
     one_impl = shared_impl(results) is not None
     labels = []
     for _, row in results.iterrows():
-        settings = {name: row[name] for name in varying if not _missing(row[name])}
+        settings = {name: row[name] for name in varying if not is_empty(row[name])}
         if (row["strategy"], setting_text(settings.get("reshard_after_forward"))) in _IMPLIED_RESHARD:
             del settings["reshard_after_forward"]
         label = config_label(row["strategy"], row["strategy"] if one_impl else row["impl"],
                              {name: value for name, value in settings.items() if name not in _BUCKET_SETTINGS})
-        if any(name in settings for name in _BUCKET_SETTINGS) and not _missing(row.get("bucket_cap_mb")):
+        if any(name in settings for name in _BUCKET_SETTINGS) and not is_empty(row.get("bucket_cap_mb")):
             first = row.get("first_bucket_mb")
-            first_mb = None if first is None or _missing(first) else float(first)
+            first_mb = None if first is None or is_empty(first) else float(first)
             strategy, _, rest = label.partition(" ")
             label = " ".join(part for part in (strategy, bucket_label(float(row["bucket_cap_mb"]), first_mb,
                                                                       row.get("params")), rest) if part)
@@ -137,10 +133,6 @@ def shared_impl(results: pd.DataFrame) -> str | None:
 def _column(results: pd.DataFrame, name: str) -> pd.Series:
     """A numeric column, all missing in a run written before it existed."""
     return pd.to_numeric(results[name], errors="coerce") if name in results else pd.Series(math.nan, results.index)
-
-
-def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def format_training_table(results: pd.DataFrame, verbose: bool = False) -> str:
@@ -208,7 +200,7 @@ def footnotes(results: pd.DataFrame) -> list[str]:
     lines = ["# rates: samples/s = all ranks together (global batch / step time); tokens/s per rank = global tokens/s "
              "÷ ranks; MFU = model FLOPs per token (6 × non-embedding parameters + 12 × layers × hidden × seq_len, "
              "forward + backward) × tokens/s per rank ÷ the GPU's dense peak at the precision"]
-    notes = sorted({str(note) for note in results.get("mfu_note", pd.Series(dtype=object)) if not _missing(note)})
+    notes = sorted({str(note) for note in results.get("mfu_note", pd.Series(dtype=object)) if not is_empty(note)})
     if col.MFU_PCT not in results or results[col.MFU_PCT].isna().all():
         lines[0] += f"; MFU absent: {'; '.join(notes)}" if notes else "; MFU absent: not recorded in this run"
     else:
@@ -223,13 +215,13 @@ def row_precision(row: pd.Series) -> str:
     """A configuration's --mixed-precision, on every row (bf16 and fp32 steps are not one comparison): fp32 where
     the row does not record it, as configurations without the setting run (training/precision.py)."""
     value = row.get("mixed_precision")
-    return "fp32" if _missing(value) else str(value)
+    return "fp32" if is_empty(value) else str(value)
 
 
 def precision_text(results: pd.DataFrame) -> str:
     """What the footer says of the precision (which the labels name only where it varies): ", precision bf16 (...)";
     nothing for rows that do not record it."""
-    present = [value for value in results["mixed_precision"] if not _missing(value)] \
+    present = [value for value in results["mixed_precision"] if not is_empty(value)] \
         if "mixed_precision" in results else []
     if not present:
         return ""
