@@ -326,3 +326,31 @@ def test_pooling_no_exchanges_gives_an_empty_set_of_none_stalled():
 
     pooled = Exchanges.pooled([])
     assert pooled.count == 0 and len(pooled.lost_s) == 0
+
+
+@pytest.mark.no_process
+def test_a_link_slow_in_its_figure_whose_exchanges_do_not_stand_out_is_not_named():
+    # the link's figure is 4x, but its exchanges are drawn like every other pair's: the rank test (corrected for the
+    # pairs tested) finds nothing, so the figure alone names no link
+    quiet = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS,
+                           samples={"bandwidth": samples_of({}), "latency": samples_of({}, seed=1)})
+    assert ("n1", "n3") not in quiet.suspect_links
+    slow = judge.diagnose(NODES, pairs_of({("n1", "n3"): 4}), {}, SETTINGS,
+                          samples={"bandwidth": samples_of({("n1", "n3"): 4}),
+                                   "latency": samples_of({("n1", "n3"): 4}, seed=1)})
+    assert list(slow.suspect_links) == [("n1", "n3")]
+
+
+@pytest.mark.no_process
+def test_a_stalling_node_without_control_pairs_is_judged_against_the_first_pass_without_it():
+    """Too few known-good nodes for control pairs in the second pass: the node's re-pairs are held against the first
+    pass's pairs that do not include it."""
+    n2_pairs = {("n1", "n2"): 0.15, ("n2", "n3"): 0.15, ("n2", "n4"): 0.15}
+    first = {"bandwidth": samples_of({}, stalls=n2_pairs), "latency": samples_of({}, stalls=n2_pairs, seed=1)}
+    found = judge.diagnose(NODES, pairs_of({}), {}, SETTINGS, samples=first)
+    again = {"bandwidth": samples_of({}, stalls=n2_pairs, seed=2), "latency": samples_of({}, stalls=n2_pairs, seed=3)}
+    again = {metric: {pair: times for pair, times in pairs.items() if "n2" in pair} for metric, pairs in again.items()}
+    judged = confirmation.confirm(found, pairs_of({}), {}, SETTINGS, controls={}, samples=again, first_samples=first)
+    assert "n2" in judged.suspect_nodes
+    stalls = next(entry for entry in judged.suspect_nodes["n2"] if entry["test"] == "stalls")
+    assert stalls["second_pass"]["p"] < 0.01
