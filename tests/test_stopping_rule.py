@@ -143,12 +143,10 @@ def test_a_spread_that_never_narrows_stops_at_the_budget():
         draws.append(n)
         return np.where(rng.random(n) < 0.5, 1.0, 100.0) + rng.random(n)
 
-    started = time.monotonic()
     measurement = _adaptive(slow_draw, max_time_s=0.3)
-    spent = time.monotonic() - started
     assert measurement.stop_reason == STOP_MAX_TIME
-    # the last batch was cut to what the budget had left: the point ends near its budget, not an eighth past it
-    assert spent < 0.3 + 0.1
+    # the last batch was cut to what the budget had left: the point ends near its budget, not an eighth past it (the
+    # batch sizes say so on any machine; how far past 0.3 s the sleeps end is the machine's load, not the rule's)
     assert draws[-1] < next_look(sum(draws[:-1]))
     assert summarize(measurement.samples_s).ci_half_width_pct > TARGET_PCT
 
