@@ -35,7 +35,7 @@ unless asked for more (commbench slurm submit asks for 2 per rank + 1, docs/slur
 
 class StartedTorchrun(Protocol):
     """A started torchrun as the launcher watches it (execution/launch.py): subprocess.Popen's pid, returncode,
-    poll() and wait(), which execution/forked_torchrun.ForkedTorchrun and torch_host.HostedTorchrun have too."""
+    poll() and wait(), which torch_host.HostedTorchrun has too."""
 
     @property
     def pid(self) -> int: ...

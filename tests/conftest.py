@@ -45,11 +45,12 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 @contextlib.contextmanager
 def machine_share(*, exclusive: bool):
-    """An exclusive holder (commbench hunt and p2p naming a slowed node by its timings, run sets whose launches are
-    compared) has the machine's cores to itself: with the other worker's ranks, or even its pandas work, on the same
-    2 cores, a healthy pair read 4x slower than another healthy pair, slower than the injected fault. Every other test
-    shares the machine with the rest. A module fixture that times launches holds it itself: pytest sets such fixtures
-    up before a test's own autouse fixtures, and releases it before the test's."""
+    """An exclusive holder (hunt finding nothing on a clean allocation or naming a node under a CPU quota, a sweep
+    compared with rates measured beside it) has the machine's cores to itself: with the other worker's ranks on the
+    same 2 cores, a healthy pair reads several times slower than another healthy pair. Every other test shares the
+    machine with the rest; a slow node or link it must name is slow far beyond that (tests/shaped_fabric.py). A
+    module fixture that times launches holds it itself: pytest sets such fixtures up before a test's own autouse
+    fixtures, and releases it before the test's."""
     if exclusive:
         EXCLUSIVE_WANTED.touch()
     else:

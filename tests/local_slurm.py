@@ -4,6 +4,7 @@ Recipe and pitfalls: /work/shared/notes/slurm-local.md. All state lives in a pri
 /etc/slurm/slurm.conf is never touched (clients and jobs find ours through SLURM_CONF, daemons through -f).
 """
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -17,6 +18,10 @@ from pathlib import Path
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 BINARIES = ["slurmctld", "slurmd", "sbatch", "scontrol", "munged", "munge", "unmunge"]
 MUNGE_DIR = Path("/run/munge")
+MUNGE_USERS = Path(tempfile.gettempdir()) / "commbench-munge-users.lock"
+"""Held shared by every cluster alive on this host (two pytest workers may each run one): munged is one per host,
+so it is started under this lock held alone, and stopped only by the cluster that started it when no other holds
+it (else left running for the others)."""
 
 
 def _which(name: str) -> str | None:
@@ -88,6 +93,8 @@ class LocalSlurm:
         self.env = {**os.environ, "SLURM_CONF": str(self.conf_path)}
         self._procs: list[subprocess.Popen] = []  # started by us, in start order; only these are ever stopped
         self._ctld: subprocess.Popen | None = None
+        self._munge_users = None
+        self._munged: subprocess.Popen | None = None
 
     def _run(self, *cmd: str, check: bool = False) -> subprocess.CompletedProcess:
         return subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=30, check=check)
@@ -138,16 +145,39 @@ class LocalSlurm:
         self.conf_path.write_text("\n".join(lines) + "\n")
 
     def _start_munge(self) -> None:
-        if _munge_works():
-            return  # someone else's munged: reuse it, never stop it
+        self._munge_users = open(MUNGE_USERS, "a")
+        fcntl.flock(self._munge_users, fcntl.LOCK_EX)  # alone while munged is checked and started
+        try:
+            if not _munge_works():  # else someone else's munged: reuse it, never stop it
+                self._munged = self._spawn_munged()
+        finally:
+            fcntl.flock(self._munge_users, fcntl.LOCK_SH)  # a user of munged until this cluster stops
+
+    def _spawn_munged(self) -> subprocess.Popen:
         munge = pwd.getpwnam("munge")
         MUNGE_DIR.mkdir(mode=0o755, exist_ok=True)  # no systemd tmpfiles here to create it
         os.chown(MUNGE_DIR, munge.pw_uid, munge.pw_gid)
         os.chmod(MUNGE_DIR, 0o755)
         # munged refuses to run as root ("Logfile is insecure"); --force clears a stale socket of a dead munged.
-        self._spawn("munged", [_which("munged"), "-F", "--force"], user=munge.pw_uid, group=munge.pw_gid,
-                    extra_groups=[])
-        self._wait(_munge_works, "munged to answer")
+        munged = self._spawn("munged", [_which("munged"), "-F", "--force"], user=munge.pw_uid, group=munge.pw_gid,
+                             extra_groups=[])
+        self._procs.remove(munged)  # stopped last, and only when no other cluster uses it (_stop_munge)
+        self._wait(lambda: munged.poll() is None and _munge_works(), "munged to answer")
+        return munged
+
+    def _stop_munge(self) -> None:
+        if self._munge_users is None:
+            return
+        try:
+            if self._munged is not None:
+                try:
+                    fcntl.flock(self._munge_users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    _stop(self._munged)
+                except BlockingIOError:  # another cluster still uses it
+                    pass
+        finally:
+            self._munge_users.close()
+            self._munge_users, self._munged = None, None
 
     def _wait(self, ready, what: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -163,7 +193,7 @@ class LocalSlurm:
 
     @property
     def daemons(self) -> list[subprocess.Popen]:
-        """The processes this cluster started (munged only if it started one), in start order."""
+        """The Slurm daemons this cluster started, in start order (not munged, which is the host's: _start_munge)."""
         return list(self._procs)
 
     def logs(self, lines: int = 30) -> str:
@@ -201,6 +231,7 @@ class LocalSlurm:
             for proc in reversed(self._procs):
                 _stop(proc)
             self._procs.clear()
+            self._stop_munge()
 
 
 def started(tmp_path_factory, *, nodes: int) -> "LocalSlurm":

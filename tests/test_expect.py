@@ -163,7 +163,6 @@ def test_the_cpu_model_is_the_slower_of_loopback_and_copy_shared_by_the_ranks():
     assert expect(MachineFacts(name="cpu"), "all_reduce", nodes=1, ranks_per_node=2, device="cpu").why_none
 
 
-@pytest.mark.exclusive  # `commbench env` measures the host's rates: both cores busy for about two seconds
 def test_facts_round_trip_through_env_json(tmp_path):
     """`commbench env --json` holds the facts `expect --facts` reads; the host's rates are measured (above 0)."""
     result = invoke(["env", "--json"])

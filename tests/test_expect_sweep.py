@@ -56,10 +56,10 @@ def test_the_busbw_plot_draws_the_expected_busbw_where_the_rows_carry_one():
 
 
 @pytest.mark.distributed
-@pytest.mark.exclusive  # it measures the host's rates (a cache of its own), as above
 def test_hunt_judges_a_node_against_the_expected_busbw_with_baseline_expected(tmp_path):
     """`commbench hunt --baseline expected` on this one node: the reference of its all-reduce is the expected busbw
-    (the loopback ceiling measured here), not the allocation's median."""
+    (the loopback ceiling measured here, in a cache of its own), not the allocation's median. Whatever the load,
+    the reference must equal the rates this run kept: the machine is shared."""
     env = commbench_env(COMMBENCH_CACHE_DIR=str(tmp_path / "cache"))
     completed = subprocess.run([sys.executable, "-m", "commbench", "hunt", "--baseline", "expected", "--threshold",
                                 "1000", "--out", str(tmp_path / "results"), "--run-id", "h"],

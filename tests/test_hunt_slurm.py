@@ -1,7 +1,9 @@
 """`commbench hunt` as a suite bench (kind = "hunt") in a real Slurm job over 5 virtual nodes of a local cluster
 (tests/local_slurm.py): each node is named by Slurm (SLURMD_NODENAME), and the job exits 1 when it names a suspect.
-The fault, 300 % slower sends (commbench/faults.py), reaches the job through --env; the settings are
-tests/test_hunt.py's, for the same reason (4 ranks on this 2-core machine)."""
+The slow node, every exchange of n2 40 ms late (COMMBENCH_STALL_NODE at 100 %, commbench/faults.py), reaches the
+job through --env: an absolute delay, ten times what a rank sharing its core with another process waits for it,
+because Slurm's nodes here share one network, which cannot be shaped per node (tests/test_hunt.py names a slow node
+and a slow link on a real shaped network). The settings are tests/test_hunt.py's, for the same reason."""
 
 import json
 import re
@@ -14,7 +16,7 @@ import pytest
 from tests.conftest import commbench_env
 from tests.local_slurm import started
 
-pytestmark = [pytest.mark.distributed, pytest.mark.exclusive]
+pytestmark = pytest.mark.distributed
 SUITE = """
 backend = "gloo"
 device = "cpu"
@@ -50,12 +52,11 @@ def _hunt_job(cluster, tmp_path: Path, nodes: int, *fault: str) -> tuple[subproc
     return completed, json.loads((Path(found.group(1)) / "hunt" / "hunt.json").read_text())
 
 
-def test_a_slow_node_and_a_slow_link_are_named_with_slurm_names(cluster, tmp_path):
-    completed, doc = _hunt_job(cluster, tmp_path, 5, "--env", "COMMBENCH_SLOW_NODE=n2:300", "--env",
-                               "COMMBENCH_SLOW_LINK=n4,n5:300")
+def test_a_slow_node_is_named_with_its_slurm_name(cluster, tmp_path):
+    completed, doc = _hunt_job(cluster, tmp_path, 5, "--env", "COMMBENCH_STALL_NODE=n2:100:40")
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert sorted(doc["nodes"]) == sorted(cluster.node_names)
     assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"]
-    assert [sorted(entry["nodes"]) for entry in doc["suspect_links"]] == [["n4", "n5"]]
+    assert doc["suspect_links"] == []
     assert doc["exclude"] == "n2"
-    assert "bench hunt: 2 suspect(s) named" in completed.stderr
+    assert "bench hunt: 1 suspect(s) named" in completed.stderr

@@ -10,11 +10,13 @@ import pytest
 from commbench import store
 from commbench.gate.sides import run_folders
 from commbench.runs import load_run
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 from tests.report_runs import ARTIFACTS, CHROMIUM_FLAGS, SIZES, needs_chromium, shared_report_suite
 
-GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "16M,64M", "--iters", "10")
+GATE_SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "1M,4M", "--iters", "10")
+"""Two sizes of 1 MiB and up, where a call moves data (its fastest time is no timer artefact); the slowed run waits
+20x its fastest call after each call (test_compare_passes_...), so bigger sizes cost 20x their own time there."""
 
 
 @pytest.fixture(scope="module")
@@ -71,19 +73,22 @@ def test_report_html_loads_in_headless_chromium(runs, tmp_path, commbench_cli):
     assert shot.returncode == 0 and screenshot.stat().st_size > 10_000
 
 
-def _gate_run(run_sweep, **env) -> Path:
-    run = run_sweep(*GATE_SWEEP, env=commbench_env(**env))
-    assert run.returncode == 0, run.stderr[-2000:]
-    return run.run_dir
+def _sweep(tmp_path: Path, run_id: str, *args: str, **env: str) -> Path:
+    """A real gloo sweep on CPU, its CLI run in this process (tests/in_process.py: the same launch, without an
+    interpreter start and a torch import); returns its run folder."""
+    run = commbench_here("sweep", "--backend", "gloo", "--device", "cpu", *args, "--out", str(tmp_path / "results"),
+                         "--run-id", run_id, cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    return tmp_path / "results" / run_id
 
 
 @pytest.mark.distributed
-def test_compare_passes_a_run_against_itself_and_catches_a_far_slower_run(run_sweep, tmp_path, commbench_cli):
-    baseline = _gate_run(run_sweep)
+def test_compare_passes_a_run_against_itself_and_catches_a_far_slower_run(tmp_path, commbench_cli):
+    baseline = _sweep(tmp_path, "baseline", *GATE_SWEEP)
     same = commbench_cli("compare", str(baseline), str(baseline), "--markdown", str(tmp_path / "gate.md"))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "2 ok" in same.stdout and "REGRESSION" not in same.stdout
-    assert "| all_reduce builtin float32 sum in 16 MiB | busbw (GB/s) |" in (tmp_path / "gate.md").read_text()
+    assert "| all_reduce builtin float32 sum in 1 MiB | busbw (GB/s) |" in (tmp_path / "gate.md").read_text()
     # a run set (two copies of the run): medians unchanged, samples pooled
     for name in ("a", "b"):
         shutil.copytree(baseline, tmp_path / "set" / name)
@@ -95,7 +100,7 @@ def test_compare_passes_a_run_against_itself_and_catches_a_far_slower_run(run_sw
     # make it significant (one launch against one launch: launch-to-launch noise can leave one row `~`).
     # --launch-noise 0: no launch-noise floor, the samples decide (the default floor of two single launches on a
     # shared 2-core machine is wider; tests/test_run_sets.py covers the floor)
-    slow = _gate_run(run_sweep, COMMBENCH_SLOWDOWN_PCT="2000")
+    slow = _sweep(tmp_path, "slow", *GATE_SWEEP, COMMBENCH_SLOWDOWN_PCT="2000")
     gate = commbench_cli("compare", str(baseline), str(slow), "--fail", "busbw:20%", "--launch-noise", "0")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     rows = [line for line in gate.stdout.splitlines() if " busbw " in line]
@@ -110,23 +115,26 @@ def test_compare_passes_a_run_against_itself_and_catches_a_far_slower_run(run_sw
 
 
 @pytest.mark.distributed
-def test_compare_calls_out_rows_that_cannot_be_compared(runs, run_sweep, commbench_cli):
+def test_compare_calls_out_rows_that_cannot_be_compared(runs, tmp_path, commbench_cli):
     baseline = runs / "collective"  # all_reduce, builtin and ring, three sizes: 6 rows
-    same_points = ("-c", "all_reduce", "--sizes", SIZES, "--iters", "6", "--impl", "builtin,ring")
-    three_ranks = run_sweep(*same_points, "--nproc", "3", "--oversubscribe")
-    other_dtype = run_sweep(*same_points, "--dtype", "bfloat16")
+    # one rank and one of the baseline's points: no row at another world size joins any row of the baseline (a rank
+    # is a torch import; the least a world size other than the baseline's 2 can cost)
+    one_rank = _sweep(tmp_path, "one_rank", "-c", "all_reduce", "--sizes", SIZES.split(",")[0], "--iters", "6",
+                      "--impl", "builtin", "--nproc", "1")
+    other_dtype = _sweep(tmp_path, "other_dtype", "-c", "all_reduce", "--sizes", SIZES, "--iters", "6", "--impl",
+                         "builtin,ring", "--dtype", "bfloat16")  # the baseline's 6 points, each in another dtype
     # no row of one was measured as any row of the other: nothing to compare, refused in one line
-    gate = commbench_cli("compare", str(baseline), str(three_ranks.run_dir))
+    gate = commbench_cli("compare", str(baseline), str(one_rank))
     assert gate.returncode == 2 and gate.stderr.count("\n") == 1, gate.stdout + gate.stderr
-    assert "nothing to compare" in gate.stderr and "world size 2 vs 3" in gate.stderr, gate.stderr
-    gate = commbench_cli("compare", str(baseline), str(other_dtype.run_dir))
+    assert "nothing to compare" in gate.stderr and "world size 2 vs 1" in gate.stderr, gate.stderr
+    gate = commbench_cli("compare", str(baseline), str(other_dtype))
     assert gate.returncode == 1  # the baseline's rows are missing from the new run: the gate cannot pass them
     # summed up, a line per reason; -v lists every row
     assert "# missing: 6 row(s) of the baseline have no counterpart in the new run: dtype float32 vs bfloat16" \
         in gate.stdout, gate.stdout
     assert "# new: 6 row(s) of the new run are not in the baseline" in gate.stdout
     assert all(len(line) <= 200 for line in gate.stdout.splitlines())
-    listed = commbench_cli("compare", str(baseline), str(other_dtype.run_dir), "--verbose")
+    listed = commbench_cli("compare", str(baseline), str(other_dtype), "--verbose")
     assert listed.stdout.count("missing: not comparable: dtype float32 vs bfloat16") == 6
     assert listed.stdout.count("new: not comparable: dtype bfloat16 vs float32") == 6
 

@@ -1,10 +1,10 @@
 """`commbench selftest`: a real full run on CPU (every applicable path passes, the n/a rows say why, the run folder
-holds every sub-run) and a run with an injected wrong element (its paths FAIL, exit 1). Two selftest launches in
-all: the fault run selects the sweep only (`--only sweep`), which is where the fault lands."""
+holds every sub-run) and a run with an injected wrong element (its paths FAIL, exit 1). Two selftest launches for
+these: the fault run selects the sweep only (`--only sweep`), which is where the fault lands; a third profiles one
+gloo rank. Each runs the CLI in this process (tests/in_process.py), its steps as processes of their own."""
 
 import json
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -17,7 +17,7 @@ from commbench.selftest import Selftest, format_table
 from commbench.selftest.plan import LARGE_BYTES, STEPS, ProfilePoint, plan_selftest, profile_point
 from commbench.selftest.steps import StepRun
 from commbench.selftest.verdicts import FAIL, NA, PASS, Check, SubRun, profile_check
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False)
 GPU_MACHINE = Machine(gpus=2, nccl_available=True)
@@ -27,9 +27,11 @@ CPU_TARGET = ("--backend", "gloo", "--device", "cpu")
 
 
 def _selftest(tmp_path, *args, env=None, run_id="st") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "commbench", "selftest", *CPU_TARGET, "--out",
-                           str(tmp_path / "results"), "--run-id", run_id, *args], cwd=tmp_path,
-                          env=env or commbench_env(), capture_output=True, text=True, timeout=900)
+    """`commbench selftest` in this process (tests/in_process.py: its exit code and what it prints on stdout and
+    stderr, read at the file descriptors, without an interpreter start and a torch import); its steps are
+    processes of their own, as in any selftest."""
+    return commbench_here("selftest", *CPU_TARGET, "--out", str(tmp_path / "results"), "--run-id", run_id, *args,
+                          cwd=tmp_path, env=env)
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -186,7 +188,10 @@ def test_a_wrong_element_fails_its_paths_and_the_exit_code(tmp_path):
     point = next(p for p in plan.sweep.points
                  if (p.collective, p.inplace, p.layout.size_bytes, p.timing) == ("all_to_all", False, 4096, "batch"))
     assert point.index > 1
-    completed = _selftest(tmp_path, "--only", "sweep", env=commbench_env(COMMBENCH_FAULT=f"wrong:1:{point.index}"))
+    # `--nproc 2 --only sweep` on gloo and CPU: benchmarks/gpu_validation.py's CPU stand-in of its selftest step, which
+    # tests/test_gpu_validation.py leaves to this run and the full one (--nproc 2 is the default on CPU)
+    completed = _selftest(tmp_path, "--nproc", "2", "--only", "sweep",
+                          env={"COMMBENCH_FAULT": f"wrong:1:{point.index}"})
     assert completed.returncode == 1, completed.stdout[-4000:] + completed.stderr[-4000:]
     lines = completed.stdout.splitlines()
     assert lines[0].split() == ["path", "result", "detail"]

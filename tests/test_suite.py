@@ -13,13 +13,16 @@ from commbench.machine import Machine
 from commbench.shipped import shipped_suite
 from commbench.suite.load import load_suite
 from tests.conftest import commbench_env
+from tests.in_process import commbench_here
+from tests.rank_jobs import assert_ended_or_torn_down
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False)
 
 SHIPPED = ("default", "ring", "nccl-tests", "ddp-buckets", "fsdp-prefetch", "zero-stages", "cpu-ci", "hunt")
 
 # Three benches that share one launch (a sweep, a DDP bench in one process with memory reset, a sweep), then one
-# with a process per configuration (training on CPU, isolation auto).
+# with a process per configuration (training on CPU, isolation auto). Two steps per configuration (the fewest a
+# training bench takes): what the tests read is where each bench ran and what it stored, not its step times.
 MIXED = """
 description = "test: every kind of launch group"
 backend = "gloo"
@@ -40,7 +43,7 @@ kind = "ddp"
 bucket-cap-mb = [1, 25]
 params = "1M"
 layers = 2
-steps = 6
+steps = 2
 profile-steps = 1
 isolation = "reset"
 
@@ -60,7 +63,7 @@ kind = "zero"
 strategy = ["ddp", "zero3"]
 params = "1M"
 layers = 2
-steps = 6
+steps = 2
 profile-steps = 0
 """
 
@@ -154,26 +157,38 @@ def test_launch_groups_share_a_launch_except_process_per_configuration(tmp_path)
 
 
 def _run(tmp_path: Path, *args: str, env: dict | None = None, torchrun: bool = False) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun \
-        else [sys.executable]
-    return subprocess.run([*launcher, "-m", "commbench", *args], cwd=tmp_path, env=env or commbench_env(),
-                          capture_output=True, text=True, timeout=300)
+    """`commbench ARGS` in tmp_path: under a torchrun of 2 ranks, or (its launches are what the test is about, not
+    its process) in this process (tests/in_process.py: the same launches and output, without an interpreter start
+    and a torch import). env: variables added to commbench_env()."""
+    if not torchrun:
+        return commbench_here(*args, cwd=tmp_path, env=env)
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+                           "commbench", *args], cwd=tmp_path, env=commbench_env(**(env or {})), capture_output=True,
+                          text=True, timeout=300)
 
 
 def _bench_meta(run_dir: Path, name: str) -> dict:
     return json.loads((run_dir / name / "meta.json").read_text())
 
 
+UNPROFILED = MIXED.replace("profile-steps = 1\n", "profile-steps = 0\n").replace("profile = true\nprofile-iters = 2\n",
+                                                                                 "")
+"""MIXED without the traces that only test_suite_inside_torchrun_runs_every_bench_in_place reads (profiled benches
+sharing a launch commbench started: the report suite, tests/report_runs.py, whose trace links
+tests/test_report_compare.py reads)."""
+
+
 @pytest.mark.distributed
 def test_mixed_suite_runs_into_one_folder_in_as_few_launches_as_it_can(tmp_path):
-    path = _suite(tmp_path, MIXED)
+    path = _suite(tmp_path, UNPROFILED)
     completed = _run(tmp_path, "run", str(path), "--out", "results", "--run-id", "mixed")
     assert completed.returncode == 0, completed.stderr[-3000:]
     run_dir = tmp_path / "results" / "mixed"
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["kind"] == "suite" and meta["status"] == "complete"
     assert [bench["name"] for bench in meta["benches"]] == ["ar", "ddp", "ag", "zero"]
-    assert (run_dir / "suite.toml").read_text() == MIXED
+    assert (run_dir / "suite.toml").read_text() == UNPROFILED
+    assert not any(run_dir.rglob("traces"))  # nothing profiled: UNPROFILED is not MIXED
     for name, rows in (("ar", 4), ("ddp", 2), ("ag", 1), ("zero", 2)):
         results = pd.read_csv(run_dir / name / "results.csv")
         assert len(results) == rows and (results["n_wrong"] == 0).all(), name
@@ -194,10 +209,10 @@ def test_mixed_suite_runs_into_one_folder_in_as_few_launches_as_it_can(tmp_path)
 def test_suite_inside_torchrun_runs_every_bench_in_place(tmp_path):
     path = _suite(tmp_path, MIXED.replace('isolation = "reset"\n', ""))
     completed = _run(tmp_path, "run", str(path), "--out", "results", "--run-id", "inplace", "--quiet", torchrun=True)
-    assert completed.returncode == 0, completed.stderr[-3000:]
     run_dir = tmp_path / "results" / "inplace"
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "complete", completed.stderr[-3000:]
+    assert_ended_or_torn_down(completed, stored_complete=True)
     assert [path.name for path in (tmp_path / "results").iterdir()] == ["inplace"]  # rank 1 wrote nothing
-    assert json.loads((run_dir / "meta.json").read_text())["status"] == "complete"
     for name in ("ar", "ddp", "ag", "zero"):
         assert _bench_meta(run_dir, name)["world_size"] == 2
         assert not (run_dir / name / "launch.log").exists()  # no nested torchrun
@@ -214,7 +229,7 @@ def test_suite_inside_torchrun_runs_every_bench_in_place(tmp_path):
 def test_a_failed_bench_keeps_its_rows_and_stops_the_suite(tmp_path):
     path = _suite(tmp_path, MIXED)
     completed = _run(tmp_path, "run", str(path), "--out", "results", "--run-id", "killed", "--quiet",
-                     env=commbench_env(COMMBENCH_FAULT="kill:1:1"))
+                     env={"COMMBENCH_FAULT": "kill:1:1"})
     assert completed.returncode == 3
     assert "bench ar failed: rank 1 exited with code -9 (SIGKILL)" in completed.stderr
     run_dir = tmp_path / "results" / "killed"

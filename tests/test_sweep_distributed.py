@@ -14,6 +14,7 @@ from commbench.benches.collective import DEFAULT_MAX_TIME_S
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.collectives import COLLECTIVES
 from tests.conftest import commbench_env
+from tests.rank_jobs import assert_ended_or_torn_down
 from tests.test_stopping_rule import counts_tested_at
 
 pytestmark = pytest.mark.distributed
@@ -180,8 +181,9 @@ def test_inside_torchrun_it_runs_in_place(tmp_path):
                "--out", str(tmp_path / "results"), "--run-id", "inplace"]
     completed = subprocess.run(command, cwd=tmp_path, env=commbench_env(), capture_output=True, text=True,
                                timeout=180)
-    assert completed.returncode == 0, completed.stderr
     run_dir = tmp_path / "results" / "inplace"
+    assert store.read_meta(run_dir)["status"] == store.STATUS_COMPLETE, completed.stderr[-3000:]
+    assert_ended_or_torn_down(completed, stored_complete=True)
     assert [path.name for path in (tmp_path / "results").iterdir()] == ["inplace"]  # rank 1 wrote nothing
     assert not (run_dir / store.LAUNCH_LOG).exists()  # no nested torchrun
     assert store.read_meta(run_dir)["world_size"] == 2

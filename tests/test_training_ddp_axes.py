@@ -3,8 +3,6 @@ are one configuration, every value `commbench ddp --help` lists either runs or i
 graph under gradient accumulation."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -19,8 +17,8 @@ from commbench.training import ddp_buckets, plan
 from commbench.training.spec import COMPILE_FIRST_PIECE_MB
 from commbench.training.synthetic import shape_for_params
 from tests.axis_values import offered_values
-from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
+from tests.training_runs import launch
 
 CPU_ONLY = Machine(gpus=0, nccl_available=False)
 TINY = {"params": "1M", "layers": "2", "seq_len": "16", "micro_batch": "1", "steps": "2", "profile_steps": "0"}
@@ -151,10 +149,14 @@ def test_compiled_ddp_is_refused_before_launch_where_torch_cannot_build_it(monke
 
 @pytest.mark.distributed
 def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
-    """One launch (a suite) runs a tiny bench per runnable value; each refused value is a clean exit 2 before
-    anything launches. The same launch runs the default sweep (its rows' rebuilt buckets: DDP's own default first,
-    then no two alike) and a static graph under accumulation."""
-    refused, runnable, seen = {}, [], set()
+    """One launch (a suite, the CLI in this process; a second for the value that asks for a process per
+    configuration) runs a tiny bench per runnable value; each refused value is a clean exit 2 before anything
+    launches. The same launch runs the default sweep (its rows' rebuilt buckets: DDP's own default first, then no two
+    alike, every row correct) and a static graph under accumulation."""
+    default_sweep = _bench(**TINY, isolation="reset").spec
+    # the value whose bench is the default sweep's first row (torch's buckets on the default model) runs there
+    refused, runnable, alone = {}, [], set()
+    seen = {((default_sweep.configs[0],), default_sweep.shape, default_sweep.isolation)}
     for key, value in dict.fromkeys(_axis_values()):
         bench = _resolved(key, value)
         if isinstance(bench, str):
@@ -166,6 +168,11 @@ def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
         if identity not in seen:  # a default value (none, false, fp32, ...) is the same bench as the others'
             seen.add(identity)
             runnable.append((key, value))
+            if bench.process_per_point:
+                alone.add((key, value))
+    # a bench with a process per configuration (isolation auto on CPU) launches alone: last, so that every other
+    # bench shares the one launch before it
+    runnable.sort(key=lambda value: value in alone)
     # tf32 is NVIDIA's (refused on --device cpu); PowerSGD's collectives mismatch across gloo ranks (needs nccl)
     assert set(refused) == {("mixed-precision", "tf32"), ("comm-hook", "powersgd")}, refused
     tiny = "\n".join(f'{key.replace("_", "-")} = "{value}"' for key, value in TINY.items())
@@ -173,15 +180,15 @@ def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
                + ('bucket-cap-mb = "default"\n' if key != "bucket-cap-mb" else "")
                + ('isolation = "reset"\n' if key != "isolation" else "")
                for index, (key, value) in enumerate(runnable)]
-    benches.append(f'[[bench]]\nname = "static_accum"\nkind = "ddp"\nstatic-graph = "true"\naccum-steps = [2]\n'
-                   f'bucket-cap-mb = "default"\nisolation = "reset"\n{tiny}\n')
-    benches.append(f'[[bench]]\nname = "default_sweep"\nkind = "ddp"\nisolation = "reset"\n{tiny}\n')
+    shared = len(runnable) - len(alone)  # the benches before the ones that launch alone
+    benches[shared:shared] = [
+        f'[[bench]]\nname = "static_accum"\nkind = "ddp"\nstatic-graph = "true"\naccum-steps = [2]\n'
+        f'bucket-cap-mb = "default"\nisolation = "reset"\n{tiny}\n',
+        f'[[bench]]\nname = "default_sweep"\nkind = "ddp"\nisolation = "reset"\n{tiny}\n']
     suite = tmp_path / "suite.toml"
     suite.write_text('description = "every DDP axis value"\nbackend = "gloo"\ndevice = "cpu"\nnproc = 2\n\n'
                      + "\n".join(benches))
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(suite), "--out", str(tmp_path / "out"),
-                                "--run-id", "axes", "-q"], env=commbench_env(), capture_output=True, text=True,
-                               timeout=600)
+    completed = launch(tmp_path / "out", "run", str(suite), "-q", run_id="axes")
     assert completed.returncode == 0, completed.stderr[-3000:]
     run_dir = tmp_path / "out" / "axes"
     for index, (key, value) in enumerate(runnable):
@@ -194,6 +201,7 @@ def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
     static = load_run(run_dir / "static_accum").results.to_dict("records")
     assert [(row["static_graph"], row["accum_steps"], row["n_wrong"]) for row in static] == [(True, 2, 0)]
     sweep = load_run(run_dir / "default_sweep").results.to_dict("records")
+    assert all(row["n_wrong"] == 0 for row in sweep), sweep
     shape = json.loads((run_dir / "default_sweep" / "spec.json").read_text())["shape"]
     _check_default_sweep(sweep, shape)
 

@@ -4,8 +4,6 @@ with the messages its trace shows equal to the prediction, or is refused before 
 configuration are merged with a note."""
 
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
@@ -17,8 +15,8 @@ from commbench.models import comm_volume
 from commbench.runs import load_run
 from commbench.training.fsdp2_units import fsdp2_units
 from tests.axis_values import offered_values
-from tests.conftest import commbench_env
 from tests.refusals import assert_refused, invoke
+from tests.training_runs import launch
 
 CPU_ONLY = Machine(gpus=0, nccl_available=False)
 TINY = {"params": "1M", "layers": "4", "seq_len": "16", "micro_batch": "1", "steps": "2", "profile_steps": "1",
@@ -143,10 +141,11 @@ def test_what_cannot_run_is_refused_before_launch(tmp_path, args, fragment):
 
 @pytest.mark.distributed
 def test_every_fsdp_axis_value_runs_or_is_refused_before_launch(tmp_path):
-    """One launch (a suite) runs a tiny one-configuration bench per runnable value, with one profiled step: each
-    row is correct, holds the predicted model state on both ranks, has its exposed cost against the compute-only
-    baseline, and its trace's messages equal the prediction for its knobs."""
-    refused, runnable, seen = {}, [], set()
+    """One launch (a suite, the CLI in this process; a second for the value that asks for a process per
+    configuration) runs a tiny one-configuration bench per runnable value, with one profiled step: each row is
+    correct, holds the predicted model state on both ranks, has its exposed cost against the compute-only baseline,
+    and its trace's messages equal the prediction for its knobs."""
+    refused, runnable, seen, alone = {}, [], set(), set()
     for key, value in _axis_values():
         bench = _resolved(key, value)
         if isinstance(bench, str):
@@ -158,6 +157,8 @@ def test_every_fsdp_axis_value_runs_or_is_refused_before_launch(tmp_path):
         if identity not in seen:  # a default value (none, false, fp32, ...) is the same bench as the others'
             seen.add(identity)
             runnable.append((key, value))
+            if bench.process_per_point:
+                alone.add((key, value))
     # tf32 is NVIDIA's and CPU offload moves GPU memory (both refused on --device cpu)
     assert set(refused) == {("mixed-precision", "tf32"), ("cpu-offload", "true")}, refused
     assert_refused(invoke(["fsdp", "--backend", "gloo", "--device", "cpu", "--cpu-offload", "true",
@@ -168,14 +169,15 @@ def test_every_fsdp_axis_value_runs_or_is_refused_before_launch(tmp_path):
         return "".join(f'{keys[name]} = "{value}"\n' if name in keys else f'{name.replace("_", "-")} = "{value}"\n'
                        for name, value in values.items())
 
+    # a bench with a process per configuration (isolation auto on CPU) launches alone: last, so that every other
+    # bench shares the one launch before it
+    runnable.sort(key=lambda value: value in alone)
     benches = [f'[[bench]]\nname = "v{index}"\nkind = "fsdp"\n' + toml(_values_for(key, value))
                for index, (key, value) in enumerate(runnable)]
     suite = tmp_path / "suite.toml"
     suite.write_text('description = "every FSDP axis value"\nbackend = "gloo"\ndevice = "cpu"\nnproc = 2\n\n'
                      + "\n".join(benches))
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(suite), "--out", str(tmp_path / "out"),
-                                "--run-id", "axes", "-q"], env=commbench_env(), capture_output=True, text=True,
-                               timeout=900)
+    completed = launch(tmp_path / "out", "run", str(suite), "-q", run_id="axes")
     assert completed.returncode == 0, completed.stderr[-3000:]
     wrong = []
     for index, (key, value) in enumerate(runnable):

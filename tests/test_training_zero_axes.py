@@ -13,24 +13,25 @@ from commbench.benches.strategy import KIND as ZERO
 from commbench.benches.training import TrainingOptions
 from commbench.errors import CommbenchError
 from commbench.machine import Machine
-from tests import test_train_sweep, test_training_exposed_sweep, test_training_zero_master
+from tests import test_training_exposed_sweep, test_training_zero_master
 from tests.axis_values import offered_values
 from tests.refusals import invoke
 
 MASTER = test_training_zero_master.test_mixed_precision_zero_rows_equal_the_papers_formulas_to_the_byte
-FSDP1 = test_training_exposed_sweep.test_exposed_cost_for_ddp_zero1_and_fsdp1_at_two_ranks
-HSDP = test_training_exposed_sweep.test_exposed_cost_for_fsdp2_and_hsdp_at_four_ranks
-DEFAULTS = test_train_sweep.test_strategy_sweep_agrees_with_the_formulas
+TWO_RANKS = test_training_exposed_sweep.two_ranks
+FOUR_RANKS = test_training_exposed_sweep.four_ranks
+DEFAULTS = (TWO_RANKS, 'name = "strategies"\\nkind = "zero"\\nparams')  # a zero bench that sets nothing else
 RUN_BY = {
     ("strategy", "ddp"): (MASTER, "ddp,zero1,zero2,zero3"), ("strategy", "zero1"): (MASTER, "ddp,zero1,zero2,zero3"),
     ("strategy", "zero2"): (MASTER, "ddp,zero1,zero2,zero3"), ("strategy", "zero3"): (MASTER, "ddp,zero1,zero2,zero3"),
-    ("strategy", "hsdp"): (HSDP, "zero3,hsdp"), ("shard-group", "2"): (HSDP, '"--shard-group", "2"'),
-    ("impl", "fsdp1"): (FSDP1, '"--impl", "fsdp1"'), ("impl", "fsdp2"): (DEFAULTS, '"zero", "--params"'),
-    ("master-weights", "true"): (MASTER, '"--master-weights",'), ("master-weights", "false"): (DEFAULTS, '"zero"'),
-    ("bucket-cap-mb", "0.1"): (MASTER, '"--bucket-cap-mb"'), ("overlap-with-ddp", "false"): (DEFAULTS, '"zero"'),
+    ("strategy", "hsdp"): (FOUR_RANKS, 'strategy = ["zero3", "hsdp"]'), ("shard-group", "2"): (FOUR_RANKS,
+                                                                                             "shard-group = 2"),
+    ("impl", "fsdp1"): (TWO_RANKS, 'impl = "fsdp1"'), ("impl", "fsdp2"): DEFAULTS,
+    ("master-weights", "true"): (MASTER, '"--master-weights",'), ("master-weights", "false"): DEFAULTS,
+    ("bucket-cap-mb", "0.1"): (MASTER, '"--bucket-cap-mb"'), ("overlap-with-ddp", "false"): DEFAULTS,
 }
-"""(key, value) → the distributed test whose launch runs it, and the text of its command line that asks for it (a
-default value: the command line of a default sweep)."""
+"""(key, value) → the distributed test or module fixture whose launch runs it, and the text of its command line or
+suite that asks for it (a default value: a bench that sets none)."""
 REFUSED = {("overlap-with-ddp", "true"): "--overlap-with-ddp true needs --backend nccl"}
 """Values this machine (gloo on CPU) cannot run, and the refusal that names why."""
 LISTED = [("strategy", name) for name in ("ddp", "zero1", "zero2", "zero3", "hsdp")] + [

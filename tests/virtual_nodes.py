@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import commbench_env
+from tests.shaped_fabric import RENDEZVOUS_PORT, Fabric, Shaping, fabric
 
 
 @dataclass
@@ -26,20 +27,32 @@ def _free_port() -> int:
 
 
 def run_on_nodes(tmp_path: Path, nodes: list[str], *args: str, run_id: str = "run", env: dict | None = None,
-                 timeout: float = 240, preexec: dict | None = None) -> NodesRun:
-    """preexec: node → a function its torchrun launch runs before exec (e.g. tests/cpu_quota.py's enter)."""
-    port = _free_port()
+                 timeout: float = 240, preexec: dict | None = None, shaping: Shaping | None = None) -> NodesRun:
+    """preexec: node → a function its torchrun launch runs before exec (e.g. tests/cpu_quota.py's enter). shaping:
+    each node in a network namespace of its own, its slow nodes and links real (tests/shaped_fabric.py); without
+    it every node meets the others on this host's loopback."""
+    if shaping is None:
+        return _launch(tmp_path, nodes, args, run_id, env or {}, timeout, preexec or {}, None)
+    with fabric(tmp_path, nodes, shaping) as shaped:
+        return _launch(tmp_path, nodes, args, run_id, {**(env or {}), "GLOO_SOCKET_IFNAME": "eth0"}, timeout,
+                       preexec or {}, shaped)
+
+
+def _launch(tmp_path: Path, nodes: list[str], args: tuple[str, ...], run_id: str, env: dict, timeout: float,
+            preexec: dict, shaped: Fabric | None) -> NodesRun:
+    endpoint = f"127.0.0.1:{_free_port()}" if shaped is None else f"{shaped.address(nodes[0])}:{RENDEZVOUS_PORT}"
     launches, logs = [], []
     for node in nodes:
+        local = [] if shaped is None else ["--local-addr", shaped.address(node)]
         command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(nodes)), "--nproc-per-node",
-                   "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", run_id,
+                   "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", run_id, *local,
                    "--max-restarts", "0", "-m", "commbench", *args, "--backend", "gloo", "--device", "cpu",
                    "--out", str(tmp_path / "results"), "--run-id", run_id]
         logs.append(tempfile.TemporaryFile(mode="w+"))  # a file, not a pipe: an unread full pipe blocks its writer
-        launches.append(subprocess.Popen(command, cwd=tmp_path, env=commbench_env(COMMBENCH_NODE_NAME=node,
-                                                                                  **(env or {})),
+        launches.append(subprocess.Popen(command if shaped is None else shaped.wrap(node, command), cwd=tmp_path,
+                                         env=commbench_env(COMMBENCH_NODE_NAME=node, **env),
                                          stdout=logs[-1], stderr=subprocess.STDOUT, text=True,
-                                         preexec_fn=(preexec or {}).get(node)))
+                                         preexec_fn=preexec.get(node)))
     try:
         codes = [launch.wait(timeout=timeout) for launch in launches]
     finally:

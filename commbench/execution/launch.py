@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from commbench.execution import forked_torchrun, stopping
+from commbench.execution import stopping
 from commbench.execution.forked_torchrun import FORK_PLATFORM
 from commbench.machine import StartedTorchrun as Launched
 from commbench.machine import TorchrunStarter
@@ -113,16 +113,13 @@ def _wait_at_most(process: Launched, seconds: float) -> None:
 def start_in_own_session(command: list[str], *, log: BinaryIO, env: dict[str, str] | None,
                          torch_host: TorchrunStarter | None = None) -> Launched:
     """Start the command in a new session (so that _stop_group reaches torchrun and every rank) with its output in
-    log. torchrun itself is forked, the same torchrun code and arguments without a second interpreter importing torch
-    again (~3 s of CPU per launch): by the command's torch host (torch_host.py) when it has one (the Machine
-    carries it), else by this
-    process when torch is imported here."""
+    log. torchrun itself is forked by the command's torch host (torch_host.py) when it has one (the Machine carries
+    it): the same torchrun code and arguments without a second interpreter importing torch again (~3 s of CPU per
+    launch). Without one (torch loaded in this process already, by a program calling the CLI) torchrun is a fresh
+    interpreter: a fork of a process that has run torch work can hang (forked_torchrun.py)."""
     torchrun_prefix = torchrun_command(nproc=1, program=[])[:3]
-    if command[:3] == torchrun_prefix and FORK_PLATFORM:
-        if torch_host is not None:  # torch is loaded there, not here
-            return torch_host.launch(command[3:], log_path=log.name, env=env)
-        if "torch" in sys.modules:
-            return forked_torchrun.ForkedTorchrun(command[3:], log=log, env=env)
+    if command[:3] == torchrun_prefix and FORK_PLATFORM and torch_host is not None:
+        return torch_host.launch(command[3:], log_path=log.name, env=env)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=env)
 

@@ -10,8 +10,8 @@ torchrun: the same code and arguments as `python -m torch.distributed.run` (fork
 loaded.
 
 Not used inside a torchrun or srun job (the rank runs in place and imports torch anyway), nor where torch is loaded
-already when the command starts (the CLI called from a program that imported it, as tests do): there the launcher
-forks torchrun itself, as before.
+already when the command starts (the CLI called from a program that imported it, as tests do): a fork of that
+program could hang (forked_torchrun.py), so there torchrun is a fresh interpreter.
 
 Protocol, one JSON object per line: the host first sends {"facts": …} (or {"error": …}); to {"launch": {"args",
 "log", "env"}} it answers {"pid": …} once torchrun runs and {"exit": code} when it has ended. Closing the command
