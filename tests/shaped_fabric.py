@@ -13,6 +13,7 @@ proportional fault drowned in, docs/measurements.md).
 
 Needs root, iproute2's `ip` and `tc`, and unshare(1); `unavailable()` says why not where they are missing."""
 
+import functools
 import shutil
 import subprocess
 import uuid
@@ -55,6 +56,7 @@ class Fabric:
                 str(self.hosts_file), node, *command]
 
 
+@functools.cache  # asked by several modules' skip marks at collection: one probe per process
 def unavailable() -> str | None:
     """Why namespaced nodes cannot be made here, or None when they can."""
     missing = [tool for tool in ("ip", "tc", "unshare") if shutil.which(tool) is None]
