@@ -31,6 +31,35 @@ pytest_plugins = ["pytester", "tests.no_process"]
 `no_process` marker's guard."""
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Where this process runs tests that launch ranks, one torch host for all of its commands (torch_host.keep),
+    forked now, before the test modules load torch and the tests run torch work: the CLI called in this process then
+    forks each torchrun from it, as a bench command run from a shell does, instead of starting a fresh interpreter
+    that imports torch again for every launch. Not in pytest-xdist's controller, which runs no test, nor for the
+    inner loop (`-m no_process`), which launches nothing."""
+    controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+    if not controller and config.getoption("markexpr") != "no_process":
+        from commbench.execution import torch_host
+
+        torch_host.keep()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files whose tests start processes first, the files of the inner loop (every test `no_process`) after
+    them: pytest-xdist hands out whole files in this order, so the long ones start early and the many short ones fill
+    both workers at the end, where a long file handed out last would run alone on one worker while the other idles.
+    Within each part the order is as collected."""
+    inner_loop = {item.path for item in items} - {item.path for item in items
+                                                   if item.get_closest_marker("no_process") is None}
+    items.sort(key=lambda item: item.path in inner_loop)  # stable: files stay whole and in order
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from commbench.execution import torch_host
+
+    torch_host.release()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     """The host's copy and loopback rates (commbench expect) measured once, before any test runs: every sweep of the
@@ -45,12 +74,11 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 @contextlib.contextmanager
 def machine_share(*, exclusive: bool):
-    """An exclusive holder (hunt finding nothing on a clean allocation or naming a node under a CPU quota, a sweep
-    compared with rates measured beside it) has the machine's cores to itself: with the other worker's ranks on the
-    same 2 cores, a healthy pair reads several times slower than another healthy pair. Every other test shares the
-    machine with the rest; a slow node or link it must name is slow far beyond that (tests/shaped_fabric.py). A
-    module fixture that times launches holds it itself: pytest sets such fixtures up before a test's own autouse
-    fixtures, and releases it before the test's."""
+    """An exclusive holder (a sweep compared with rates measured beside it) has the machine's cores to itself: with
+    the other worker's ranks on the same 2 cores, a healthy pair reads several times slower than another healthy pair.
+    Every other test shares the machine with the rest; a slow node or link it must name is slow far beyond that
+    (tests/shaped_fabric.py). A module fixture that times launches holds it itself: pytest sets such fixtures up
+    before a test's own autouse fixtures, and releases it before the test's."""
     if exclusive:
         EXCLUSIVE_WANTED.touch()
     else:

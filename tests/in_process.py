@@ -1,9 +1,10 @@
 """The real `commbench` CLI run in this process, as the program would run it: its argv, working folder, environment
 (commbench_env's) and what it prints, read at file descriptors 1 and 2 as a subprocess's pipes read it (the
 launches it starts print there too). What it saves is the interpreter's start and the command's imports, several
-seconds of a core per command on a busy 2-core machine; the launches are the same, but for torchrun, a fresh
-interpreter where torch is loaded already (commbench/execution/launch.py). For tests of what a command does and
-prints; a test of the process itself (its signals, its torch host, its exit) starts one."""
+seconds of a core per command on a busy 2-core machine; the launches are the same: torchrun forked by the torch host
+this worker keeps (tests/conftest.py; a fresh interpreter where none is kept, commbench/execution/launch.py). For
+tests of what a command does and prints; a test of the process itself (its signals, its torch host, its exit)
+starts one."""
 
 import os
 import subprocess

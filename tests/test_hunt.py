@@ -1,12 +1,18 @@
-"""`commbench hunt` on 4 "nodes" of this host (tests/virtual_nodes.py) clean, and on 5 joined by a real network in
-which one node and one link are slow (tests/shaped_fabric.py: each node a network namespace, the slow ones shaped to
-SLOW_RATE): what it names, what it writes, how every node exits. The threshold is 100 %, one pair at a time and each
-figure the 10th percentile of its samples: on this 2-core VM a waiting rank sometimes wakes a scheduler tick late,
-which adds ~3 ms to some exchanges of ~1 ms (and ~4 ms to every one of a rank sharing its core with a busy loop),
-while the shaped link moves every sample by the 42 ms a 1 MiB transfer takes at SLOW_RATE. A fault injected into
-the timed code as a share of the transfer's own time (commbench/faults.py) drowned in that noise with a core taken
-(docs/measurements.md, "The suite with a core taken"); a rate does not (benchmarks/hunt_detection.py measures the
-rates over many runs)."""
+"""`commbench hunt` on "nodes" of this host (tests/virtual_nodes.py): on 5 joined by a real network in which one node
+and one link are slow (tests/shaped_fabric.py: each node a network namespace, the slow ones shaped to SLOW_RATE), on
+4 with a stalling node, and on one: what it names, what it writes, how every node exits. The threshold is 100 %, one
+pair at a time and each figure the 10th percentile of its samples: on this 2-core VM a waiting rank sometimes wakes a
+scheduler tick late, which adds ~3 ms to some exchanges of ~1 ms (and ~4 ms to every one of a rank sharing its core
+with a busy loop), while the shaped link moves every sample by the 42 ms a 1 MiB transfer takes at SLOW_RATE. A fault
+injected into the timed code as a share of the transfer's own time (commbench/faults.py) drowned in that noise with
+a core taken (docs/measurements.md, "The suite with a core taken"); a rate does not.
+
+What only a quiet machine can show is measured, not tested: that a clean allocation names nothing (beside the other
+pytest worker a node whose rank shares its core is slower for real, and hunt rightly names it: +1,312 % latency
+seen) and that a node under a real CPU quota is named (the same load hides it among the others).
+benchmarks/hunt_detection.py measures both rates over many runs (its clean and throttled scenarios,
+docs/measurements.md); the verdict paths they take are tested here on a healthy single node (exit 0, healthy) and a
+stalling node (the stall test that names a throttled one)."""
 
 import json
 import subprocess
@@ -15,7 +21,6 @@ import sys
 import pandas as pd
 import pytest
 
-from tests import cpu_quota
 from tests.shaped_fabric import Shaping, unavailable
 from tests.virtual_nodes import run_on_nodes
 
@@ -24,46 +29,6 @@ NODES = ["n1", "n2", "n3", "n4"]
 SLOW_RATE = "200mbit"
 HUNT = ("hunt", "--threshold", "100", "--pair-size", "1M", "--iters", "10", "--latency-iters", "20",
         "--pairs-at-once", "1", "--statistic", "p10")
-
-
-@pytest.mark.exclusive
-def test_a_clean_allocation_names_nothing_and_every_node_exits_0(tmp_path):
-    # the machine to itself: with nothing slow to stand out, a node whose rank keeps sharing a core with the other
-    # pytest worker's ranks is slower for real (+1300 % latency seen), and hunt rightly names it
-    run = run_on_nodes(tmp_path, NODES, *HUNT)
-    doc = json.loads((run.run_dir / "hunt.json").read_text())
-    assert run.codes == [0, 0, 0, 0], run.outputs
-    assert doc["healthy"] and doc["suspect_nodes"] == [] and doc["suspect_links"] == [] and doc["exclude"] == ""
-    assert doc["nodes"] == sorted(doc["nodes"], key=lambda node: doc["ranks"][node]) and set(doc["nodes"]) == set(NODES)
-    matrix = pd.read_csv(run.run_dir / "node_matrix_busbw_gbps.csv", index_col=0)
-    assert list(matrix.index) == doc["nodes"] == list(matrix.columns)
-    values = matrix.to_numpy()
-    for i in range(4):  # every pair measured once, shown both ways; nothing on the diagonal
-        assert pd.isna(values[i][i])
-        for j in range(4):
-            if i != j:
-                assert values[i][j] > 0 and values[i][j] == values[j][i]
-    results = pd.read_csv(run.run_dir / "results.csv")
-    first = results[results["phase"] == "pairs"]
-    assert len(first) == 12 and set(first["test"]) == {"bandwidth", "latency"}  # 6 pairs × 2 tests
-    assert (first["n_wrong"] == 0).all()
-    # every pair measured twice (all rounds, then all again), its samples pooled
-    assert first.groupby("test")["iters"].unique().to_dict() == {"bandwidth": [20], "latency": [40]}
-    samples = pd.read_csv(run.run_dir / "samples.csv")
-    assert len(samples[samples["phase"] == "pairs"]) == 6 * 2 * (10 + 20)
-    # what this clean verdict could have seen, per test, from its threshold and its own noise
-    assert set(doc["detectable_slowdown_pct"]) == {"bandwidth", "latency", "stalls"}
-    assert all(value >= 100 for value in doc["detectable_slowdown_pct"].values())  # never under --threshold
-    # one rank per node: no node group; the pairs run on the world's communicator
-    assert json.loads((run.run_dir / "meta.json").read_text())["communicators_created"] == 1
-    assert "intra-node all_reduce skipped on n[1-4]: one rank each" in doc["notes"]
-    rank0 = next(output for output in run.outputs if "# healthy" in output)
-    assert "# healthy: no suspect among 4 node(s); a node this much slower would have been named (bandwidth ≥" in rank0
-    assert "Traceback" not in rank0
-    report = subprocess.run([sys.executable, "-m", "commbench", "report", str(run.run_dir), "--out",
-                             str(tmp_path / "report")], capture_output=True, text=True, timeout=120)
-    assert report.returncode == 0, report.stderr
-    assert (tmp_path / "report" / "hunt_node_matrix.png").stat().st_size > 0
 
 
 @pytest.mark.skipif(unavailable() is not None, reason=f"no namespaced network: {unavailable()}")
@@ -96,7 +61,41 @@ def test_a_slow_node_is_named_as_a_node_and_a_slow_link_as_a_link_and_nothing_el
     table = rank0[rank0.index("# SUSPECT"):]
     assert table.startswith("# SUSPECT node n2:") and "\n# SUSPECT link n4–n5:" in table  # suspects first
     assert "hunt: 2 suspect(s)" in rank0
+    assert "Traceback" not in rank0[:rank0.index("# Results:")]  # torchrun's own report of exit 1 follows
+    _measured_every_pair_once_shown_both_ways(run.run_dir, doc, [f"n{index}" for index in range(1, 6)])
     _exports_its_suspects(run.run_dir)
+    report = subprocess.run([sys.executable, "-m", "commbench", "report", str(run.run_dir), "--out",
+                             str(tmp_path / "report")], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "report" / "hunt_node_matrix.png").stat().st_size > 0
+
+
+def _measured_every_pair_once_shown_both_ways(run_dir, doc, nodes) -> None:
+    """What hunt writes whatever its verdict: the matrix of every pair, each pair's rows and samples from both passes
+    over the circle rounds, what the run could have detected, and one communicator for all pairs."""
+    assert doc["nodes"] == sorted(doc["nodes"], key=lambda node: doc["ranks"][node]) and set(doc["nodes"]) == set(nodes)
+    matrix = pd.read_csv(run_dir / "node_matrix_busbw_gbps.csv", index_col=0)
+    assert list(matrix.index) == doc["nodes"] == list(matrix.columns)
+    values = matrix.to_numpy()
+    for i in range(len(nodes)):  # every pair measured once, shown both ways; nothing on the diagonal
+        assert pd.isna(values[i][i])
+        for j in range(len(nodes)):
+            if i != j:
+                assert values[i][j] > 0 and values[i][j] == values[j][i]
+    pairs = len(nodes) * (len(nodes) - 1) // 2
+    results = pd.read_csv(run_dir / "results.csv")
+    first = results[results["phase"] == "pairs"]
+    assert len(first) == 2 * pairs and set(first["test"]) == {"bandwidth", "latency"}
+    assert (first["n_wrong"] == 0).all()
+    # every pair measured twice (all rounds, then all again), its samples pooled
+    assert first.groupby("test")["iters"].unique().to_dict() == {"bandwidth": [20], "latency": [40]}
+    samples = pd.read_csv(run_dir / "samples.csv")
+    assert len(samples[samples["phase"] == "pairs"]) == pairs * 2 * (10 + 20)
+    assert set(doc["detectable_slowdown_pct"]) == {"bandwidth", "latency", "stalls"}
+    assert all(value >= 100 for value in doc["detectable_slowdown_pct"].values())  # never under --threshold
+    # one rank per node: no node group; the pairs run on the world's communicator
+    assert json.loads((run_dir / "meta.json").read_text())["communicators_created"] == 1
+    assert f"intra-node all_reduce skipped on n[1-{len(nodes)}]: one rank each" in doc["notes"]
 
 
 def _exports_its_suspects(run_dir) -> None:
@@ -140,21 +139,6 @@ def test_a_stalling_node_is_named_by_the_time_its_pairs_lose(tmp_path):
     assert stalls["second_pass"]["p"] < 0.01  # and again against known-good nodes
     rank0 = next(output for output in run.outputs if "SUSPECT" in output)
     assert "# SUSPECT node n2: stalls in " in rank0 and " ms lost" in rank0
-
-
-@pytest.mark.exclusive
-@pytest.mark.skipif(cpu_quota.unavailable() is not None, reason=f"no CPU-quota cgroup: {cpu_quota.unavailable()}")
-def test_a_node_under_a_real_cpu_quota_is_named(tmp_path):
-    # n2's torchrun launch and its rank run in a cgroup allowed 10 % of one core: most of its exchanges run at full
-    # speed, some wait for the next CFS period. Hunt at its defaults but for sizes small enough for a test. At 20 %
-    # and these sizes the second pass's p sat at 0.010-0.012 in about 4 of 10 runs on the 2-core VM (2026-12-04, the
-    # same before and after the house's refactor), clearing n2; benchmarks/hunt_detection.py measures the 20 % case
-    # at hunt's default sizes (docs/measurements.md).
-    with cpu_quota.CpuQuota(10) as quota:
-        run = run_on_nodes(tmp_path, NODES, "hunt", "--pair-size", "1M", preexec={"n2": quota.enter})
-    doc = json.loads((run.run_dir / "hunt.json").read_text())
-    assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"], doc
-    assert doc["suspect_links"] == [] and run.codes == [1] * 4
 
 
 def test_hunt_launched_on_one_machine_says_there_are_no_pairs(run_commbench):

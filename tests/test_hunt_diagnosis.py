@@ -342,6 +342,19 @@ def test_a_link_slow_in_its_figure_whose_exchanges_do_not_stand_out_is_not_named
 
 
 @pytest.mark.no_process
+def test_a_link_less_slow_than_a_named_node_is_judged_against_the_pairs_of_nodes_not_named():
+    # n2's port 40x slow, the n4-n5 link 30x: against every other pair, n2's four pairs among them, the link's
+    # exchanges are the faster ones; against the pairs of the nodes not named they stand out, as its figure does
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    slow = {("n1", "n2"): 40, ("n2", "n3"): 40, ("n2", "n4"): 40, ("n2", "n5"): 40, ("n4", "n5"): 30}
+    found = judge.diagnose(nodes, pairs_of({pair: 10 / factor for pair, factor in slow.items()}, nodes=nodes), {},
+                           SETTINGS, samples={"bandwidth": samples_of(slow, nodes=nodes),
+                                              "latency": samples_of(slow, nodes=nodes, seed=1)})
+    assert list(found.suspect_nodes) == ["n2"] and list(found.suspect_links) == [("n4", "n5")]
+    assert found.suspect_links[("n4", "n5")][0]["p"] < 0.01 / 10
+
+
+@pytest.mark.no_process
 def test_a_stalling_node_without_control_pairs_is_judged_against_the_first_pass_without_it():
     """Too few known-good nodes for control pairs in the second pass: the node's re-pairs are held against the first
     pass's pairs that do not include it."""

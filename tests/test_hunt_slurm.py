@@ -1,4 +1,4 @@
-"""`commbench hunt` as a suite bench (kind = "hunt") in a real Slurm job over 5 virtual nodes of a local cluster
+"""`commbench hunt` as a suite bench (kind = "hunt") in a real Slurm job over 4 virtual nodes of a local cluster
 (tests/local_slurm.py): each node is named by Slurm (SLURMD_NODENAME), and the job exits 1 when it names a suspect.
 The slow node, every exchange of n2 40 ms late (COMMBENCH_STALL_NODE at 100 %, commbench/faults.py), reaches the
 job through --env: an absolute delay, ten times what a rank sharing its core with another process waits for it,
@@ -35,7 +35,7 @@ latency-iters = 20
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with started(tmp_path_factory, nodes=5) as running:
+    with started(tmp_path_factory, nodes=4) as running:
         yield running
 
 
@@ -53,7 +53,7 @@ def _hunt_job(cluster, tmp_path: Path, nodes: int, *fault: str) -> tuple[subproc
 
 
 def test_a_slow_node_is_named_with_its_slurm_name(cluster, tmp_path):
-    completed, doc = _hunt_job(cluster, tmp_path, 5, "--env", "COMMBENCH_STALL_NODE=n2:100:40")
+    completed, doc = _hunt_job(cluster, tmp_path, 4, "--env", "COMMBENCH_STALL_NODE=n2:100:40")
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert sorted(doc["nodes"]) == sorted(cluster.node_names)
     assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"]

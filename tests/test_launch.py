@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from commbench import store
+from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.execution.launch import failed_rank_summary, rank_program, start_in_own_session, torchrun_command
 from commbench.execution.torch_host import TorchHost
 from commbench.machine import Machine
@@ -79,17 +81,74 @@ def test_where_torch_ran_here_torchrun_is_a_fresh_interpreter_in_its_own_session
     assert "usage" in log_path.read_text()
 
 
+TORCH_WORK = "import torch\nmatrix = torch.ones(512, 512)\nassert float((matrix @ matrix).sum()) == 512.0 ** 3\n"
+"""Torch work large enough for OpenMP's threads to run in the process that does it."""
+
+
+def _program(tmp_path, body: str) -> subprocess.CompletedProcess:
+    """A Python program of the user's (a fresh process: this test worker keeps a torch host, tests/conftest.py)."""
+    return subprocess.run([sys.executable, "-c", body], cwd=tmp_path, env=commbench_env(), capture_output=True,
+                          text=True, timeout=240)
+
+
 def test_a_sweep_run_from_a_program_that_ran_torch_work_finishes(tmp_path):
-    """The hang itself: the CLI in this process after OpenMP's threads ran here, a 1-rank sweep of one point."""
-    import torch
+    """The hang itself: the CLI called in a program after OpenMP's threads ran there, a 1-rank sweep of one point,
+    torchrun a fresh interpreter."""
+    done = _program(tmp_path, TORCH_WORK + "from commbench.cli import main\nmain(['sweep', '--backend', 'gloo', "
+                    "'--device', 'cpu', '-c', 'all_reduce', '--sizes', '1K', '--iters', '6', '--nproc', '1', "
+                    "'--timeout', '60', '--out', 'out', '--run-id', 'x'])\n")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((tmp_path / "out" / "x" / "meta.json").read_text())["status"] == "complete"
 
-    from tests.in_process import commbench_here
 
-    matrix = torch.ones(512, 512)
-    assert float((matrix @ matrix).sum()) == 512.0 ** 3
-    run = commbench_here("sweep", "--backend", "gloo", "--device", "cpu", "-c", "all_reduce", "--sizes", "1K",
-                         "--iters", "6", "--nproc", "1", "--timeout", "60", "--out", str(tmp_path), "--run-id", "x")
-    assert run.returncode == 0, run.stderr[-2000:]
+def test_a_kept_torch_host_serves_every_command_of_a_program_that_runs_torch_work_after_keeping_it(tmp_path):
+    """torch_host.keep() before torch is loaded: the program's later commands fork their torchrun from that one
+    host (not a fresh interpreter each), after torch work in the program, each with that command's environment and
+    working folder (a fault given to the second command only reaches its ranks); release() ends the host."""
+    body = ("import os, sys\nfrom commbench.execution import torch_host\ntorch_host.keep()\n" + TORCH_WORK +
+            "from commbench.cli import main\nhosts, codes = [], []\n"
+            "for run, fault in (('clean', None), ('faulted', 'wrong:0:0')):\n"
+            "    os.makedirs(run)\n    os.chdir(run)\n"
+            "    if fault: os.environ['COMMBENCH_FAULT'] = fault\n"
+            "    try:\n"
+            "        main(['sweep', '--backend', 'gloo', '--device', 'cpu', '-c', 'all_reduce', '--sizes', '1K', "
+            "'--iters', '6', '--nproc', '2', '--timeout', '60', '--out', 'out', '--run-id', 'x', '-q'])\n"
+            "    except SystemExit as exit_:\n        codes.append(int(exit_.code))\n"
+            "    hosts.append(torch_host._current.pid)\n    os.chdir('..')\n"
+            "host = torch_host._current\ntorch_host.release()\n"
+            "print(codes, len(set(hosts)), torch_host._current is None)\n"
+            "try:\n    os.waitpid(host.pid, os.WNOHANG)\nexcept ChildProcessError:\n    print('reaped')\n")
+    done = _program(tmp_path, body)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-3:-1] == ["[0, 1] 1 True", "reaped"], done.stdout + done.stderr[-3000:]
+    for run, wrong in (("clean", 0), ("faulted", 1)):
+        results = store.read_results(tmp_path / run / "out" / "x", COLLECTIVE)  # in each command's own folder
+        assert (results["n_wrong"] > 0).sum() == wrong, run
+
+
+def test_the_torch_host_starts_torchrun_where_and_as_the_command_would(tmp_path, monkeypatch):
+    """Each launch carries the launching process's working folder, allowed cores and environment at that moment
+    (what a fresh torchrun would inherit), not the host's from its fork; a launch whose exit was never read does not
+    confuse the next one's start."""
+    host = TorchHost()
+    probe = ("import os, sys; print(os.getcwd(), sorted(os.sched_getaffinity(0)), os.environ.get('PROBE'), "
+             "file=open(sys.argv[1], 'w'))")
+    core = min(os.sched_getaffinity(0))
+    saved_cpus = os.sched_getaffinity(0)
+    try:
+        first = host.launch(["--standalone", "--nproc-per-node=1", "--no-python", "sleep", "0.1"],
+                            log_path=str(tmp_path / "first.log"), env=None)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("PROBE", "now")
+        os.sched_setaffinity(0, {core})
+        second = host.launch(["--standalone", "--nproc-per-node=1", "--no-python", sys.executable, "-c", probe,
+                              str(tmp_path / "seen.txt")], log_path=str(tmp_path / "second.log"), env=None)
+        assert first.returncode == 0  # read before the second launch asked for its pid
+        assert second.wait(timeout=60) == 0, (tmp_path / "second.log").read_text()
+    finally:
+        os.sched_setaffinity(0, saved_cpus)
+        host.close()
+    assert (tmp_path / "seen.txt").read_text().split() == [str(tmp_path), f"[{core}]", "now"]
 
 
 def test_the_torch_host_reports_the_machine_and_runs_one_torchrun_per_launch(tmp_path):

@@ -26,7 +26,7 @@ nproc = 2
 [[bench]]
 name = "{bench}"
 kind = "{bench}"
-steps = 6
+steps = 2
 warmup-steps = 2
 profile-steps = 1
 layers = 2

@@ -6,11 +6,12 @@ the test sees the same draws) through a one-process stand-in for the rank contex
 over ranks returns the values unchanged. Nothing is measured here; what is tested is the rule's statistics."""
 
 import math
-import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from commbench.measure import timing
 from commbench.measure.stats import summarize
 from commbench.measure.timing import AUTO_BATCH_OVERHEAD, LOOK_GROWTH, LOOK_STEP_MIN, choose_timing, measure, next_look
 from commbench.names import BATCH, PER_ITERATION, STOP_CI, STOP_ITERS, STOP_MAX_TIME
@@ -133,21 +134,27 @@ def test_fixed_iterations_take_exactly_iters_samples():
     assert measurement.stop_reason == STOP_ITERS and len(measurement.samples_s) == 7
 
 
-def test_a_spread_that_never_narrows_stops_at_the_budget():
+def test_a_spread_that_never_narrows_stops_at_the_budget(monkeypatch):
     rng = np.random.default_rng(7)
     # half the samples near 1, half near 100: the median's interval spans the gap however many samples come
     draws = []
+    # the rule's clock is a counter the draws advance by 1 ms a sample: what is tested is how the rule sizes its last
+    # batch from the rate it saw, which a real sleep on a loaded machine blurs (a batch that sleeps longer than the
+    # ones before it ends past the budget with its full count)
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(timing, "time", SimpleNamespace(monotonic=lambda: clock.now, perf_counter=lambda: clock.now))
 
-    def slow_draw(n):  # 1 ms per sample, so the budget, not the sample count, ends the point
-        time.sleep(n * 1e-3)
+    def slow_draw(n):
+        clock.now += n * 1e-3
         draws.append(n)
         return np.where(rng.random(n) < 0.5, 1.0, 100.0) + rng.random(n)
 
     measurement = _adaptive(slow_draw, max_time_s=0.3)
     assert measurement.stop_reason == STOP_MAX_TIME
-    # the last batch was cut to what the budget had left: the point ends near its budget, not an eighth past it (the
-    # batch sizes say so on any machine; how far past 0.3 s the sleeps end is the machine's load, not the rule's)
+    # the last batch was cut to what the budget had left: the point ends within one sample of its budget, not an
+    # eighth past it
     assert draws[-1] < next_look(sum(draws[:-1]))
+    assert 0.3 <= clock.now < 0.3 + 1e-3 + 1e-9
     assert summarize(measurement.samples_s).ci_half_width_pct > TARGET_PCT
 
 

@@ -12,9 +12,9 @@ from commbench.runs import load_run
 from tests.training_runs import launch
 
 pytestmark = pytest.mark.distributed
-# A model whose gradient all-reduce dominates the step (small tokens per parameter): the sync cost is large enough
-# to compare two independent measurements of it on a noisy 2-core machine.
-COMM_HEAVY = ("--model", "mlp", "--params", "8M", "--seq-len", "16", "--micro-batch", "1")
+# A model whose gradient all-reduce dominates the step (small tokens per parameter): both exposed-comm figures are
+# clearly above zero, and its 16 MB of gradients fill several 8 MB buckets or one of 100 MB.
+COMM_HEAVY = ("--model", "mlp", "--params", "4M", "--seq-len", "16", "--micro-batch", "1")
 SMALL = ("--params", "1M", "--steps", "2", "--profile-steps", "1")
 FAULTED = ("--params", "1M", "--steps", "2", "--profile-steps", "0")
 """What a fault test runs: no profiled step, since no property of the fault's needs a trace."""
@@ -89,7 +89,7 @@ def test_fsdp_sweep_over_wrapping_and_precision(train):
 
 def test_reset_isolation_shows_what_a_configuration_left_behind(train):
     """With one launch, a configuration kept alive (injected) must show in the next one's mem_carryover_bytes."""
-    args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", *COMM_HEAVY[:2], "--params", "12M",
+    args = ("zero", "--strategy", "ddp,zero3", "--isolation", "reset", *COMM_HEAVY[:2], "--params", "4M",
             "--seq-len", "16", "--micro-batch", "1", "--steps", "2", "--profile-steps", "0")
     clean = train(*args).rows()
     leaky = train(*args, fault="leak:0:0").rows()

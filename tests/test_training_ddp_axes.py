@@ -3,6 +3,7 @@ are one configuration, every value `commbench ddp --help` lists either runs or i
 graph under gradient accumulation."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +17,17 @@ from commbench.runs import load_run
 from commbench.training import ddp_buckets, plan
 from commbench.training.spec import COMPILE_FIRST_PIECE_MB
 from commbench.training.synthetic import shape_for_params
-from tests.axis_values import offered_values
+from tests.axis_values import (
+    AxisValue,
+    Pack,
+    Resolved,
+    bench_toml,
+    by_bench_name,
+    launch_failed,
+    offered_values,
+    packed,
+    resolved_for_packing,
+)
 from tests.refusals import assert_refused, invoke
 from tests.training_runs import launch
 
@@ -111,13 +122,27 @@ def _axis_values() -> list[tuple[str, str]]:
     return offered_values(DDP.options, skip=TargetOptions) + [("bucket-cap-mb", plan.BUCKET_DEFAULT)]
 
 
+BASE = {**TINY, "bucket_cap_mb": plan.BUCKET_DEFAULT, "isolation": "reset"}
+"""The tiny bench every value's own is built on: DDP's default buckets, one launch unless the value is an isolation."""
+
+
+def _settings(key: str, value: str) -> dict:
+    """The option a value's own bench sets over BASE (by field name): the value itself."""
+    return {f.name: value for f, described in options_of(DDP.options) if described.key == key}
+
+
 def _resolved(key: str, value: str):
-    """The tiny bench that runs this one value (DDP's default buckets, one launch unless the value is an isolation),
-    or the refusal's message."""
-    values = {**TINY, "bucket_cap_mb": plan.BUCKET_DEFAULT, "isolation": "reset"}
-    values.update({f.name: value for f, described in options_of(DDP.options) if described.key == key})
+    """The tiny bench that runs this one value, or the refusal's message."""
     try:
-        return _bench(**values)
+        return _bench(**{**BASE, **_settings(key, value)})
+    except CommbenchError as error:
+        return str(error)
+
+
+def _resolution(settings: dict) -> Resolved | str:
+    """The tiny bench of these options over BASE as packing compares it, or its refusal's message."""
+    try:
+        return resolved_for_packing(_bench(**{**BASE, **settings}))
     except CommbenchError as error:
         return str(error)
 
@@ -147,57 +172,68 @@ def test_compiled_ddp_is_refused_before_launch_where_torch_cannot_build_it(monke
     assert _bench(compile="false", **{**TINY, "bucket_cap_mb": "default"}).spec.configs
 
 
-@pytest.mark.distributed
-def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
-    """One launch (a suite, the CLI in this process; a second for the value that asks for a process per
-    configuration) runs a tiny bench per runnable value; each refused value is a clean exit 2 before anything
-    launches. The same launch runs the default sweep (its rows' rebuilt buckets: DDP's own default first, then no two
-    alike, every row correct) and a static graph under accumulation."""
-    default_sweep = _bench(**TINY, isolation="reset").spec
-    # the value whose bench is the default sweep's first row (torch's buckets on the default model) runs there
-    refused, runnable, alone = {}, [], set()
+def _runnable_and_refused(default_sweep, refused_out: Path) -> tuple[list[AxisValue], dict[AxisValue, str]]:
+    """The values that run, each the first of its bench (a default value, none, false, fp32, ..., is the same bench
+    as the others'; the value whose bench is the default sweep's first row, torch's buckets on the default model,
+    runs there), and the refused ones with their messages, each refused cleanly before launch by the CLI too."""
+    refused, runnable = {}, []
     seen = {((default_sweep.configs[0],), default_sweep.shape, default_sweep.isolation)}
     for key, value in dict.fromkeys(_axis_values()):
         bench = _resolved(key, value)
         if isinstance(bench, str):
             refused[(key, value)] = bench
             assert_refused(invoke(["ddp", "--backend", "gloo", "--device", "cpu", f"--{key}", value,
-                                   "--out", str(tmp_path / "refused")]), left_empty=[tmp_path / "refused"])
+                                   "--out", str(refused_out)]), left_empty=[refused_out])
             continue
         identity = (bench.spec.configs, bench.spec.shape, bench.spec.isolation)
         if identity not in seen:  # a default value (none, false, fp32, ...) is the same bench as the others'
             seen.add(identity)
             runnable.append((key, value))
-            if bench.process_per_point:
-                alone.add((key, value))
-    # a bench with a process per configuration (isolation auto on CPU) launches alone: last, so that every other
-    # bench shares the one launch before it
-    runnable.sort(key=lambda value: value in alone)
+    return runnable, refused
+
+
+def _suite(benches: dict[str, Pack]) -> str:
+    """A bench per pack, those of a process per configuration (isolation auto on CPU) last, so that every other
+    bench shares the one launch before them; the default sweep and a static graph under accumulation share it too."""
+    tables = [bench_toml(name, "ddp", DDP.options, {**BASE, **pack.settings}) for name, pack in benches.items()]
+    shared = sum(not pack.alone for pack in benches.values())
+    tables[shared:shared] = [
+        bench_toml("static_accum", "ddp", DDP.options, {**BASE, "static_graph": "true"}) + "accum-steps = [2]\n",
+        bench_toml("default_sweep", "ddp", DDP.options, {**TINY, "isolation": "reset"})]
+    return 'description = "every DDP axis value"\nbackend = "gloo"\ndevice = "cpu"\nnproc = 2\n\n' + "\n".join(tables)
+
+
+@pytest.mark.distributed
+def test_every_ddp_axis_value_runs_or_is_refused_before_launch(tmp_path):
+    """One launch (a suite, the CLI in this process; a second for the value that asks for a process per
+    configuration) runs the runnable values packed into tiny one-configuration benches; each refused value is a clean
+    exit 2 before anything launches. The same launch runs the default sweep (its rows' rebuilt buckets: DDP's own
+    default first, then no two alike, every row correct) and a static graph under accumulation.
+
+    A pack stands for each value in it: values of different options whose joined bench resolves to one configuration
+    that still holds every field each value's own bench set, with no note that those benches lacked
+    (tests/axis_values.packed). So each value runs as its own bench would, beside the others' knobs, and is checked on
+    the pack's row: a value that breaks its row (a wrong result, or compiled DDP without its exposed-cost figures)
+    fails the pack, naming every value in it and its configuration."""
+    default_sweep = _bench(**TINY, isolation="reset").spec
+    runnable, refused = _runnable_and_refused(default_sweep, tmp_path / "refused")
     # tf32 is NVIDIA's (refused on --device cpu); PowerSGD's collectives mismatch across gloo ranks (needs nccl)
     assert set(refused) == {("mixed-precision", "tf32"), ("comm-hook", "powersgd")}, refused
-    tiny = "\n".join(f'{key.replace("_", "-")} = "{value}"' for key, value in TINY.items())
-    benches = [f'[[bench]]\nname = "v{index}"\nkind = "ddp"\n{key} = "{value}"\n{tiny}\n'
-               + ('bucket-cap-mb = "default"\n' if key != "bucket-cap-mb" else "")
-               + ('isolation = "reset"\n' if key != "isolation" else "")
-               for index, (key, value) in enumerate(runnable)]
-    shared = len(runnable) - len(alone)  # the benches before the ones that launch alone
-    benches[shared:shared] = [
-        f'[[bench]]\nname = "static_accum"\nkind = "ddp"\nstatic-graph = "true"\naccum-steps = [2]\n'
-        f'bucket-cap-mb = "default"\nisolation = "reset"\n{tiny}\n',
-        f'[[bench]]\nname = "default_sweep"\nkind = "ddp"\nisolation = "reset"\n{tiny}\n']
-    suite = tmp_path / "suite.toml"
-    suite.write_text('description = "every DDP axis value"\nbackend = "gloo"\ndevice = "cpu"\nnproc = 2\n\n'
-                     + "\n".join(benches))
-    completed = launch(tmp_path / "out", "run", str(suite), "-q", run_id="axes")
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    run_dir = tmp_path / "out" / "axes"
-    for index, (key, value) in enumerate(runnable):
-        rows = load_run(run_dir / f"v{index}").results.to_dict("records")
-        assert len(rows) == 1 and rows[0]["n_wrong"] == 0, (key, value, rows)
-        if (key, value) == ("compile", "true"):  # compiled DDP keeps both exposed-cost figures
-            assert rows[0]["compile"] and rows[0]["compute_baseline"] == "unsharded local copy", rows[0]
-            assert rows[0]["exposed_comm_ms_nosync"] == rows[0]["exposed_comm_ms_nosync"]  # not NaN
     assert ("compile", "true") in runnable
+    packs = packed(runnable, settings_of=_settings, resolve=_resolution)
+    assert {value for pack in packs for value in pack.values} == set(runnable), packs
+    benches = by_bench_name(packs)
+    suite = tmp_path / "suite.toml"
+    suite.write_text(_suite(benches))
+    completed = launch(tmp_path / "out", "run", str(suite), "-q", run_id="axes")
+    assert completed.returncode == 0, launch_failed(completed.stderr, benches)
+    run_dir = tmp_path / "out" / "axes"
+    for name, pack in benches.items():
+        rows = load_run(run_dir / name).results.to_dict("records")
+        assert len(rows) == 1 and rows[0]["n_wrong"] == 0 and rows[0]["config"] == pack.label, f"{pack}: {rows}"
+        if ("compile", "true") in pack.values:  # compiled DDP keeps both exposed-cost figures
+            assert rows[0]["compile"] and rows[0]["compute_baseline"] == "unsharded local copy", f"{pack}: {rows[0]}"
+            assert rows[0]["exposed_comm_ms_nosync"] == rows[0]["exposed_comm_ms_nosync"], f"{pack}: NaN"
     static = load_run(run_dir / "static_accum").results.to_dict("records")
     assert [(row["static_graph"], row["accum_steps"], row["n_wrong"]) for row in static] == [(True, 2, 0)]
     sweep = load_run(run_dir / "default_sweep").results.to_dict("records")

@@ -14,7 +14,17 @@ from commbench.machine import Machine
 from commbench.models import comm_volume
 from commbench.runs import load_run
 from commbench.training.fsdp2_units import fsdp2_units
-from tests.axis_values import offered_values
+from tests.axis_values import (
+    AxisValue,
+    Pack,
+    Resolved,
+    bench_toml,
+    by_bench_name,
+    launch_failed,
+    offered_values,
+    packed,
+    resolved_for_packing,
+)
 from tests.refusals import assert_refused, invoke
 from tests.training_runs import launch
 
@@ -52,12 +62,13 @@ def _field(key: str) -> str:
     return next(f.name for f, described in options_of(FSDP.options) if described.key == key)
 
 
-def _values_for(key: str, value: str) -> dict:
-    values = {**TINY, **ONE_CONFIG, **NEEDS.get((key, None), {}), **NEEDS.get((key, value), {})}
+def _settings(key: str, value: str) -> dict:
+    """The options a value's own bench sets over TINY and ONE_CONFIG: the value and what it needs."""
+    settings = {**NEEDS.get((key, None), {}), **NEEDS.get((key, value), {})}
     if (key, value) in FSDP1_ONLY:
-        values["impls"] = "fsdp1"
-    values[_field(key)] = value
-    return values
+        settings["impls"] = "fsdp1"
+    settings[_field(key)] = value
+    return settings
 
 
 def _normalized(config):
@@ -68,7 +79,15 @@ def _normalized(config):
 
 def _resolved(key: str, value: str):
     try:
-        return _bench(**_values_for(key, value))
+        return _bench(**{**TINY, **ONE_CONFIG, **_settings(key, value)})
+    except CommbenchError as error:
+        return str(error)
+
+
+def _resolution(settings: dict) -> Resolved | str:
+    """The tiny bench of these options over TINY and ONE_CONFIG as packing compares it, or its refusal's message."""
+    try:
+        return resolved_for_packing(_bench(**{**TINY, **ONE_CONFIG, **settings}))
     except CommbenchError as error:
         return str(error)
 
@@ -111,6 +130,54 @@ def test_what_accumulation_syncs_send_differs_as_each_promises():
     assert hsdp["every"] > hsdp["replicas-last"] > hsdp["last"]
 
 
+TOY_BASE = {"impl": "a", "prefetch": "1", "dtype": "fp32", "wrap": "block", "blocks": "1", "isolation": "reset"}
+"""A made-up kind's options and their base values, to pack by hand (_toy_resolution says how it runs them)."""
+
+
+def _toy_settings(key: str, value: str) -> dict:
+    """bf16 needs impl a and prefetch 2 impl b, as NEEDS and FSDP1_ONLY set what a value needs."""
+    needs = {("dtype", "bf16"): {"impl": "a"}, ("prefetch", "2"): {"impl": "b"}}.get((key, value), {})
+    return {**needs, key: value}
+
+
+def _toy_resolution(settings: dict) -> Resolved | str:
+    """Refuses wrap model under impl b and bf16 units of 2 blocks; runs bf16 under wrap model as two configurations
+    (bf16 and fp32), every unit of wrap model as one block without a note, and notes impl b's units of 2 blocks;
+    isolation process launches alone."""
+    run = {**TOY_BASE, **settings}
+    if (run["impl"], run["wrap"]) == ("b", "model") or (run["dtype"], run["blocks"]) == ("bf16", "2"):
+        return "refused"
+    dtypes = ("bf16", "fp32") if (run["dtype"], run["wrap"]) == ("bf16", "model") else (run["dtype"],)
+    run["blocks"] = "1" if run["wrap"] == "model" else run["blocks"]
+    notes = {"impl b gathers 2 blocks in one message"} if (run["impl"], run["blocks"]) == ("b", "2") else set()
+    configs = tuple({**run, "dtype": dtype} for dtype in dtypes)
+    return Resolved(configs, tuple(" ".join(f"{name}={held}" for name, held in config.items()) for config in configs),
+                    frozenset(notes), run["isolation"] == "process")
+
+
+@pytest.mark.no_process
+def test_packing_keeps_each_value_and_never_joins_what_would_change_it():
+    values = [("dtype", "bf16"), ("prefetch", "2"), ("impl", "b"), ("wrap", "model"), ("blocks", "2"),
+              ("isolation", "process")]
+    packs = packed(values, settings_of=_toy_settings, resolve=_toy_resolution)
+    assert [pack.values for pack in packs] == [
+        # prefetch 2 would run bf16 under impl b: bf16's own bench set impl a (the base's, so no field shows it)
+        (("dtype", "bf16"),),
+        (("prefetch", "2"), ("impl", "b")),
+        # two configurations beside bf16, refused beside impl b
+        (("wrap", "model"),),
+        # refused beside bf16, a note beside impl b, run as 1 block beside wrap model
+        (("blocks", "2"),),
+        # a process per configuration joins only its like, and launches last
+        (("isolation", "process"),)]
+    assert [pack.alone for pack in packs] == [False, False, False, False, True]
+    assert sorted(value for pack in packs for value in pack.values) == sorted(values)  # each value exactly once
+    for pack in packs:
+        assert all(f"--{key} {value}" in str(pack) for key, value in pack.values) and pack.label in str(pack)
+    assert packs[1].settings == {"impl": "b", "prefetch": "2"}
+    assert packs[1].label == _toy_resolution(packs[1].settings).labels[0]
+
+
 @pytest.mark.parametrize("values, fragment", [
     ({"accum_syncs": "every"}, "--accum-sync applies with --accum-steps 2 or more"),
     ({"accum_syncs": "last-gathered", "accum_steps": "2", "impls": "fsdp1,fsdp2"}, "is FSDP2's"),
@@ -139,13 +206,10 @@ def test_what_cannot_run_is_refused_before_launch(tmp_path, args, fragment):
     assert fragment in result.stderr
 
 
-@pytest.mark.distributed
-def test_every_fsdp_axis_value_runs_or_is_refused_before_launch(tmp_path):
-    """One launch (a suite, the CLI in this process; a second for the value that asks for a process per
-    configuration) runs a tiny one-configuration bench per runnable value, with one profiled step: each row is
-    correct, holds the predicted model state on both ranks, has its exposed cost against the compute-only baseline,
-    and its trace's messages equal the prediction for its knobs."""
-    refused, runnable, seen, alone = {}, [], set(), set()
+def _runnable_and_refused() -> tuple[list[AxisValue], dict[AxisValue, str]]:
+    """The values that run, each the first of its bench (a default value, none, false, fp32, ..., is the same bench
+    as the others'), and the refused ones with their messages."""
+    refused, runnable, seen = {}, [], set()
     for key, value in _axis_values():
         bench = _resolved(key, value)
         if isinstance(bench, str):
@@ -157,36 +221,51 @@ def test_every_fsdp_axis_value_runs_or_is_refused_before_launch(tmp_path):
         if identity not in seen:  # a default value (none, false, fp32, ...) is the same bench as the others'
             seen.add(identity)
             runnable.append((key, value))
-            if bench.process_per_point:
-                alone.add((key, value))
+    return runnable, refused
+
+
+def _what_went_wrong(row: dict, pack: Pack) -> list[str]:
+    """The checks the pack's one row fails, each with the pack (its values and label) and the messages counted."""
+    checks = {"config": row["config"] == pack.label, "n_wrong": row["n_wrong"] == 0,
+              "state": row["model_state_exact_ranks"] == 2,
+              "messages": row["comm_msg_elems"] == row["comm_msg_elems_predicted"],
+              "baseline": row["exposed_comm_ms_baseline"] == row["exposed_comm_ms_baseline"]}  # not NaN
+    return [f"{pack}: {check} fails (row {row['config']}: {row['comm_msg_elems']} message elements, "
+            f"{row['comm_msg_elems_predicted']} predicted)" for check, held in checks.items() if not held]
+
+
+@pytest.mark.distributed
+def test_every_fsdp_axis_value_runs_or_is_refused_before_launch(tmp_path):
+    """One launch (a suite, the CLI in this process; a second for the value that asks for a process per
+    configuration) runs the runnable values packed into tiny one-configuration benches, with one profiled step: each
+    row is correct, holds the predicted model state on both ranks, has its exposed cost against the compute-only
+    baseline, and its trace's messages equal the prediction for its knobs.
+
+    A pack stands for each value in it: values of different options (and what each needs) whose joined bench
+    resolves to one configuration that still holds every field each value's own bench set, with no note that those
+    benches lacked (tests/axis_values.packed). So each value runs as its own bench would, beside the others' knobs,
+    and is checked on the pack's row: a value whose messages differ from the prediction moves the pack's count off
+    its prediction (short of another value's error cancelling it to the element), and the pack fails, naming every
+    value in it and its configuration."""
+    runnable, refused = _runnable_and_refused()
     # tf32 is NVIDIA's and CPU offload moves GPU memory (both refused on --device cpu)
     assert set(refused) == {("mixed-precision", "tf32"), ("cpu-offload", "true")}, refused
     assert_refused(invoke(["fsdp", "--backend", "gloo", "--device", "cpu", "--cpu-offload", "true",
                            "--out", str(tmp_path / "refused")]), left_empty=[tmp_path / "refused"])
-
-    def toml(values: dict) -> str:
-        keys = {f.name: described.key for f, described in options_of(FSDP.options)}
-        return "".join(f'{keys[name]} = "{value}"\n' if name in keys else f'{name.replace("_", "-")} = "{value}"\n'
-                       for name, value in values.items())
-
-    # a bench with a process per configuration (isolation auto on CPU) launches alone: last, so that every other
-    # bench shares the one launch before it
-    runnable.sort(key=lambda value: value in alone)
-    benches = [f'[[bench]]\nname = "v{index}"\nkind = "fsdp"\n' + toml(_values_for(key, value))
-               for index, (key, value) in enumerate(runnable)]
+    packs = packed(runnable, settings_of=_settings, resolve=_resolution)
+    assert {value for pack in packs for value in pack.values} == set(runnable), packs
+    # the packs of a process per configuration (isolation auto on CPU) come last and launch alone, so that every
+    # other pack shares the one launch before them
+    benches = by_bench_name(packs)
     suite = tmp_path / "suite.toml"
     suite.write_text('description = "every FSDP axis value"\nbackend = "gloo"\ndevice = "cpu"\nnproc = 2\n\n'
-                     + "\n".join(benches))
+                     + "\n".join(bench_toml(name, "fsdp", FSDP.options, {**TINY, **ONE_CONFIG, **pack.settings})
+                                 for name, pack in benches.items()))
     completed = launch(tmp_path / "out", "run", str(suite), "-q", run_id="axes")
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.returncode == 0, launch_failed(completed.stderr, benches)
     wrong = []
-    for index, (key, value) in enumerate(runnable):
-        rows = load_run(tmp_path / "out" / "axes" / f"v{index}").results.to_dict("records")
-        assert len(rows) == 1, (key, value, rows)
-        row = rows[0]
-        checks = {"n_wrong": row["n_wrong"] == 0, "state": row["model_state_exact_ranks"] == 2,
-                  "messages": row["comm_msg_elems"] == row["comm_msg_elems_predicted"],
-                  "baseline": row["exposed_comm_ms_baseline"] == row["exposed_comm_ms_baseline"]}  # not NaN
-        wrong += [(key, value, check, row["config"], row["comm_msg_elems"], row["comm_msg_elems_predicted"])
-                  for check, held in checks.items() if not held]
-    assert not wrong, wrong
+    for name, pack in benches.items():
+        rows = load_run(tmp_path / "out" / "axes" / name).results.to_dict("records")
+        assert len(rows) == 1, f"{pack}: {rows}"
+        wrong += _what_went_wrong(rows[0], pack)
+    assert not wrong, "\n".join(wrong)

@@ -283,7 +283,10 @@ def _link_suspects(diagnosis: Diagnosis, values: dict[Pair, float], slow: dict[P
     whose end it names), and a node the second pass clears must not hide a real link."""
     threshold = settings.threshold_pct
     bar = diagnosis.bar(metric.name, threshold)
-    pair_spread = robust_spread([value for pair, value in slow.items() if not named & set(pair)])
+    # the pairs of the nodes not named are what a link is judged against: a named node's pairs are slow for its own
+    # reason, and a link less slow than that node would hide among them
+    unnamed = [pair for pair in slow if not named & set(pair)]
+    pair_spread = robust_spread([slow[pair] for pair in unnamed])
     for pair, slower in slow.items():
         z = slower / pair_spread
         if slower < bar or z < settings.min_z:
@@ -294,7 +297,7 @@ def _link_suspects(diagnosis: Diagnosis, values: dict[Pair, float], slow: dict[P
             ends_fine[end] = None if not others else sum(other < bar for other in others) * 2 >= len(others)
         if any(fine is False for fine in ends_fine.values()):
             continue  # an end slow with most others too but not named (e.g. a noisy node): no triangle to stand on
-        p = rank_p(samples.get(pair, []), pooled(samples, [other for other in values if other != pair]))
+        p = rank_p(samples.get(pair, []), pooled(samples, [other for other in unnamed if other != pair]))
         if p is not None and p >= settings.alpha / len(values):
             continue  # its exchanges do not stand out from the other pairs' (corrected for the pairs tested)
         evidence = _evidence(metric, values[pair], diagnosis.references[metric.name], slower, z, p=p_rounded(p),

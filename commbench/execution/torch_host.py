@@ -13,9 +13,14 @@ Not used inside a torchrun or srun job (the rank runs in place and imports torch
 already when the command starts (the CLI called from a program that imported it, as tests do): a fork of that
 program could hang (forked_torchrun.py), so there torchrun is a fresh interpreter.
 
+A program that runs several bench commands in process and imports torch only later (the test suite's workers) can
+keep one host for all of them: keep() before torch is loaded, release() at the end. Each launch carries what the
+command's own process would have passed on (its environment, working folder and allowed cores), so a kept host
+forks every torchrun as the command would have started it.
+
 Protocol, one JSON object per line: the host first sends {"facts": …} (or {"error": …}); to {"launch": {"args",
-"log", "env"}} it answers {"pid": …} once torchrun runs and {"exit": code} when it has ended. Closing the command
-pipe ends the host.
+"log", "env", "cwd", "cpus"}} it answers {"pid": …} once torchrun runs and {"exit": code} when it has ended. Closing
+the command pipe ends the host.
 """
 
 import json
@@ -32,6 +37,24 @@ from commbench.execution.forked_torchrun import FORK_PLATFORM, run_as_child
 from commbench.machine import Machine, MachineFacts, inside_job
 
 _current: "TorchHost | None" = None
+_kept = False
+"""True while a host started by keep() serves every command of this process (close() then leaves it)."""
+
+
+def keep() -> None:
+    """Start a host that serves every later command of this process until release(): for a program that runs bench
+    commands in process and loads torch after this call (a fork of a process that has run torch work can hang), and
+    would otherwise start a fresh torchrun interpreter for each launch."""
+    global _kept
+    start()
+    _kept = _current is not None
+
+
+def release() -> None:
+    """End the host keep() started."""
+    global _kept
+    _kept = False
+    close()
 
 
 def start() -> None:
@@ -52,8 +75,11 @@ def machine() -> Machine:
 
 
 def close() -> None:
-    """End the host of this command (at the command's end: its launches have ended by then)."""
+    """End the host of this command (at the command's end: its launches have ended by then), unless keep() keeps
+    it for the next command."""
     global _current
+    if _kept:
+        return
     host, _current = _current, None
     if host is not None:
         host.close()
@@ -79,6 +105,7 @@ class TorchHost:
         self._replies_fd = replies_read
         self._pending = b""
         self._facts: MachineFacts | None = None
+        self._last: HostedTorchrun | None = None
 
     def facts(self) -> MachineFacts:
         if self._facts is None:
@@ -91,12 +118,19 @@ class TorchHost:
         return self._facts
 
     def launch(self, torchrun_args: list[str], *, log_path: str, env: dict[str, str] | None) -> "HostedTorchrun":
+        """torchrun forked by the host as this process would start it now: with env (else this process's current
+        environment), in its working folder, on its allowed cores."""
         self.facts()
-        self._commands.write(json.dumps({"launch": {"args": torchrun_args, "log": log_path, "env": env}}) + "\n")
+        if self._last is not None and self._last.returncode is None:
+            self._last.wait()  # its exit is the next reply: read it here, not as this launch's pid
+        request = {"args": torchrun_args, "log": log_path, "env": dict(os.environ) if env is None else env,
+                   "cwd": os.getcwd(), "cpus": sorted(os.sched_getaffinity(0))}
+        self._commands.write(json.dumps({"launch": request}) + "\n")
         reply = self._read(None)
         if reply is None or "pid" not in reply:
             raise HostFailedError("the process that imports torch for this command ended before torchrun started")
-        return HostedTorchrun(self, reply["pid"], torchrun_args)
+        self._last = HostedTorchrun(self, reply["pid"], torchrun_args)
+        return self._last
 
     def _read(self, timeout: float | None) -> dict | None:
         """The next reply, None when the host is gone; raises TimeoutError when none came within timeout. Reads
@@ -170,6 +204,7 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # hold none of the launcher's pipes: a caller reading its output must see it end
             os.dup2(null, fd)
+        _close_all_but(null, commands_fd, replies_fd)  # nor any other file the launcher had open (a kept host lives on)
         replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
         commands = os.fdopen(commands_fd, "r", encoding="utf-8")
         try:
@@ -193,9 +228,22 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
         os._exit(code)
 
 
+def _close_all_but(*kept: int) -> None:
+    low = 3
+    for fd in sorted(fd for fd in kept if fd >= 3):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
 def _fork_torchrun(request: dict) -> int:
     pid = os.fork()
     if pid == 0:
-        log_fd = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.chdir(request["cwd"])
+            os.sched_setaffinity(0, request["cpus"])
+            log_fd = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError:
+            os._exit(1)  # the launcher finds the log empty and the exit code 1
         run_as_child(request["args"], log_fd=log_fd, env=request["env"])  # never returns
     return pid
