@@ -204,7 +204,6 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):  # hold none of the launcher's pipes: a caller reading its output must see it end
             os.dup2(null, fd)
-        _close_all_but(null, commands_fd, replies_fd)  # nor any other file the launcher had open (a kept host lives on)
         replies = os.fdopen(replies_fd, "w", buffering=1, encoding="utf-8")
         commands = os.fdopen(commands_fd, "r", encoding="utf-8")
         try:
@@ -226,14 +225,6 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
         code = 1
     finally:
         os._exit(code)
-
-
-def _close_all_but(*kept: int) -> None:
-    low = 3
-    for fd in sorted(fd for fd in kept if fd >= 3):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
 def _fork_torchrun(request: dict) -> int:
