@@ -127,9 +127,9 @@ def _refused_suite(rule: Rule, tmp_path) -> str:
 
 
 def test_a_bench_command_refuses_through_the_torch_host(tmp_path):
-    """As `commbench` runs it, with torch not yet imported: the command forks its torch host first and reads its
-    options once the host has reported the machine. (Where an earlier test of this process imported torch, this
-    takes the in-process path the tables below take.)"""
+    """As `commbench` runs it: the command reads its options once a torch host has reported the machine (in the
+    suite the host this worker keeps, tests/conftest.py; where none is kept and torch is loaded, the in-process path
+    the tables below take)."""
     assert "--iters" in _refused_option(Rule("", "sweep", "iters", "0"), tmp_path)
     assert "'iters'" in _refused_suite(Rule("", "sweep", "iters", "0", toml="0"), tmp_path)
 
