@@ -278,7 +278,8 @@ def _stall_evidence(found: Exchanges, p: float, **more: object) -> dict:
 def _link_suspects(diagnosis: Diagnosis, values: dict[Pair, float], slow: dict[Pair, float],
                    partners: dict[str, dict[str, float]], metric: PairMetric, settings: Settings,
                    named: set[str], samples: dict[tuple[str, str], list[float]]) -> None:
-    """Slow pairs whose ends are both fine with at least half of their other partners in this test. An end named as
+    """Slow pairs whose ends are both fine with at least half of their other partners not named as nodes (a named
+    node's pairs are slow for its own reason) in this test. An end named as
     a node by another test does not stop it: the second pass settles which it is (confirmation.confirm drops a link
     whose end it names), and a node the second pass clears must not hide a real link."""
     threshold = settings.threshold_pct
@@ -293,7 +294,7 @@ def _link_suspects(diagnosis: Diagnosis, values: dict[Pair, float], slow: dict[P
             continue
         ends_fine = {}
         for end in pair:
-            others = [slow[_key(end, peer, values)] for peer in partners[end] if peer not in pair]
+            others = [slow[_key(end, peer, values)] for peer in partners[end] if peer not in pair and peer not in named]
             ends_fine[end] = None if not others else sum(other < bar for other in others) * 2 >= len(others)
         if any(fine is False for fine in ends_fine.values()):
             continue  # an end slow with most others too but not named (e.g. a noisy node): no triangle to stand on
