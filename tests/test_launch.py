@@ -8,7 +8,8 @@ import pytest
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.execution.launch import failed_rank_summary, rank_program, start_in_own_session, torchrun_command
+from commbench.execution.launch import (failed_rank_summary, forked_ranks_env, rank_program, start_in_own_session,
+                                        torchrun_command)
 from commbench.execution.torch_host import TorchHost
 from commbench.machine import Machine
 from tests.conftest import commbench_env
@@ -59,6 +60,35 @@ def test_cpu_ranks_are_forked_by_torchrun_and_gpu_ranks_are_fresh_interpreters()
     assert forked[2].endswith("commbench/rank.py") and forked[3:] == ["--run-dir", "x y"]
     assert rank_program("commbench.rank", ["--run-dir", "x"], fork=False) == ["--module", "commbench.rank",
                                                                                "--run-dir", "x"]
+
+
+RANK_REPORTS_ITS_STORE = """import os, sys, torch.distributed as dist
+dist.init_process_group("gloo")
+with open(os.path.join(sys.argv[1], f"rank{dist.get_rank()}"), "w") as report:
+    report.write(" ".join((os.environ["TORCHELASTIC_USE_AGENT_STORE"], os.environ["MASTER_PORT"], str(os.getppid()))))
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="ranks are forked on Linux only")
+def test_forked_ranks_meet_at_a_store_of_rank_0_not_of_the_agent_that_forks_them(tmp_path):
+    """The agent's store thread looks up each connecting rank's name while the agent forks the next rank; a rank
+    forked while that lookup held glibc's resolver lock hung forever at its own first lookup (seen as a 5-rank sweep
+    whose rank 3 never reached the store, in futex_wait under getaddrinfo). With the launch's variable, torch keeps
+    the ranks' store out of the agent (rank 0 hosts it), so no thread of the agent looks up a name while it forks.
+    Checked through torchrun itself, so a torch that drops the opt-out fails here."""
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_REPORTS_ITS_STORE)
+    assert forked_ranks_env(True) == {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} and forked_ranks_env(False) == {}
+    command = torchrun_command(nproc=3, program=[*rank_program("commbench.rank", [], fork=True)[:2], str(script),
+                                                 str(tmp_path)])
+    done = subprocess.run(command, env={**commbench_env(), **forked_ranks_env(True)}, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = [(tmp_path / f"rank{rank}").read_text().split() for rank in range(3)]
+    assert {report[0] for report in reports} == {"False"}  # TORCHELASTIC_USE_AGENT_STORE: the ranks' own store
+    assert len({report[1] for report in reports}) == 1 and len({report[2] for report in reports}) == 1  # one agent
 
 
 def test_where_torch_ran_here_torchrun_is_a_fresh_interpreter_in_its_own_session_with_its_output_in_the_log(

@@ -43,6 +43,16 @@ def rank_program(module: str, args: list[str], *, fork: bool) -> list[str]:
     return ["--module", module, *args]
 
 
+def forked_ranks_env(fork: bool) -> dict[str, str]:
+    """What a launch whose ranks torchrun forks (rank_program) adds to its environment: the ranks' store hosted by
+    rank 0, as before torch 2.4, not by a thread of the agent. That thread looks up the name of every rank that
+    connects (getnameinfo) while the agent is still forking the next ranks; a rank forked while it held glibc's
+    resolver lock waits on that lock forever at its own first lookup (its connect to the store), ignoring SIGTERM.
+    Seen in 2 suite runs with 3 workers on 2 cores; the agent's own store then serves only the rendezvous, which
+    ends before the first fork."""
+    return {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"} if fork and FORK_PLATFORM else {}
+
+
 def relaunch_script_under_torchrun(nproc: int) -> None:
     """For benchmark scripts: unless this process already is a rank (of torchrun, or as a task of a several-task
     srun step: srun_ranks), run the script as `nproc` ranks and exit."""

@@ -108,7 +108,7 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
         commands = [launch.torchrun_command(nproc=nproc, program=program)]
     timeout_s = max(bench.spec.timeout_s for bench in benches)
     log_path = run_dirs[0] / store.LAUNCH_LOG
-    env = launch_env(benches[0])
+    env = launch_env(benches[0], fork_ranks=fork_ranks)
     outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
                                count_rows=lambda: sum(count() for count in counters), log_path=log_path,
                                timeout_s=timeout_s, quiet=quiet, stored=stored, env=env, torch_host=torch_host)
@@ -133,7 +133,7 @@ def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks
     program = launch.rank_program(RANK_MODULE, ["--run-dir", str(run_dir)], fork=fork_ranks)
     count = RowCounter(run_dir / store.RESULTS_FILE)
     log_path, timeout_s = run_dir / store.LAUNCH_LOG, bench.spec.timeout_s
-    base_env = launch_env(bench) or dict(os.environ)
+    base_env = launch_env(bench, fork_ranks=fork_ranks) or dict(os.environ)
     torn_down: list[launch.LaunchOutcome] = []
     refused: list[dict[str, object]] = []
     with SweepProgress(bench.points, enabled=not quiet) as bar:
@@ -177,12 +177,14 @@ def _record_failed_combination(run_dir: Path, variables: dict[str, str], outcome
         store.update_meta(run_dir, reason=f"combination {label} failed: {meta.get('reason')}")
 
 
-def launch_env(bench: Bench) -> dict[str, str] | None:
+def launch_env(bench: Bench, *, fork_ranks: bool) -> dict[str, str] | None:
     """The environment of the bench's launches: this process's, with --bind-cores' cores and the bench's own
-    variables (a launch's benches share their target: a suite sets it once); None when nothing is added."""
+    variables (a launch's benches share their target: a suite sets it once), and for forked ranks the store kept out
+    of torchrun's agent (launch.forked_ranks_env); None when nothing is added."""
     added = dict(bench.launch_env)
     if bench.cores is not None:
         added[BIND_CORES_ENV] = ",".join(map(str, bench.cores))
+    added.update(launch.forked_ranks_env(fork_ranks))
     return {**os.environ, **added} if added else None
 
 
