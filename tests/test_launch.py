@@ -8,8 +8,13 @@ import pytest
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
-from commbench.execution.launch import (failed_rank_summary, forked_ranks_env, rank_program, start_in_own_session,
-                                        torchrun_command)
+from commbench.execution.launch import (
+    failed_rank_summary,
+    forked_ranks_env,
+    rank_program,
+    start_in_own_session,
+    torchrun_command,
+)
 from commbench.execution.torch_host import TorchHost
 from commbench.machine import Machine
 from tests.conftest import commbench_env
