@@ -1,4 +1,4 @@
-"""Shared helpers: run the real `commbench` CLI in a subprocess (real torchrun, real gloo ranks)."""
+"""Shared helpers: run the real `commbench` CLI (in this process or a subprocess) with real torchrun and gloo ranks."""
 
 import contextlib
 import fcntl
@@ -183,18 +183,19 @@ def bare_sweep(tmp_path_factory) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def run_commbench(tmp_path):
-    """Run `python -m commbench COMMAND ARGS` (a command that launches ranks) in tmp_path and return its outcome
-    and run folder."""
+    """Run `commbench COMMAND ARGS` (a command that launches ranks) in tmp_path, in this process (tests/in_process.py:
+    what it prints and its exit code, as a subprocess would give them; its launches forked by this worker's torch
+    host), and return its outcome and run folder. env: the command's environment (commbench_env's, with the
+    variables given); the command's own --timeout bounds its launches."""
+    from tests.in_process import commbench_here
+
     counter = iter(range(1000))
 
-    def run(subcommand: str, *args: str, env: dict | None = None, timeout: float = 240,
-            run_id: str | None = None) -> SweepRun:
+    def run(subcommand: str, *args: str, env: dict | None = None, run_id: str | None = None) -> SweepRun:
         run_id = run_id or f"run{next(counter)}"
         # gloo on CPU on every machine, so a GPU host runs the same tests
-        command = [sys.executable, "-m", "commbench", subcommand, "--backend", "gloo", "--device", "cpu",
-                   "--out", str(tmp_path / "results"), "--run-id", run_id, *args]
-        completed = subprocess.run(command, cwd=tmp_path, env=env or commbench_env(), capture_output=True,
-                                   text=True, timeout=timeout)
+        completed = commbench_here(subcommand, "--backend", "gloo", "--device", "cpu", "--out",
+                                   str(tmp_path / "results"), "--run-id", run_id, *args, cwd=tmp_path, env=env)
         return SweepRun(completed, tmp_path / "results" / run_id)
 
     return run
@@ -202,7 +203,7 @@ def run_commbench(tmp_path):
 
 @pytest.fixture
 def run_sweep(run_commbench):
-    """Run `python -m commbench sweep ARGS`."""
+    """Run `commbench sweep ARGS` (run_commbench)."""
     return functools.partial(run_commbench, "sweep")
 
 

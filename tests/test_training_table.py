@@ -231,7 +231,7 @@ def test_the_estimate_counts_every_pass_and_stays_quiet_below_a_minute():
 def test_a_two_step_smoke_run_shows_its_table_without_a_ci(run_commbench):
     run = run_commbench("ddp", "--model", "mlp", "--params", "1M", "--layers", "2", "--seq-len", "16",
                         "--micro-batch", "1", "--steps", "2", "--profile-steps", "1", "--isolation", "reset",
-                        "--bucket-cap-mb", "default,0.25", timeout=400)
+                        "--bucket-cap-mb", "default,0.25")
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.splitlines()
     assert [line for line in lines if line.startswith("# note: --steps 2: no 95 % CI")]
