@@ -4,13 +4,11 @@ Chromium."""
 import fcntl
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 ARTIFACTS = Path(os.environ.get("COMMBENCH_TEST_ARTIFACTS", Path(__file__).parent.parent / "test-artifacts"))
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -58,9 +56,7 @@ isolation = "reset"
 def run_report_suite(out: Path) -> Path:
     """Run SUITE into out/suite: out/suite/collective, /ddp and /zero are its benches' run folders."""
     (out / "suite.toml").write_text(SUITE)
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(out / "suite.toml"), "--out", str(out),
-                                "--run-id", "suite", "-q"], env=commbench_env(), capture_output=True, text=True,
-                               timeout=300)
+    completed = commbench_here("run", str(out / "suite.toml"), "--out", str(out), "--run-id", "suite", "-q")
     assert completed.returncode == 0, completed.stderr[-2000:]
     return out / "suite"
 
@@ -77,8 +73,7 @@ FSDP_SWEEP = ["fsdp", "--model", "mlp", "--hidden", "64", "--layers", "2", "--st
 
 
 def run_fsdp_sweep(out: Path) -> Path:
-    completed = subprocess.run([sys.executable, "-m", "commbench", *FSDP_SWEEP, "--out", str(out), "--run-id", "fsdp",
-                                "-q"], env=commbench_env(), capture_output=True, text=True, timeout=300)
+    completed = commbench_here(*FSDP_SWEEP, "--out", str(out), "--run-id", "fsdp", "-q")
     assert completed.returncode == 0, completed.stderr[-2000:]
     return out / "fsdp"
 

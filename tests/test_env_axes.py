@@ -23,6 +23,7 @@ from commbench.execution import environments
 from commbench.names import NOT_AVAILABLE
 from commbench.sweep import env_axes
 from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 
 SWEEP = ("sweep", "-c", "all_reduce", "--sizes", "64K,256K", "--iters", "6", "--warmup", "1", "--backend", "gloo",
@@ -31,8 +32,7 @@ MISSING_INTERFACE = "commbench-no-such-if0"
 
 
 def _sweep(tmp_path, run_id: str, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "commbench", *SWEEP, *args, "--out", str(tmp_path), "--run-id",
-                           run_id], env=commbench_env(**env), capture_output=True, text=True, timeout=300)
+    return commbench_here(*SWEEP, *args, "--out", str(tmp_path), "--run-id", run_id, env=env)
 
 
 @pytest.mark.no_process
@@ -260,9 +260,7 @@ def test_an_nccl_axis_and_a_tuner_on_gloo_are_warned_about_and_recorded(tmp_path
     results = store.read_results(tmp_path / "nccl", COLLECTIVE)
     assert sorted(results["env"].unique()) == ["NCCL_ALGO=ring", "NCCL_ALGO=tree"]
     # tune finds nothing to write: gloo ignores NCCL_ALGO, so the two settings measure the same thing
-    tuned = subprocess.run([sys.executable, "-m", "commbench", "tune", str(tmp_path / "nccl"), "--out",
-                            str(tmp_path / "tuned.conf"), "--json"], env=commbench_env(), capture_output=True,
-                           text=True, timeout=120)
+    tuned = commbench_here("tune", str(tmp_path / "nccl"), "--out", str(tmp_path / "tuned.conf"), "--json")
     assert tuned.returncode == 0, tuned.stderr
     document = json.loads(tuned.stdout)
     assert document["lines"] == [] and len(document["no_line"]) == 2, document["no_line"]

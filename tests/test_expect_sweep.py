@@ -2,13 +2,11 @@
 says the percentage where bandwidth dominates: on CPU from the host's loopback and copy rates, measured here."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 
 @pytest.mark.distributed
@@ -16,10 +14,9 @@ from tests.conftest import commbench_env
 def test_a_cpu_all_reduce_reaches_a_plausible_fraction_of_its_expected_busbw(tmp_path):
     """A property, not a rate: gloo's 16 MiB all_reduce lies between 0.05 and 1.2 of the loopback ceiling. The host
     rates are measured in this test (a cache of its own), beside the sweep, under the same load."""
-    env = commbench_env(COMMBENCH_CACHE_DIR=str(tmp_path / "cache"))
-    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "4M,16M",
-                                "--iters", "6", "--out", str(tmp_path / "results"), "--run-id", "x"],
-                               env=env, capture_output=True, text=True, timeout=300)
+    env = {"COMMBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    completed = commbench_here("sweep", "-c", "all_reduce", "--sizes", "4M,16M", "--iters", "6", "--out",
+                               str(tmp_path / "results"), "--run-id", "x", env=env)
     assert completed.returncode == 0, completed.stderr
     rows = pd.read_csv(tmp_path / "results" / "x" / "results.csv")
     row = rows[rows["size_bytes"] == 16 * 1024**2].iloc[0]
@@ -60,10 +57,9 @@ def test_hunt_judges_a_node_against_the_expected_busbw_with_baseline_expected(tm
     """`commbench hunt --baseline expected` on this one node: the reference of its all-reduce is the expected busbw
     (the loopback ceiling measured here, in a cache of its own), not the allocation's median. Whatever the load,
     the reference must equal the rates this run kept: the machine is shared."""
-    env = commbench_env(COMMBENCH_CACHE_DIR=str(tmp_path / "cache"))
-    completed = subprocess.run([sys.executable, "-m", "commbench", "hunt", "--baseline", "expected", "--threshold",
-                                "1000", "--out", str(tmp_path / "results"), "--run-id", "h"],
-                               env=env, capture_output=True, text=True, timeout=300)
+    env = {"COMMBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    completed = commbench_here("hunt", "--baseline", "expected", "--threshold", "1000", "--out",
+                               str(tmp_path / "results"), "--run-id", "h", env=env)
     assert completed.returncode == 0, completed.stderr
     reference = json.loads((tmp_path / "results" / "h" / "hunt.json").read_text())["reference"]
     kept = json.loads(next((tmp_path / "cache").glob("host-rates-*.json")).read_text())
@@ -73,9 +69,7 @@ def test_hunt_judges_a_node_against_the_expected_busbw_with_baseline_expected(tm
     intra = rows[rows["test"] == "all_reduce"]
     assert not intra.empty and ((intra["expected_busbw_gbps"] - reference["intra_all_reduce"]).abs() < 1e-3).all()
     assert "# expected busbw: " in completed.stdout
-    p2p = subprocess.run([sys.executable, "-m", "commbench", "p2p", "--sizes", "64K", "--out",
-                          str(tmp_path / "results"), "--run-id", "p"], env=env, capture_output=True, text=True,
-                         timeout=300)
+    p2p = commbench_here("p2p", "--sizes", "64K", "--out", str(tmp_path / "results"), "--run-id", "p", env=env)
     assert p2p.returncode == 0, p2p.stderr
     pairs = pd.read_csv(tmp_path / "results" / "p" / "results.csv")
     assert pairs["same_node"].all() and (pairs["expected_busbw_gbps"] == intra["expected_busbw_gbps"].iloc[0]).all()

@@ -4,8 +4,6 @@ prometheus_client's own parser, every family, sample, label and value checked ag
 replaced atomically; bad input refused in one line, exit 2."""
 
 import shutil
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import commbench
 from commbench import store
 from commbench.benches import get_kind
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 from tests.report_runs import shared_report_suite
 
@@ -148,10 +146,9 @@ def sweep_run(tmp_path_factory) -> Path:
     """The brief gloo sweep, under two environment combinations: one gloo refuses (no such interface: its rows are
     noted "not available: ..." and have no figures), one it measures."""
     out = tmp_path_factory.mktemp("export-sweep")
-    completed = subprocess.run(
-        [sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "64K,256K", "--iters", "6",
-         "--backend", "gloo", "--device", "cpu", "--env-axis", f"GLOO_SOCKET_IFNAME={MISSING_INTERFACE},lo",
-         "--out", str(out), "--run-id", "x"], env=commbench_env(), capture_output=True, text=True, timeout=240)
+    completed = commbench_here("sweep", "-c", "all_reduce", "--sizes", "64K,256K", "--iters", "6", "--backend", "gloo",
+                               "--device", "cpu", "--env-axis", f"GLOO_SOCKET_IFNAME={MISSING_INTERFACE},lo",
+                               "--out", str(out), "--run-id", "x")
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return out / "x"
 
@@ -223,10 +220,8 @@ def test_a_suite_exports_its_sweep_and_training_benches(tmp_path_factory):
 @pytest.mark.distributed
 def test_a_hunt_on_one_machine_names_its_node_healthy(tmp_path):
     out = tmp_path / "results"
-    completed = subprocess.run([sys.executable, "-m", "commbench", "hunt", "--nproc", "2", "--intra-sizes", "64K",
-                                "--iters", "6", "--backend", "gloo", "--device", "cpu", "--out", str(out),
-                                "--run-id", "h"], cwd=tmp_path, env=commbench_env(), capture_output=True, text=True,
-                               timeout=240)
+    completed = commbench_here("hunt", "--nproc", "2", "--intra-sizes", "64K", "--iters", "6", "--backend", "gloo",
+                               "--device", "cpu", "--out", str(out), "--run-id", "h", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     families = exported(str(out / "h"))
     host = store.read_meta(out / "h")["hosts"][0]
@@ -236,10 +231,8 @@ def test_a_hunt_on_one_machine_names_its_node_healthy(tmp_path):
 
 @pytest.mark.distributed
 def test_a_run_of_a_kind_without_metrics_is_refused(tmp_path):
-    completed = subprocess.run([sys.executable, "-m", "commbench", "p2p", "--nproc", "2", "--sizes", "8",
-                                "--iters", "6", "--backend", "gloo", "--device", "cpu", "--out",
-                                str(tmp_path / "results"), "--run-id", "p"], cwd=tmp_path, env=commbench_env(),
-                               capture_output=True, text=True, timeout=240)
+    completed = commbench_here("p2p", "--nproc", "2", "--sizes", "8", "--iters", "6", "--backend", "gloo", "--device",
+                               "cpu", "--out", str(tmp_path / "results"), "--run-id", "p", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert_refused(invoke(["export", "prometheus", str(tmp_path / "results" / "p")]),
                    fragment="which has no Prometheus metrics; export collective sweeps and imports")

@@ -20,7 +20,7 @@ from commbench.cli import main
 from commbench.machine import Machine
 from commbench.perf import flags as perf_flags
 from commbench.perf.text import float_text
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 
 ROOT = Path(__file__).parent.parent
@@ -160,9 +160,8 @@ def test_a_bad_value_is_refused_in_one_line_with_nccl_tests_meaning(args, fragme
 
 def _perf(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
     run_dir = tmp_path / "results" / "perf"
-    completed = subprocess.run([sys.executable, "-m", "commbench", "perf", *args, "--backend", "gloo", "--device",
-                                "cpu", "--out", str(tmp_path / "results"), "--run-id", "perf"], cwd=tmp_path,
-                               env=commbench_env(), capture_output=True, text=True, timeout=300)
+    completed = commbench_here("perf", *args, "--backend", "gloo", "--device", "cpu", "--out",
+                               str(tmp_path / "results"), "--run-id", "perf", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     return completed, run_dir
 
@@ -224,9 +223,8 @@ def test_the_text_has_the_layout_of_a_real_nccl_tests_log(all_reduce_run):
 def test_the_text_imports_back_to_the_same_rows_and_average(all_reduce_run, tmp_path):
     text, run_dir, _ = all_reduce_run
     (tmp_path / "perf.txt").write_text(text)
-    imported = subprocess.run([sys.executable, "-m", "commbench", "import", "nccl-tests", str(tmp_path / "perf.txt"),
-                               "--out", str(tmp_path / "imports"), "-q"], env=commbench_env(), capture_output=True,
-                              text=True, timeout=120)
+    imported = commbench_here("import", "nccl-tests", str(tmp_path / "perf.txt"), "--out", str(tmp_path / "imports"),
+                              "-q")
     assert imported.returncode == 0, imported.stderr
     back = pd.read_csv(Path(imported.stdout.strip()) / "results.csv")
     measured = pd.read_csv(run_dir / "results.csv")

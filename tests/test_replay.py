@@ -4,8 +4,6 @@ times are this machine's (benchmarks/replay_ratio.py prints replayed / traced), 
 asserted."""
 
 import json
-import subprocess
-import sys
 from collections import Counter
 
 import pandas as pd
@@ -13,7 +11,7 @@ import pytest
 
 from commbench.profiling.collective_calls import collective_calls
 from commbench.profiling.trace_file import load_trace
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 
 pytestmark = pytest.mark.distributed
@@ -40,18 +38,14 @@ def traces(tmp_path_factory):
     commbench ddp and fsdp as one suite (one launch for both)."""
     folder = tmp_path_factory.mktemp("traced")
     (folder / "train.toml").write_text(SUITE)
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", "train.toml", "--out", str(folder),
-                                "--run-id", "train", "-q"], cwd=folder, env=commbench_env(), capture_output=True,
-                               text=True, timeout=300)
+    completed = commbench_here("run", "train.toml", "--out", str(folder), "--run-id", "train", "-q", cwd=folder)
     assert completed.returncode == 0, completed.stderr
     return {bench: folder / "train" / bench / "traces" for bench in TRAINING}
 
 
 def _replay(tmp_path, *args, run_id="replay"):
-    completed = subprocess.run([sys.executable, "-m", "commbench", "replay", *map(str, args), "--backend", "gloo",
-                                "--device", "cpu", "--iters", "6", "--warmup", "1", "--out",
-                                str(tmp_path / "results"), "--run-id", run_id], cwd=tmp_path, env=commbench_env(),
-                               capture_output=True, text=True, timeout=300)
+    completed = commbench_here("replay", *map(str, args), "--backend", "gloo", "--device", "cpu", "--iters", "6",
+                               "--warmup", "1", "--out", str(tmp_path / "results"), "--run-id", run_id, cwd=tmp_path)
     return completed, tmp_path / "results" / run_id
 
 

@@ -28,6 +28,7 @@ from commbench.gate.priors import CPU_PRIOR
 from commbench.gate.run_set import RUN_SET_FILE
 from commbench.gate.verdicts import ALPHA
 from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "1M,4M", "--iters", "10", "--warmup", "2",
@@ -57,10 +58,8 @@ def run_sets(tmp_path_factory) -> dict:
 
 
 def _record(out: Path, name: str, cache: Path, **env: str) -> str:
-    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", *SWEEP, "--launches", str(LAUNCHES),
-                                "--out", str(out), "--run-id", name],
-                               env=commbench_env(COMMBENCH_CACHE_DIR=str(cache), **env), capture_output=True,
-                               text=True, timeout=600)
+    completed = commbench_here("sweep", *SWEEP, "--launches", str(LAUNCHES), "--out", str(out), "--run-id", name,
+                               env={"COMMBENCH_CACHE_DIR": str(cache), **env})
     assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
     return completed.stdout
 
@@ -206,15 +205,12 @@ def test_a_run_set_keeps_its_launch_noise_as_a_fact_of_the_machine_and_env_shows
     for name in ("base", "slow"):
         line = next(line for line in run_sets["printed"][name].splitlines() if line.startswith("# run set "))
         assert line.endswith("; added to this machine's launch noise for gloo on cpu (commbench env)"), line
-    shown = subprocess.run([sys.executable, "-m", "commbench", "env"], capture_output=True, text=True, timeout=120,
-                           env=commbench_env(COMMBENCH_CACHE_DIR=str(run_sets["cache"])))
+    shown = commbench_here("env", env={"COMMBENCH_CACHE_DIR": str(run_sets["cache"])})
     monkeypatch.setenv("COMMBENCH_CACHE_DIR", str(run_sets["cache"]))
     machine = machine_noise.stored(machine_noise.Key(socket.gethostname(), "gloo", "cpu"))
     assert machine is not None
     assert f"launch noise, gloo on cpu: {machine.noise_pct:.1f} % over 2 run sets" in shown.stdout, shown.stdout
-    document = json.loads(subprocess.run([sys.executable, "-m", "commbench", "env", "--json"], capture_output=True,
-                                         text=True, timeout=120,
-                                         env=commbench_env(COMMBENCH_CACHE_DIR=str(run_sets["cache"]))).stdout)
+    document = json.loads(commbench_here("env", "--json", env={"COMMBENCH_CACHE_DIR": str(run_sets["cache"])}).stdout)
     (kept,) = document["launch_noise"]
     assert (kept["backend"], kept["device"], kept["run_sets"]) == ("gloo", "cpu", 2)
     assert kept["pct"] == pytest.approx(machine.noise_pct)
