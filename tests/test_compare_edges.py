@@ -15,8 +15,6 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from commbench.gate.metric_entry import _single_launch
 from commbench.gate.verdicts import IMPROVED, NO_FIGURE, NOISE, OK, REGRESSION, verdict
 from commbench.machine import Machine
 from commbench.suite.load import load_suite
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 
 ROOT = Path(__file__).parent.parent
@@ -220,9 +218,7 @@ warmup = 1
 @pytest.mark.distributed
 def test_a_suite_with_several_benches_of_the_kind_or_none_is_refused_in_one_line(commbench_cli, tmp_path):
     (tmp_path / "mix.toml").write_text(SUITE)
-    completed = subprocess.run([sys.executable, "-m", "commbench", "run", str(tmp_path / "mix.toml"), "--out",
-                                str(tmp_path), "--run-id", "mix", "-q"], env=commbench_env(), capture_output=True,
-                               text=True, timeout=300)
+    completed = commbench_here("run", str(tmp_path / "mix.toml"), "--out", str(tmp_path), "--run-id", "mix", "-q")
     assert completed.returncode == 0, completed.stderr[-2000:]
     mix, single = tmp_path / "mix", BASELINE_SET / "launch1" / "gate"
     for sides in ((mix, single), (single, mix)):

@@ -5,8 +5,6 @@ KiB/MiB, and --json. Two real single-launch sweeps (2 sizes, few iterations) sha
 import json
 import math
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +14,7 @@ from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
 from commbench.gate.priors import CPU_PRIOR
 from commbench.gate.verdicts import WIDE_CI_PCT, change_text
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "4K,64K", "--iters", "8", "--warmup", "2")
 SIZE_LABELS = ("4 KiB", "64 KiB")
@@ -28,9 +26,8 @@ def launches(tmp_path_factory) -> dict[str, Path]:
     the two real launches, two per set, in either order)."""
     out = tmp_path_factory.mktemp("launches")
     for run_id in ("a", "b"):
-        completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "--backend", "gloo", "--device", "cpu",
-                                    *SWEEP, "--out", str(out), "--run-id", run_id, "--quiet"], env=commbench_env(),
-                                   capture_output=True, text=True, timeout=300)
+        completed = commbench_here("sweep", "--backend", "gloo", "--device", "cpu", *SWEEP, "--out", str(out),
+                                   "--run-id", run_id, "--quiet")
         assert completed.returncode == 0, completed.stderr[-2000:]
     for name, order in (("set_ab", "ab"), ("set_ba", "ba")):
         for index, run_id in enumerate(order, start=1):

@@ -15,12 +15,11 @@ docs/measurements.md); the verdict paths they take are tested here on a healthy 
 stalling node (the stall test that names a throttled one)."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
+from tests.in_process import commbench_here
 from tests.shaped_fabric import Shaping, unavailable
 from tests.virtual_nodes import run_on_nodes
 
@@ -64,8 +63,7 @@ def test_a_slow_node_is_named_as_a_node_and_a_slow_link_as_a_link_and_nothing_el
     assert "Traceback" not in rank0[:rank0.index("# Results:")]  # torchrun's own report of exit 1 follows
     _measured_every_pair_once_shown_both_ways(run.run_dir, doc, [f"n{index}" for index in range(1, 6)])
     _exports_its_suspects(run.run_dir)
-    report = subprocess.run([sys.executable, "-m", "commbench", "report", str(run.run_dir), "--out",
-                             str(tmp_path / "report")], capture_output=True, text=True, timeout=120)
+    report = commbench_here("report", str(run.run_dir), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
     assert (tmp_path / "report" / "hunt_node_matrix.png").stat().st_size > 0
 

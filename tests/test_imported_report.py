@@ -12,6 +12,7 @@ import pytest
 
 from commbench.report import collective_plots
 from commbench.report.render import load_runs
+from tests.in_process import commbench_here
 from tests.refusals import invoke
 from tests.report_runs import CHROMIUM_FLAGS, needs_chromium
 
@@ -59,14 +60,10 @@ def test_the_report_page_has_no_ci_of_the_median_and_no_na(imported, tmp_path):
 
 @pytest.mark.distributed
 def test_compare_of_the_h100_import_against_a_cpu_sweep_is_refused_in_one_line(imported, tmp_path):
-    import subprocess
-    import sys
 
-    from tests.conftest import commbench_env
 
-    sweep = subprocess.run([sys.executable, "-m", "commbench", "sweep", "-c", "all_reduce", "--sizes", "1M", "--iters",
-                            "6", "--backend", "gloo", "--device", "cpu", "--out", str(tmp_path), "--run-id", "cpu",
-                            "-q"], env=commbench_env(), capture_output=True, text=True, timeout=240)
+    sweep = commbench_here("sweep", "-c", "all_reduce", "--sizes", "1M", "--iters", "6", "--backend", "gloo",
+                           "--device", "cpu", "--out", str(tmp_path), "--run-id", "cpu", "-q")
     assert sweep.returncode == 0, sweep.stderr
     for args in ((str(imported), str(tmp_path / "cpu")), (str(tmp_path / "cpu"), str(imported))):
         refused = invoke(["compare", *args])

@@ -10,8 +10,6 @@ what a uniformly slower machine or library would record."""
 import json
 import math
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +18,7 @@ import pytest
 from commbench import store
 from commbench.gate import machine_noise, priors, run_set
 from commbench.gate.verdicts import ALPHA
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 NCCL_TESTS_H100 = Path(__file__).parent / "data" / "imports" / "nccl-tests" / "h100_2node_16rank_all_reduce.txt"
 SWEEP = ("sweep", "-c", "all_reduce", "--impl", "builtin", "--sizes", "1M,4M", "--iters", "30", "--warmup", "2",
@@ -52,8 +50,7 @@ def slowed_copy(run: Path, to: Path, factor: float) -> Path:
 def gloo_run(tmp_path_factory) -> Path:
     """One real gloo sweep (2 ranks on CPU, two sizes)."""
     out = tmp_path_factory.mktemp("gloo-run")
-    completed = subprocess.run([sys.executable, "-m", "commbench", *SWEEP, "--out", str(out), "--run-id", "one",
-                                "--quiet"], env=commbench_env(), capture_output=True, text=True, timeout=300)
+    completed = commbench_here(*SWEEP, "--out", str(out), "--run-id", "one", "--quiet")
     assert completed.returncode == 0, completed.stderr[-2000:]
     return out / "one"
 

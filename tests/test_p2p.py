@@ -1,12 +1,11 @@
 """`commbench p2p`: the rank × rank matrix, launched on this machine and on 3 "nodes" of it with a slow link."""
 
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
+from tests.in_process import commbench_here
 from tests.shaped_fabric import Shaping, unavailable
 from tests.virtual_nodes import run_on_nodes
 
@@ -34,8 +33,7 @@ def test_every_ordered_pair_at_every_size_checked_with_matrix_files(run_commbenc
     # every pair of every round at every size on the world's own communicator: none made per pair, round or size
     # (the serial test below, 1 pair at 1 size, counts the same)
     assert json.loads((run.run_dir / "meta.json").read_text())["communicators_created"] == 1
-    report = subprocess.run([sys.executable, "-m", "commbench", "report", str(run.run_dir), "--out",
-                             str(run.run_dir / "report")], capture_output=True, text=True, timeout=120)
+    report = commbench_here("report", str(run.run_dir), "--out", str(run.run_dir / "report"))
     assert report.returncode == 0, report.stderr
     assert (run.run_dir / "report" / "p2p_matrix.png").stat().st_size > 0
 

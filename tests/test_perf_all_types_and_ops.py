@@ -3,8 +3,6 @@ pairs the backend cannot run, each named in a note with the reason (gloo average
 
 import itertools
 import re
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -16,7 +14,7 @@ from commbench.errors import CommbenchError
 from commbench.machine import Machine
 from commbench.perf import flags as perf_flags
 from commbench.sweep.spec import SweepSpec
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False, cpus=2)
 RUNNABLE_TYPE_NAMES = [name for name in names.NCCL_TESTS_TYPE_NAMES if name not in names.UNREDUCED_DTYPES]
@@ -94,9 +92,8 @@ def test_the_left_out_pairs_travel_to_the_ranks_with_the_spec():
 
 @pytest.mark.distributed
 def test_perf_prints_avg_for_the_floating_types_and_not_the_integers(tmp_path):
-    completed = subprocess.run([sys.executable, "-m", "commbench", "perf", "all_reduce", "-d", "all", "-o", "all",
-                                "-b", "1K", "-e", "1K", "-n", "2", "-w", "0", "--out", str(tmp_path)],
-                               cwd=tmp_path, env=commbench_env(), capture_output=True, text=True, timeout=300)
+    completed = commbench_here("perf", "all_reduce", "-d", "all", "-o", "all", "-b", "1K", "-e", "1K", "-n", "2", "-w",
+                               "0", "--out", str(tmp_path), cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     printed = {tuple(line.split()[2:4]) for line in completed.stdout.splitlines()
                if re.match(r"^\s+1024\s+\d+\s+\S+\s+\S+\s+-1\s", line)}

@@ -19,6 +19,7 @@ from commbench.profiling.collective_calls import collective_calls
 from commbench.profiling.trace_file import load_trace
 from tests import kineto_trace as kt
 from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 WIDE = 64
 JOB = Path(__file__).parent / "jobs" / "ddp_buffers_job.py"
@@ -59,9 +60,8 @@ def _traced_step(folder: Path) -> Counter:
 
 def _replay(tmp_path, traces, *args):
     out = tmp_path / "results"
-    return subprocess.run([sys.executable, "-m", "commbench", "replay", str(traces), "--backend", *args, "--iters",
-                           "6", "--warmup", "1", "--out", str(out), "--run-id", "wide"], cwd=tmp_path,
-                          env=commbench_env(), capture_output=True, text=True, timeout=300), out / "wide"
+    return commbench_here("replay", str(traces), "--backend", *args, "--iters", "6", "--warmup", "1", "--out",
+                          str(out), "--run-id", "wide", cwd=tmp_path), out / "wide"
 
 
 @pytest.mark.distributed

@@ -2,8 +2,6 @@
 one: the same sweep as `-c all_reduce,all_gather`; both ways at once must name the same collectives."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -11,7 +9,7 @@ from commbench.benches.collective import KIND
 from commbench.benches.options import arguments_and_flag, parse_options
 from commbench.cli import main
 from commbench.machine import Machine
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 from tests.refusals import assert_refused, invoke
 
 CPU_MACHINE = Machine(gpus=0, nccl_available=False, cpus=2)
@@ -64,9 +62,8 @@ def test_the_help_shows_the_arguments():
 
 @pytest.mark.distributed
 def test_a_sweep_with_one_collective_argument_runs_that_collective_not_the_default_suite(tmp_path):
-    completed = subprocess.run([sys.executable, "-m", "commbench", "sweep", "all_gather", "--sizes", "1K", "--iters",
-                                "2", "--warmup", "0", "--out", str(tmp_path), "--json"],
-                               cwd=tmp_path, env=commbench_env(), capture_output=True, text=True, timeout=300)
+    completed = commbench_here("sweep", "all_gather", "--sizes", "1K", "--iters", "2", "--warmup", "0", "--out",
+                               str(tmp_path), "--json", cwd=tmp_path)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     document = json.loads(completed.stdout)
     assert {row["collective"] for row in document["results"]} == {"all_gather"}

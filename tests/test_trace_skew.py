@@ -2,8 +2,6 @@
 
 import gzip
 import json
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 from commbench.profiling.skew import skew_report
 from commbench.profiling.trace_file import load_trace
 from commbench.profiling.trace_points import group_by_point, point_keys
-from tests.conftest import commbench_env
+from tests.in_process import commbench_here
 
 MIB = 1024 * 1024
 SIZES = (MIB, 4 * MIB)
@@ -109,11 +107,10 @@ def test_two_traces_of_one_rank_are_not_matched(tmp_path):
 def two_size_traces(tmp_path_factory) -> Path:
     """The traces folder of `commbench sweep --profile`: all_reduce at 1 MiB and 4 MiB on 2 gloo ranks."""
     cwd = tmp_path_factory.mktemp("skew")
-    command = [sys.executable, "-m", "commbench", "sweep", "--backend", "gloo", "--device", "cpu", "--nproc", "2",
-               "--out", "results", "--run-id", "two-sizes", "--quiet", "-c", "all_reduce", "--impl", "builtin",
-               "--sizes", ",".join(str(size) for size in SIZES), "--warmup", "1", "--iters", "6", "--profile",
-               "--profile-iters", str(PROFILE_ITERS)]
-    completed = subprocess.run(command, cwd=cwd, env=commbench_env(), capture_output=True, text=True, timeout=240)
+    completed = commbench_here("sweep", "--backend", "gloo", "--device", "cpu", "--nproc", "2", "--out", "results",
+                               "--run-id", "two-sizes", "--quiet", "-c", "all_reduce", "--impl", "builtin", "--sizes",
+                               ",".join(str(size) for size in SIZES), "--warmup", "1", "--iters", "6", "--profile",
+                               "--profile-iters", str(PROFILE_ITERS), cwd=cwd)
     assert completed.returncode == 0, completed.stderr
     return cwd / "results" / "two-sizes" / "traces"
 
