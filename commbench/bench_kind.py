@@ -259,6 +259,10 @@ class BenchKind(Generic[SpecT, PointT, OptionsT, StateT]):
     """What exit code 1 says, with {n} the count n_wrong() returns."""
     point_noun: str = "point"
     """What one of its points is called where rows are counted (a training sweep's are configurations)."""
+    rank_imports: tuple[str, ...] = ()
+    """Modules its ranks import that torch's own import does not load (a training step's DDP and FSDP import
+    torch._dynamo, 0.85 s of a core per rank): the command's torch host loads them once before it forks torchrun, so
+    ranks forked on CPU start with them (execution/torch_host.py)."""
     selftest_values: Mapping[str, object] | None = None
     """The options (by field name, besides the target's) of a run small enough for `commbench selftest` to run this
     kind as a step of its own, named by its command; None: selftest does not run it on its own (the collective sweep

@@ -51,7 +51,8 @@ class StartedTorchrun(Protocol):
 class TorchrunStarter(Protocol):
     """What starts torchrun for a launch where torch is loaded already (execution/torch_host.TorchHost)."""
 
-    def launch(self, args: list[str], *, log_path: str, env: dict[str, str] | None) -> StartedTorchrun: ...
+    def launch(self, args: list[str], *, log_path: str, env: dict[str, str] | None,
+               preload: tuple[str, ...] = ()) -> StartedTorchrun: ...
 
 
 class MachineFacts(TypedDict):

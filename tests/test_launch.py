@@ -8,6 +8,8 @@ import pytest
 
 from commbench import store
 from commbench.benches.collective import KIND as COLLECTIVE
+from commbench.benches.ddp import DdpKind
+from commbench.benches.fsdp import FsdpKind
 from commbench.execution.launch import (
     failed_rank_summary,
     forked_ranks_env,
@@ -184,6 +186,22 @@ def test_the_torch_host_starts_torchrun_where_and_as_the_command_would(tmp_path,
         os.sched_setaffinity(0, saved_cpus)
         host.close()
     assert (tmp_path / "seen.txt").read_text().split() == [str(tmp_path), f"[{core}]", "now"]
+
+
+def test_the_torch_host_loads_a_launchs_rank_imports_once_and_its_forked_ranks_start_with_them(tmp_path):
+    """BenchKind.rank_imports: a training step's ranks import torch._dynamo (0.85 s of a core each); the host loads
+    it before forking torchrun, so forked ranks start with it. A fresh program: this worker has loaded it already."""
+    (tmp_path / "rank.py").write_text("import sys\nopen(sys.argv[1], 'w').write(str('torch._dynamo' in sys.modules))\n")
+    body = ("import sys\nfrom commbench.execution.torch_host import TorchHost\nhost = TorchHost()\n"
+            "for name, preload in (('before', ()), ('after', ('torch._dynamo',))):\n"
+            "    launched = host.launch(['--standalone', '--nproc-per-node=2', '--start-method=fork', '--run-path',\n"
+            "                            'rank.py', name], log_path=name + '.log', env=None, preload=preload)\n"
+            "    assert launched.wait(timeout=120) == 0, open(name + '.log').read()\n"
+            "host.close()\n")
+    done = _program(tmp_path, body)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "before").read_text() == "False" and (tmp_path / "after").read_text() == "True"
+    assert "torch._dynamo" in DdpKind.rank_imports and "torch._dynamo" in FsdpKind.rank_imports
 
 
 def test_the_torch_host_reports_the_machine_and_runs_one_torchrun_per_launch(tmp_path):

@@ -166,6 +166,7 @@ class TrainingKind(BenchKind["TrainSpec", "ConfigPoint", TrainingOptionsT, "Laun
     """A training-step sweep; a subclass names its options and turns them into configurations (configs())."""
 
     point_noun = "configuration"
+    rank_imports = ("torch._dynamo",)  # DistributedDataParallel's and FSDP's constructors import it
     result_columns = RESULT_COLUMNS
     required_columns = REQUIRED_COLUMNS
     sample_columns = SAMPLE_COLUMNS

@@ -79,13 +79,14 @@ class LaunchOutcome:
 
 
 def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progress: Callable[[], int],
-                env: dict[str, str] | None = None, torch_host: TorchrunStarter | None = None) -> LaunchOutcome:
+                env: dict[str, str] | None = None, torch_host: TorchrunStarter | None = None,
+                preload: tuple[str, ...] = ()) -> LaunchOutcome:
     """Run the job with its output in log_path; end it when `progress()` stops growing for timeout_s seconds, or
     when a stop signal came (stopping.requested(); KeyboardInterrupt outside a stopping.deferred() window)."""
     if stopping.requested() is not None:  # the signal came while the run was being prepared: start nothing
         return LaunchOutcome(None, stopped_by=stopping.requested())
     with open(log_path, "ab") as log:
-        process = start_in_own_session(command, log=log, env=env, torch_host=torch_host)
+        process = start_in_own_session(command, log=log, env=env, torch_host=torch_host, preload=preload)
     with stopping.watching(process.pid):
         last_count, last_change = -1, time.monotonic()
         try:
@@ -121,15 +122,16 @@ def _wait_at_most(process: Launched, seconds: float) -> None:
 
 
 def start_in_own_session(command: list[str], *, log: BinaryIO, env: dict[str, str] | None,
-                         torch_host: TorchrunStarter | None = None) -> Launched:
+                         torch_host: TorchrunStarter | None = None, preload: tuple[str, ...] = ()) -> Launched:
     """Start the command in a new session (so that _stop_group reaches torchrun and every rank) with its output in
     log. torchrun itself is forked by the command's torch host (torch_host.py) when it has one (the Machine carries
     it): the same torchrun code and arguments without a second interpreter importing torch again (~3 s of CPU per
     launch). Without one (torch loaded in this process already, by a program calling the CLI) torchrun is a fresh
-    interpreter: a fork of a process that has run torch work can hang (forked_torchrun.py)."""
+    interpreter: a fork of a process that has run torch work can hang (forked_torchrun.py). preload: modules the host
+    loads before it forks torchrun (BenchKind.rank_imports), for ranks forked from it."""
     torchrun_prefix = torchrun_command(nproc=1, program=[])[:3]
     if command[:3] == torchrun_prefix and FORK_PLATFORM and torch_host is not None:
-        return torch_host.launch(command[3:], log_path=log.name, env=env)
+        return torch_host.launch(command[3:], log_path=log.name, env=env, preload=preload)
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True, env=env)
 

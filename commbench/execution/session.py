@@ -109,9 +109,11 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
     timeout_s = max(bench.spec.timeout_s for bench in benches)
     log_path = run_dirs[0] / store.LAUNCH_LOG
     env = launch_env(benches[0], fork_ranks=fork_ranks)
+    preload = tuple(dict.fromkeys(module for bench in benches for module in bench.kind.rank_imports))
     outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
                                count_rows=lambda: sum(count() for count in counters), log_path=log_path,
-                               timeout_s=timeout_s, quiet=quiet, stored=stored, env=env, torch_host=torch_host)
+                               timeout_s=timeout_s, quiet=quiet, stored=stored, env=env, torch_host=torch_host,
+                               preload=preload)
     for run_dir in run_dirs:
         if store.read_meta(run_dir).get("status") != store.STATUS_COMPLETE:
             record_outcome(run_dir, outcomes, timeout_s, log_path=log_path)  # the bench that was running
@@ -143,7 +145,8 @@ def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks
             command = launch.torchrun_command(nproc=bench.spec.nproc,
                                               program=[*program, "--only", ",".join(map(str, indexes))])
             outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress,
-                                         env={**base_env, **variables}, torch_host=torch_host)
+                                         env={**base_env, **variables}, torch_host=torch_host,
+                                         preload=bench.kind.rank_imports)
             stored = count() - rows_before
             if outcome.ok or (stored >= len(indexes) and not outcome.stopped_by):
                 torn_down += [] if outcome.ok else [outcome]  # every row stored: ranks broke on the way out
@@ -190,8 +193,8 @@ def launch_env(bench: Bench, *, fork_ranks: bool) -> dict[str, str] | None:
 
 def _watch_launches(commands: list[list[str]], *, points: Sequence[Point], count_rows: Callable[[], int],
                     log_path: Path, timeout_s: float, quiet: bool, stored: Callable[[int], bool] | None = None,
-                    env: dict[str, str] | None = None,
-                    torch_host: TorchrunStarter | None = None) -> list[launch.LaunchOutcome]:
+                    env: dict[str, str] | None = None, torch_host: TorchrunStarter | None = None,
+                    preload: tuple[str, ...] = ()) -> list[launch.LaunchOutcome]:
     """Run the commands one after another until one fails; the progress bar follows the rows rank 0 appends, and a
     launch that adds no row for timeout_s is stopped. A launch that failed after its work was stored (stored(index):
     its row is on disk) does not stop the next: its ranks broke on the way out, after every check."""
@@ -200,7 +203,7 @@ def _watch_launches(commands: list[list[str]], *, points: Sequence[Point], count
         progress = _progress(bar, count_rows, log_path)
         for index, command in enumerate(commands):
             outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress, env=env,
-                                         torch_host=torch_host)
+                                         torch_host=torch_host, preload=preload)
             outcomes.append(outcome)
             if not outcome.ok and (outcome.stopped_by or stored is None or not stored(index)):
                 break

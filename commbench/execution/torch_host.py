@@ -23,6 +23,7 @@ Protocol, one JSON object per line: the host first sends {"facts": …} (or {"er
 the command pipe ends the host.
 """
 
+import importlib
 import json
 import os
 import select
@@ -117,14 +118,16 @@ class TorchHost:
             self._facts = reply["facts"]
         return self._facts
 
-    def launch(self, torchrun_args: list[str], *, log_path: str, env: dict[str, str] | None) -> "HostedTorchrun":
+    def launch(self, torchrun_args: list[str], *, log_path: str, env: dict[str, str] | None,
+               preload: tuple[str, ...] = ()) -> "HostedTorchrun":
         """torchrun forked by the host as this process would start it now: with env (else this process's current
-        environment), in its working folder, on its allowed cores."""
+        environment), in its working folder, on its allowed cores; the modules in preload loaded in the host first
+        (once for all its launches), so ranks forked on CPU inherit them instead of each importing them."""
         self.facts()
         if self._last is not None and self._last.returncode is None:
             self._last.wait()  # its exit is the next reply: read it here, not as this launch's pid
         request = {"args": torchrun_args, "log": log_path, "env": dict(os.environ) if env is None else env,
-                   "cwd": os.getcwd(), "cpus": sorted(os.sched_getaffinity(0))}
+                   "cwd": os.getcwd(), "cpus": sorted(os.sched_getaffinity(0)), "preload": list(preload)}
         self._commands.write(json.dumps({"launch": request}) + "\n")
         reply = self._read(None)
         if reply is None or "pid" not in reply:
@@ -217,6 +220,7 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
             raise
         for line in commands:
             request = json.loads(line)["launch"]
+            _preload(request.get("preload", ()))
             pid = _fork_torchrun(request)
             replies.write(json.dumps({"pid": pid}) + "\n")
             _, status = os.waitpid(pid, 0)
@@ -225,6 +229,16 @@ def _serve(commands_fd: int, replies_fd: int) -> None:
         code = 1
     finally:
         os._exit(code)
+
+
+def _preload(modules: list[str]) -> None:
+    """Load the modules a launch's ranks will import (they start no thread: a fork copies only the forking one); one
+    that fails to load is left to the ranks, which report it in the launch log."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # the rank's own import says why, in the launch log where the user reads it
+            pass
 
 
 def _fork_torchrun(request: dict) -> int:
