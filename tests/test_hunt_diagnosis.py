@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from commbench.cluster import confirmation, pair_statistics
+from commbench.cluster import confirmation, hunt_rows, pair_statistics
 from commbench.cluster import diagnosis as judge
 from commbench.cluster.baseline import read_baseline
 from commbench.cluster.gpu_health import findings
@@ -108,6 +108,14 @@ def test_a_node_slow_inside_is_named_from_its_intra_node_all_reduce():
     assert list(found.suspect_nodes) == ["n3"]
     assert found.suspect_nodes["n3"][0]["test"] == "intra_all_reduce"
     assert confirmation.confirm_plan(NODES, found, partners=2).intra == tuple(NODES)  # every node again, as in pass one
+    # the second pass's intra-node figures are its own reference (twice as fast here): n3 at half of them again is
+    # named, at par it is cleared
+    again = confirmation.confirm(found, {}, {"n1": 200.0, "n2": 198.0, "n3": 100.0, "n4": 201.0}, SETTINGS)
+    assert list(again.suspect_nodes) == ["n3"]
+    assert again.second_references["intra_all_reduce"] == pytest.approx(200, rel=0.01)
+    assert again.suspect_nodes["n3"][0]["second_pass"]["slower_pct"] == pytest.approx(100, abs=1)  # twice the time
+    cleared = confirmation.confirm(found, {}, {"n1": 200.0, "n2": 198.0, "n3": 199.0, "n4": 201.0}, SETTINGS)
+    assert not cleared.suspect_nodes and cleared.cleared[0]["node"] == "n3"
 
 
 @pytest.mark.no_process
@@ -247,6 +255,32 @@ def test_better_middle_and_spread():
     assert pair_statistics.better_middle([1, 2, 3, 4], higher_is_better=False) == 2
     assert pair_statistics.robust_spread([0, 0, 0]) == pair_statistics.SPREAD_FLOOR_PCT
     assert pair_statistics.robust_spread([0, 10, 20, 30, 1000]) == pytest.approx(1.4826 * 10)
+
+
+@pytest.mark.no_process
+def test_each_repeat_of_a_pair_is_judged_against_its_own_controls_and_no_spread_is_the_floor():
+    """pair_repeat_slowdowns: a pair twice as slow as its repeat's controls is 100 % slower in that repeat, and a
+    repeat without the pair or without a control says nothing; robust_spread of nothing is its floor."""
+    repeats = [{"bandwidth": {("n1", "n2"): [2.0] * 5, ("n3", "n4"): [1.0] * 5}},
+               {"bandwidth": {("n2", "n1"): [3.0] * 5, ("n3", "n4"): [1.0] * 5, ("n1", "n3"): [9.0] * 5}},
+               {"bandwidth": {("n3", "n4"): [1.0] * 5}}, {"bandwidth": {("n1", "n2"): [2.0] * 5}}]
+    assert pair_statistics.pair_repeat_slowdowns(("n1", "n2"), "bandwidth", repeats, "median", {("n3", "n4")}) == \
+        pytest.approx([100.0, 200.0])
+    assert pair_statistics.robust_spread([]) == pair_statistics.SPREAD_FLOOR_PCT
+
+
+@pytest.mark.no_process
+def test_evidence_lines_and_the_healthy_note_say_what_was_seen_and_what_could_have_been():
+    gpu = {"test": "nvml", "gpu": 3, "fact": "pcie_link_width", "value": 8, "peers": 16}
+    assert describe(gpu) == "GPU 3 pcie_link_width = 8 (peers: 16)"
+    pair = {"test": "bandwidth", "value": 5.0, "unit": "GB/s", "slower_pct": 100.0, "reference": 10.0, "z": 6.0,
+            "slow_with": ["n1", "n3"], "fine_with": ["n4"], "note": "the node, not the link"}
+    assert describe(pair) == ("bandwidth 5 GB/s, +100 % against 10 (z 6.0), slow with n1,n3, fine with n4; "
+                              "the node, not the link")
+    seen = judge.Diagnosis(detectable={"bandwidth": 18.4, "latency": 25.0})
+    assert hunt_rows.healthy_note(4, seen) == ("no suspect among 4 node(s); a node this much slower would have been "
+                                               "named (bandwidth ≥ 18 %, latency ≥ 25 %; stalls: time lost to them)")
+    assert hunt_rows.healthy_note(1, judge.Diagnosis()) == "no suspect among 1 node(s)"
 
 
 @pytest.mark.no_process

@@ -248,3 +248,24 @@ def test_bare_sweep_runs_the_default_suite(bare_sweep):
     results = pd.read_csv(run_dir / "collectives" / "results.csv")
     assert set(results["collective"]) == {"all_reduce", "reduce_scatter", "all_gather"}
     assert set(results["impl"]) == {"builtin"} and (results["n_wrong"] == 0).all()
+
+
+@pytest.mark.no_process
+def test_a_process_group_that_fails_around_the_benches_fails_the_running_ones_or_notes_a_teardown(tmp_path):
+    """In place (torchrun/srun), joining or leaving the job's process group can fail around the benches: a bench
+    still running fails with the cause, and benches that all stored their rows stay complete with a teardown note."""
+    from commbench import store
+    from commbench.execution.session import _record_group_failure
+
+    done, running = tmp_path / "done", tmp_path / "running"
+    for run_dir, status in ((done, store.STATUS_COMPLETE), (running, store.STATUS_RUNNING)):
+        run_dir.mkdir()
+        store.write_meta(run_dir, {"schema_version": store.SCHEMA_VERSION, "status": status})
+    error = RuntimeError("connection reset by peer\nwhile tearing down")
+    assert _record_group_failure([done, None, running], error, after_every_bench=True) is False
+    assert store.read_meta(running)["status"] == store.STATUS_FAILED
+    assert store.read_meta(running)["reason"] == "rank 0: RuntimeError: connection reset by peer"
+    assert store.read_meta(done) == {"schema_version": store.SCHEMA_VERSION, "status": store.STATUS_COMPLETE}
+    store.write_meta(running, {"schema_version": store.SCHEMA_VERSION, "status": store.STATUS_COMPLETE})
+    assert _record_group_failure([done, running], error, after_every_bench=True) is True
+    assert store.read_meta(running)["teardown"] == "RuntimeError: connection reset by peer after its rows were stored"
