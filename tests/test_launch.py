@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +18,7 @@ from commbench.execution.launch import (
     start_in_own_session,
     torchrun_command,
 )
+from commbench.execution.session import _rank_imports
 from commbench.execution.torch_host import TorchHost
 from commbench.machine import Machine
 from tests.conftest import commbench_env
@@ -202,6 +204,10 @@ def test_the_torch_host_loads_a_launchs_rank_imports_once_and_its_forked_ranks_s
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "before").read_text() == "False" and (tmp_path / "after").read_text() == "True"
     assert "torch._dynamo" in DdpKind.rank_imports and "torch._dynamo" in FsdpKind.rank_imports
+    # only where ranks are forked from the host: fresh interpreters (GPU ranks) import it themselves
+    ddp, fsdp = SimpleNamespace(kind=DdpKind), SimpleNamespace(kind=FsdpKind)
+    assert _rank_imports([ddp, fsdp], fork_ranks=True) == ("torch._dynamo",)
+    assert _rank_imports([ddp], fork_ranks=False) == ()
 
 
 def test_the_torch_host_reports_the_machine_and_runs_one_torchrun_per_launch(tmp_path):

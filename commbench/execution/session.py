@@ -109,7 +109,7 @@ def _launch_group(benches: list[Bench], run_dirs: list[Path], *, quiet: bool, fo
     timeout_s = max(bench.spec.timeout_s for bench in benches)
     log_path = run_dirs[0] / store.LAUNCH_LOG
     env = launch_env(benches[0], fork_ranks=fork_ranks)
-    preload = tuple(dict.fromkeys(module for bench in benches for module in bench.kind.rank_imports))
+    preload = _rank_imports(benches, fork_ranks=fork_ranks)
     outcomes = _watch_launches(commands, points=[point for bench in benches for point in bench.points],
                                count_rows=lambda: sum(count() for count in counters), log_path=log_path,
                                timeout_s=timeout_s, quiet=quiet, stored=stored, env=env, torch_host=torch_host,
@@ -146,7 +146,7 @@ def _launch_environments(bench: Bench, run_dir: Path, *, quiet: bool, fork_ranks
                                               program=[*program, "--only", ",".join(map(str, indexes))])
             outcome = launch.run_watched(command, log_path=log_path, timeout_s=timeout_s, progress=progress,
                                          env={**base_env, **variables}, torch_host=torch_host,
-                                         preload=bench.kind.rank_imports)
+                                         preload=_rank_imports([bench], fork_ranks=fork_ranks))
             stored = count() - rows_before
             if outcome.ok or (stored >= len(indexes) and not outcome.stopped_by):
                 torn_down += [] if outcome.ok else [outcome]  # every row stored: ranks broke on the way out
@@ -178,6 +178,13 @@ def _record_failed_combination(run_dir: Path, variables: dict[str, str], outcome
     if meta.get("status") == store.STATUS_FAILED:
         label = label_of(variables) or "the default environment"
         store.update_meta(run_dir, reason=f"combination {label} failed: {meta.get('reason')}")
+
+
+def _rank_imports(benches: list[Bench], *, fork_ranks: bool) -> tuple[str, ...]:
+    """What the torch host loads before it forks torchrun: the benches' rank imports where the ranks are forked from
+    it; ranks that are fresh interpreters (on GPUs) import them themselves, so loading them there would only delay
+    the launch."""
+    return tuple(dict.fromkeys(module for bench in benches for module in bench.kind.rank_imports)) if fork_ranks else ()
 
 
 def launch_env(bench: Bench, *, fork_ranks: bool) -> dict[str, str] | None:
