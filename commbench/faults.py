@@ -11,7 +11,8 @@ index; `*`: every point). KIND is
          the timer's resolution must never be divided by,
   skew   leave every barrier of the point's warm-up and timed loop SKEW_S late: barrier-exit skew made larger
          than this machine's noise, so a test can show what each timing mode does with it (a per-iteration sample
-         holds it whole, a batch spreads it over its calls),
+         holds it whole, a batch spreads it over its calls; on CUDA behind a spin the ranks' meet on the device
+         absorbs it, as it does the spins' own skew: measure/timers.CudaTimer),
   abort  SIGABRT itself on the way out, after the run (or, with a process per configuration, configuration POINT)
          stored everything: a rank dying in teardown must not fail a complete run.
 COMMBENCH_SLOWDOWN_PCT=P makes every timed collective call P percent slower (a busy wait inside the timed interval

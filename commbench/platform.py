@@ -40,7 +40,8 @@ class CpuPlatform:
         """NCCL pairs a ring step's send and receive in one group (batch_isend_irecv); gloo posts them apart."""
         return self.backend == NCCL
 
-    def timer(self, barrier: Callable[[], None]) -> Timer:
+    def timer(self, barrier: Callable[[], None], meet: Callable[[], None] | None = None) -> Timer:
+        """The rank's timer; `meet` (a collective the ranks meet by on the device) is for timers that spin ahead."""
         return CpuTimer(barrier)
 
     def synchronize(self) -> None:
@@ -113,9 +114,9 @@ class CudaPlatform(CpuPlatform):
         self.device = torch.device(CUDA, device_index)
         torch.cuda.set_device(self.device)
 
-    def timer(self, barrier: Callable[[], None]) -> Timer:
+    def timer(self, barrier: Callable[[], None], meet: Callable[[], None] | None = None) -> Timer:
         # gloo's calls on CUDA tensors return when done: nothing to cover with a spin (CudaTimer)
-        return CudaTimer(barrier, host_blocking=self.backend == GLOO)
+        return CudaTimer(barrier, meet=meet, host_blocking=self.backend == GLOO)
 
     def synchronize(self) -> None:
         torch.cuda.synchronize(self.device)

@@ -85,7 +85,8 @@ def test_imported_nccl_tests_logs_one_half_slower_are_a_regression_at_the_gpu_pr
     assert code == 1 and _verdicts(document) - {"no figure"} == {"REGRESSION"}, _verdicts(document)
     assert document["launch_noise"]["pct"] == priors.GPU_PRIOR.noise_pct != priors.CPU_PRIOR.noise_pct
     assert document["launch_noise"]["source"].startswith(priors.GPU_PRIOR.source)
-    assert "nccl on cuda on ztan-mig-235z: no launch noise stored for it here" in document["launch_noise"]["source"]
+    source = document["launch_noise"]["source"]
+    assert "(nccl on cuda, " in source and " ranks on ztan-mig-235z: no launch noise stored for it here" in source
     notes = " ".join(line.removeprefix("#").strip() for line in text.splitlines() if line.startswith("#"))
     assert f"The floor takes {priors.GPU_PRIOR.noise_pct:.1f} % launch noise from the prior for GPU ranks" \
         in notes, notes
@@ -111,18 +112,22 @@ def test_a_doubled_run_is_a_regression_at_a_measured_launch_noise_of_3_pct(gloo_
         assert entry["verdict"] == ("REGRESSION" if row in flipped else "~"), entry
     assert code == 1
     meta = store.read_meta(gloo_run)
-    key = machine_noise.Key(meta["launcher_host"], "gloo", "cpu")
+    other_world = machine_noise.Key(meta["launcher_host"], "gloo", "cpu", meta["world_size"] + 1)
+    machine_noise.record(other_world, run_set.log_spread(3.0), df=8, run_set_dir=tmp_path / "a-run-set")
+    code, document, _ = _compare(commbench_cli, gloo_run, doubled)  # another world size's figure is not this one's
+    assert document["launch_noise"]["pct"] == priors.CPU_PRIOR.noise_pct
+    key = machine_noise.Key(meta["launcher_host"], "gloo", "cpu", meta["world_size"])
     machine_noise.record(key, run_set.log_spread(3.0), df=8, run_set_dir=tmp_path / "a-run-set")
     code, document, text = _compare(commbench_cli, gloo_run, doubled)
     assert code == 1 and _verdicts(document) == {"REGRESSION"}, document["entries"]
     assert document["launch_noise"]["pct"] == pytest.approx(3.0)
     assert document["launch_noise"]["source"] == machine_noise.stored(key).source
-    assert f"the launch noise stored for {key.host} (gloo on cpu)" in " ".join(text.split())
+    assert f"the launch noise stored for {key.host} (gloo on cpu, {meta['world_size']} ranks)" in " ".join(text.split())
 
 
 @pytest.mark.no_process
 def test_the_stored_figure_pools_the_latest_run_sets_by_their_degrees_of_freedom(own_cache, tmp_path):
-    key = machine_noise.Key("node-a", "nccl", "cuda")
+    key = machine_noise.Key("node-a", "nccl", "cuda", 8)
     assert machine_noise.stored(key) is None
     figures = [(2.0, 4), (6.0, 12)]
     for pct, df in figures:
@@ -133,8 +138,9 @@ def test_the_stored_figure_pools_the_latest_run_sets_by_their_degrees_of_freedom
     for _ in range(machine_noise.KEPT):  # only the latest KEPT count
         machine_noise.record(key, run_set.log_spread(1.0), 4, run_set_dir=tmp_path)
     assert machine_noise.stored(key).noise_pct == pytest.approx(1.0)
-    assert machine_noise.stored(machine_noise.Key("node-a", "gloo", "cpu")) is None  # per backend and device
-    assert machine_noise.stored(machine_noise.Key("node-b", "nccl", "cuda")) is None  # and per host
+    assert machine_noise.stored(machine_noise.Key("node-a", "gloo", "cpu", 8)) is None  # per backend and device
+    assert machine_noise.stored(machine_noise.Key("node-a", "nccl", "cuda", 1)) is None  # per world size
+    assert machine_noise.stored(machine_noise.Key("node-b", "nccl", "cuda", 8)) is None  # and per host
     assert [noise.key for noise in machine_noise.stored_here("node-a")] == [key]
 
 
@@ -149,9 +155,14 @@ def test_a_damaged_cache_file_reads_as_nothing_stored_and_the_next_run_set_repla
 
 
 @pytest.mark.no_process
-def test_priors_by_device_say_where_they_come_from():
+def test_priors_by_device_say_where_they_come_from(monkeypatch):
     assert priors.prior("cuda") is priors.GPU_PRIOR and priors.GPU_PRIOR.noise_pct <= 10
     assert priors.prior("cpu") is priors.CPU_PRIOR
+    assert priors.prior("cpu", "gloo", 2) is priors.MEASURED[("gloo", "cpu", 2)]
+    measured_h100 = priors.Prior(2.0, "a GPU run set at world 1")
+    monkeypatch.setitem(priors.MEASURED, ("nccl", "cuda", 1), measured_h100)
+    assert priors.prior("cuda", "nccl", 1) is measured_h100
+    assert priors.prior("cuda", "nccl", 8) is priors.GPU_PRIOR  # a world size no measurement covers
     assert priors.prior("xpu") is priors.CPU_PRIOR  # no prior of its own: the widest
     assert "docs/measurements.md" in priors.CPU_PRIOR.source
     assert "not yet measured on a GPU" in priors.GPU_PRIOR.source

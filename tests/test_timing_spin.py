@@ -85,7 +85,8 @@ def test_nccl_tests_default_batch_of_20_fits_one_segment_at_the_issue_times_of_a
 
 
 @pytest.mark.parametrize("units, issue_s, segments", [
-    (1000, 25 * US, [39] * 25 + [25]),  # --batch-calls auto's 1000 calls at 25 µs: 512 entries // 13 per call
+    (1000, 25 * US, [39] * 12 + [38] * 14),  # --batch-calls auto's 1000 calls at 25 µs: 512 entries // 13 per call
+    (20, 52 * US, [10, 10]),  # nccl-tests' -n 20 past 51.2 µs of issue: two even halves, not 19 and a lone 1
     (100, 100 * US, [10] * 10),  # 50 entries per call at most
     (7, 30 * MS, [1] * 7),  # a unit longer than half the cap: one per segment, its spin capped (host-bound)
     (3, None, [3]),
@@ -93,6 +94,8 @@ def test_nccl_tests_default_batch_of_20_fits_one_segment_at_the_issue_times_of_a
 def test_a_long_batch_is_cut_into_segments_that_one_spin_each_covers(units, issue_s, segments):
     plan = batch_plan(units, issue_s)
     assert plan.segments == segments
+    assert sum(plan.segments) == units and max(plan.segments) - min(plan.segments) <= 1  # even: no lone call
+    assert max(plan.segments) <= plan.per_segment
     assert all(plan.spin_s(count) <= MAX_SPIN_S for count in plan.segments)
     if issue_s is not None and issue_s * SPIN_MARGIN <= MAX_SPIN_S:  # every segment covered with the margin
         assert all(plan.spin_s(count) >= SPIN_MARGIN * issue_s * count for count in plan.segments)
@@ -129,7 +132,7 @@ class _FakeSpinningTimer:
         return [0.0] * iterations
 
     def issue_seen(self):
-        return typical_issue_s(self.issue_s)
+        return [typical_issue_s(self.issue_s), 0.0]
 
     def size_spin(self, agreed):
         self.agreed = agreed
@@ -137,12 +140,12 @@ class _FakeSpinningTimer:
 
 def test_the_agreement_takes_more_issue_times_when_the_warm_up_saw_too_few_and_uses_the_ranks_maximum():
     timer = _FakeSpinningTimer([0.3])  # --warmup 1: only the connecting call
-    agree_on_spin(timer, lambda: None, lambda need: max(need, 35 * US))  # another rank needs 35 µs
+    agree_on_spin(timer, lambda: None, lambda needs: [max(needs[0], 35 * US), needs[1]])  # another rank: 35 µs
     assert timer.extra_calls == 3
-    assert timer.agreed == pytest.approx(35 * US)
+    assert timer.agreed == pytest.approx([35 * US, 0.0])
     quiet = _FakeSpinningTimer([0.3, 10 * US, 10 * US, 10 * US])
-    agree_on_spin(quiet, lambda: None, lambda need: need)
-    assert quiet.extra_calls == 0 and quiet.agreed == pytest.approx(10 * US)
+    agree_on_spin(quiet, lambda: None, lambda needs: needs)
+    assert quiet.extra_calls == 0 and quiet.agreed == pytest.approx([10 * US, 0.0])
 
 
 def test_a_timer_that_does_not_spin_agrees_on_nothing_and_records_no_issue():

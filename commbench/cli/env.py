@@ -21,7 +21,8 @@ def env(as_json: bool) -> None:
     facts = facts_here(refresh=True)
     report["facts"] = facts.to_json()
     noises = machine_noise.stored_here(facts.name)
-    report["launch_noise"] = [{"backend": noise.key.backend, "device": noise.key.device, "pct": noise.noise_pct,
+    report["launch_noise"] = [{"backend": noise.key.backend, "device": noise.key.device, "world": noise.key.world,
+                               "pct": noise.noise_pct,
                                "run_sets": noise.run_sets, "df": noise.df, "latest": noise.latest,
                                "path": str(noise.path)} for noise in noises]
     if as_json:

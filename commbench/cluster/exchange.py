@@ -124,11 +124,13 @@ def transfer(ctx: RankContext, *, peer: int, sends: bool, receives: bool, size_b
         for work in post():
             work.wait()
 
-    timer = ctx.platform.timer(partial(_swap, ctx, token, token_back, peer))  # the pair's own barrier
+    # the pair's own barrier, and on a GPU its meet on the device after the spin: a token swapped on the stream
+    swap_tokens = partial(_swap, ctx, token, token_back, peer)
+    timer = ctx.platform.timer(swap_tokens, swap_tokens)
     timed_run = stalled(slowed_by(run, slow_share, ctx.device), stall, ctx.device)
     timer.time_iterations(timed_run, warmup)
     # CUDA: the pair agrees on one spin, sized without the first call, which connected this pair (spin_plan)
-    agree_on_spin(timer, timed_run, lambda need: _pair_max(ctx, [need], peer)[0])
+    agree_on_spin(timer, timed_run, lambda needs: _pair_max(ctx, needs, peer))
     samples = _pair_max(ctx, timer.time_iterations(timed_run, iters), peer)
     recv.zero_()
     run()
@@ -139,18 +141,19 @@ def transfer(ctx: RankContext, *, peer: int, sends: bool, receives: bool, size_b
 
 def _timed(ctx: RankContext, group: dist.ProcessGroup, run: Callable[[], object], *, warmup: int,
            iters: int) -> list[float]:
-    timer = ctx.platform.timer(lambda: dist.barrier(group=group))
+    token = torch.zeros(1, dtype=torch.float32, device=ctx.device)
+    timer = ctx.platform.timer(lambda: dist.barrier(group=group), lambda: dist.all_reduce(token, group=group))
     timer.time_iterations(run, warmup)
-    agree_on_spin(timer, run, lambda need: _group_max(ctx, group, need))
+    agree_on_spin(timer, run, lambda needs: _group_max(ctx, group, needs))
     samples = torch.tensor(timer.time_iterations(run, iters), dtype=torch.float64, device=ctx.device)
     dist.all_reduce(samples, op=dist.ReduceOp.MAX, group=group)
     return samples.tolist()
 
 
-def _group_max(ctx: RankContext, group: dist.ProcessGroup, value: float) -> float:
-    largest = torch.tensor([value], dtype=torch.float64, device=ctx.device)
+def _group_max(ctx: RankContext, group: dist.ProcessGroup, values: list[float]) -> list[float]:
+    largest = torch.tensor(values, dtype=torch.float64, device=ctx.device)
     dist.all_reduce(largest, op=dist.ReduceOp.MAX, group=group)
-    return float(largest.item())
+    return largest.tolist()
 
 
 def _group_sum(ctx: RankContext, group: dist.ProcessGroup, value: int) -> int:

@@ -1,7 +1,7 @@
 """The rank's view of the job: one process group per process (every bench of a launch runs in it), and the few
 cross-rank reductions the harness needs."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -25,6 +25,8 @@ class RankContext:
     backend: Backend
     platform: CpuPlatform
     """What differs between device types (timer, synchronize, memory, sampler, P2P batching): commbench/platform.py."""
+    _token: torch.Tensor | None = field(default=None, init=False, repr=False)
+    """meet_on_device's one element."""
 
     @property
     def device(self) -> torch.device:
@@ -32,6 +34,17 @@ class RankContext:
 
     def barrier(self) -> None:
         dist.barrier()
+
+    def meet_on_device(self) -> None:
+        """Every rank meets on its device, in stream order: a one-element all_reduce on the current stream. Queued
+        after a timer's spin and before its start event, it ends on every rank only once the slowest rank's spin has
+        ended, so the timed calls start together (measure/timers.CudaTimer)."""
+        dist.all_reduce(self._meeting_token())
+
+    def _meeting_token(self) -> torch.Tensor:
+        if self._token is None:  # made once, outside any timed stretch's issue
+            self._token = torch.zeros(1, dtype=torch.float32, device=self.device)
+        return self._token
 
     def _tensor(self, values: list[float] | list[int], dtype: torch.dtype) -> torch.Tensor:
         # NCCL reduces device tensors only; gloo reduces whatever device the bench runs on.

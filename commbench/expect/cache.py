@@ -1,5 +1,5 @@
 """The machine-facts cache: what was measured about this machine and is kept between commands (the host's copy and
-loopback rates, expect/probe.py; launch noise per backend and device, gate/machine_noise.py)."""
+loopback rates, expect/probe.py; launch noise per backend, device and world size, gate/machine_noise.py)."""
 
 import os
 from pathlib import Path

@@ -23,7 +23,7 @@ def launch_floor(baseline_dir: Path, new_dir: Path, launch_noise_pct: float | No
     machine = machine_noise.stored(key) if key is not None else None
     if machine is not None:
         return Floor(machine.noise_pct, machine.source)
-    assumed = priors.prior(key.device if key is not None else None)
+    assumed = priors.prior(key.device, key.backend, key.world) if key is not None else priors.prior(None)
     where = f" ({key.label} on {key.host}: no launch noise stored for it here)" if key is not None else ""
     return Floor(assumed.noise_pct, assumed.source + where)
 

@@ -1,14 +1,15 @@
-"""Launch noise as a fact of the machine: what run sets measured here, per (host, backend, device), kept in the
-machine-facts cache beside the host's copy and loopback rates (expect/probe.py).
+"""Launch noise as a fact of the machine: what run sets measured here, per (host, backend, device, world size), kept in
+the machine-facts cache beside the host's copy and loopback rates (expect/probe.py).
 
 A comparison with a single launch on a side cannot see launch-to-launch variation, so it takes that variation as
 given (the launch-noise floor, launch_tests.Floor). How large it is depends on the machine: tens of per cent on a
 shared 2-core VM, a few per cent on a dedicated GPU node. So every run set of three or more launches
-(`--launches N`) adds its measured launch noise to this cache under the host that launched it and the backend and
-device its rows ran on; `commbench env` shows the figures, and `commbench compare` takes the one of the machine that
-recorded the new side (else the prior for its device: gate/priors.py). The figure kept is the spread pooled over the
-last KEPT run sets (weighted by their degrees of freedom): one run set of three launches measures a spread with only
-a few degrees of freedom.
+(`--launches N`) adds its measured launch noise to this cache under the host that launched it and the backend,
+device and world size its rows ran on; `commbench env` shows the figures, and `commbench compare` takes the one of the machine that
+recorded the new side at the same world size (else the prior: gate/priors.py). The world size is part of the key: a
+launch of 8 ranks waits on more peers, and spreads differently, than a launch of 1. The figure kept is the spread
+pooled over the last KEPT run sets (weighted by their degrees of freedom): one run set of three launches measures a
+spread with only a few degrees of freedom.
 """
 
 import fcntl
@@ -32,15 +33,18 @@ shows it after a few run sets."""
 
 @dataclass(frozen=True)
 class Key:
-    """Whose launch noise: the host that launched the runs, and the backend and device their rows ran on."""
+    """Whose launch noise: the host that launched the runs, and the backend, device and world size their rows ran
+    on."""
 
     host: str
     backend: str
     device: str
+    world: int | None = None
+    """The launch's ranks; None where its meta.json does not say."""
 
     @property
     def label(self) -> str:
-        return f"{self.backend} on {self.device}"
+        return f"{self.backend} on {self.device}" + (f", {self.world} ranks" if self.world is not None else "")
 
 
 @dataclass(frozen=True)
@@ -65,15 +69,16 @@ class StoredNoise:
 
 def side_key(path: Path) -> Key | None:
     """Who recorded the run (or the first launch of the run set, or the first bench of a suite) at path: the host
-    that launched it (an import's first rank's host), its backend and device type, from meta.json; None where
-    meta.json does not say."""
+    that launched it (an import's first rank's host), its backend, device type and world size, from meta.json; None
+    where meta.json does not say."""
     for folders in sides.bench_run_sets(path).values():
         meta = store.read_meta(folders[0])
         hosts = meta.get("hosts") if isinstance(meta.get("hosts"), list) else []
         host = meta.get("launcher_host") or (hosts[0] if hosts else None)
         backend, device = meta.get("backend"), meta.get("device_type")
+        world = meta.get("world_size")
         if host and backend and device:
-            return Key(str(host), str(backend), str(device))
+            return Key(str(host), str(backend), str(device), int(world) if isinstance(world, int) else None)
     return None
 
 
@@ -82,7 +87,7 @@ def _path(host: str) -> Path:
 
 
 def _read(path: Path) -> dict:
-    """The stored document ({"BACKEND/DEVICE": [measurement, ...]}), or {} where none (or an unreadable one, which
+    """The stored document ({"BACKEND/DEVICE/WORLD": [measurement, ...]}), or {} where none (or an unreadable one, which
     the next run set replaces: the cache holds measurements, and a damaged one is measured again)."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -92,7 +97,13 @@ def _read(path: Path) -> dict:
 
 
 def _slot(key: Key) -> str:
-    return f"{key.backend}/{key.device}"
+    return f"{key.backend}/{key.device}" + (f"/{key.world}" if key.world is not None else "")
+
+
+def _key_of(host: str, slot: str) -> Key:
+    backend, _, rest = slot.partition("/")
+    device, _, world = rest.partition("/")
+    return Key(host, backend, device, int(world) if world.isdigit() else None)
 
 
 def record(key: Key, log_sd: float, df: int, *, run_set_dir: Path) -> None:
@@ -136,8 +147,7 @@ def stored_here(host: str) -> list[StoredNoise]:
     """Every launch noise stored for the host (for `commbench env`)."""
     found = []
     for slot in _read(_path(host)):
-        backend, _, device = slot.partition("/")
-        noise = stored(Key(host, backend, device))
+        noise = stored(_key_of(host, slot))
         if noise is not None:
             found.append(noise)
     return found

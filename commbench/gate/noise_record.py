@@ -7,8 +7,8 @@ from commbench.gate import launch_values, machine_noise, run_set, sides
 
 
 def record_run_set(set_dir: Path, launches: int) -> list[machine_noise.Key]:
-    """Keep the run set's launch noise per (host, backend, device) of its benches, when it has MIN_LAUNCHES or more
-    launches; the keys it was kept under."""
+    """Keep the run set's launch noise per (host, backend, device, world size) of its benches, when it has
+    MIN_LAUNCHES or more launches; the keys it was kept under."""
     if launches < machine_noise.MIN_LAUNCHES:
         return []
     values_by_key: dict[machine_noise.Key, list[list[float]]] = {}

@@ -7,8 +7,12 @@ would read the host. A spin kernel queued first keeps the device busy while the 
 behind it; CUDA events after the spin and after the last call then bracket the calls' device time only.
 
 - The spin lasts SPIN_MARGIN × the issue time it covers, within [MIN_SPIN_S, MAX_SPIN_S].
-- The issue time is agreed across ranks before timing (the slowest rank's), so every rank computes the same plan and
-  every rank's spin lasts as long: no rank's spin ends first and waits for its peers inside the timed calls.
+- The issue time is agreed across ranks before timing (the slowest rank's), so every rank computes the same plan.
+  The same plan is not the same length on every GPU: each rank calibrated its own spin, and each GPU runs it at its
+  own clock, so the spins end 1-2 % apart. The ranks therefore meet on the device after the spin, before the start
+  event (a one-element collective on the same stream): no rank's timed calls hold a wait for a slower peer's spin.
+- What the spin must cover is what the host issues after launching it: the meet, the start event and the calls. A
+  spin is sized from that quantity (the agreed fixed cost plus the calls' issue) and judged by it.
 - A segment holds at most as many calls as the stream's launch queue takes without blocking the host; a longer
   batch is timed as several segments (barrier, sync, spin, calls), their device times summed.
 - A row is host-bound where the host could not stay ahead of the device: its issue time per call reaches
@@ -81,24 +85,35 @@ class BatchPlan:
     issue_s_per_unit: float | None
     """The agreed issue time the plan rests on (the slowest rank's typical issue time of one unit)."""
 
+    overhead_s: float = 0.0
+    """The agreed host time a segment costs besides its units: the spin's launch, the ranks' meet on the device and
+    the start event, all issued after the spin was launched and before the first unit."""
+
     @property
     def segments(self) -> list[int]:
-        """The units of each segment, in order: full segments, then the rest."""
-        full, rest = divmod(self.units, self.per_segment)
-        return [self.per_segment] * full + ([rest] if rest else [])
+        """The units of each segment, in order: as few segments as per_segment allows, their sizes differing by at
+        most one. Even, not full segments then the rest: a lone last unit would carry a whole segment's rank skew
+        and fixed cost alone."""
+        count = math.ceil(self.units / self.per_segment) if self.units > 0 else 0
+        if not count:
+            return []
+        base, longer = divmod(self.units, count)
+        return [base + 1] * longer + [base] * (count - longer)
 
     def spin_s(self, units: int) -> float:
-        """The spin ahead of a segment of `units`."""
-        return spin_for(None if self.issue_s_per_unit is None else self.issue_s_per_unit * units)
+        """The spin ahead of a segment of `units`: it must outlast what the host issues after launching it."""
+        if self.issue_s_per_unit is None:
+            return spin_for(None)
+        return spin_for(self.overhead_s + self.issue_s_per_unit * units)
 
 
-def batch_plan(units: int, issue_s_per_unit: float | None) -> BatchPlan:
+def batch_plan(units: int, issue_s_per_unit: float | None, overhead_s: float = 0.0) -> BatchPlan:
     """The plan for a batch of `units` back-to-back units, from the agreed issue time of one unit: as many per segment
     as the launch queue allows (every rank computes the same from the same agreed figure). The queue bound also keeps
     a segment's issue under LAUNCH_QUEUE_ENTRIES × ENTRY_ISSUE_FLOOR_S (about 1 ms), far below the spin's cap; only a
     single unit issued in over MAX_SPIN_S / SPIN_MARGIN outlasts its capped spin, and is host-bound."""
     per_segment = max(1, min(units, queue_bound(issue_s_per_unit)))
-    return BatchPlan(units=units, per_segment=per_segment, issue_s_per_unit=issue_s_per_unit)
+    return BatchPlan(units=units, per_segment=per_segment, issue_s_per_unit=issue_s_per_unit, overhead_s=overhead_s)
 
 
 def is_host_bound(issue_s_per_call: float | None, time_s_per_call: float | None, covered: bool | None) -> bool | None:
@@ -114,7 +129,7 @@ def is_host_bound(issue_s_per_call: float | None, time_s_per_call: float | None,
     return issue_s_per_call >= HOST_BOUND_SHARE * time_s_per_call
 
 
-def cover_text(issue_s: list[float], spin_s: list[float]) -> str:
+def cover_text(issue_s: list[float], spin_s: list[float], meet: str = "") -> str:
     """timing_method's words on the timed calls' spins: a call is covered when its host issue time (from the spin's
     launch to the call's return) is at most its spin's own duration on the device, measured by CUDA events around
     the spin. The measured duration, not the one asked for: the cycles come from one calibration, and the GPU's
@@ -125,6 +140,7 @@ def cover_text(issue_s: list[float], spin_s: list[float]) -> str:
     outlasted = sum(issue > spin for issue, spin in zip(issue_s, spin_s))
     spin_ms, issue_ms = statistics.median(spin_s) * 1e3, max(issue_s) * 1e3
     if not outlasted:
-        return f"; a {spin_ms:.2g} ms spin (measured) covered host issue in all {calls} calls (max {issue_ms:.2g} ms)"
-    return (f"; host issue outlasted the {spin_ms:.2g} ms spin (measured) in {outlasted} of {calls} calls (max "
+        return (f"; a {spin_ms:.2g} ms spin{meet} (measured) covered host issue in all {calls} calls (max "
+                f"{issue_ms:.2g} ms)")
+    return (f"; host issue outlasted the {spin_ms:.2g} ms spin{meet} (measured) in {outlasted} of {calls} calls (max "
             f"{issue_ms:.2g} ms): their launch latency is in the time")

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import torch
 
-from commbench.measure.spin_kernel import spin_kernel
+from commbench.measure.device_stream import CudaStream, DeviceStream, Mark
 from commbench.measure.spin_plan import MIN_SPIN_S, batch_plan, cover_text, queue_bound, spin_for, typical_issue_s
 from commbench.names import MEAN, BlockingMode, RankAverage
 
@@ -86,9 +86,9 @@ class Timer(Protocol):
 
     def calls_to_size_spin(self) -> int: ...
 
-    def issue_seen(self) -> float | None: ...
+    def issue_seen(self) -> list[float] | None: ...
 
-    def size_spin(self, agreed_issue_s: float | None) -> None: ...
+    def size_spin(self, agreed: list[float] | None) -> None: ...
 
     def issue_record(self) -> IssueRecord: ...
 
@@ -130,10 +130,10 @@ class CpuTimer:
     def calls_to_size_spin(self) -> int:
         return 0
 
-    def issue_seen(self) -> float | None:
+    def issue_seen(self) -> list[float] | None:
         return None
 
-    def size_spin(self, agreed_issue_s: float | None) -> None:
+    def size_spin(self, agreed: list[float] | None) -> None:
         """Nothing to size: the host clock includes the issue time by design on CPU."""
 
     def issue_record(self) -> IssueRecord:
@@ -190,7 +190,7 @@ class _Segment:
     """Host time from the first call of the segment to the return of its last."""
     calls: int
     spin_s: float
-    """The spin's duration on the device, measured by CUDA events around it."""
+    """How long the device was ahead: the spin and the ranks' meet after it, measured by CUDA events around them."""
     covered: bool
     """The host issued the last call before the spin ended: from the spin's launch to the last call's return took
     no longer than the spin itself."""
@@ -199,8 +199,12 @@ class _Segment:
 class CudaTimer:
     """GPU time from CUDA events on the stream the collective is ordered on, behind a spin kernel that keeps the
     device busy while the host issues: per iteration one call behind its spin, per batch a segment of calls behind
-    one spin. The spin is sized from the host issue times seen before the timed calls, agreed over the ranks
-    (`size_spin`), and CUDA events around each spin measure how long it really lasted, which is what the cover is
+    one spin. After the spin the ranks meet on the device (`meet`: a one-element collective on the same stream), and
+    only then is the start event recorded: each rank calibrated its own spin and each GPU runs it at its own clock,
+    so the spins end apart, and without the meet the rank whose spin ended first would wait for its peers inside its
+    first timed call. The spin is sized from the host time it must cover (from its launch to the last call's return:
+    the meet, the start event and the calls), seen before the timed calls and agreed over the ranks (`size_spin`);
+    CUDA events around each spin and meet measure how long the device really was ahead, which is what the cover is
     judged against.
 
     host_blocking (gloo on CUDA tensors): the call returns only when it is done, and gloo's device copies wait on the
@@ -210,70 +214,88 @@ class CudaTimer:
 
     method = "CUDA events"
 
-    def __init__(self, barrier: Callable[[], None], *, host_blocking: bool = False):
+    def __init__(self, barrier: Callable[[], None], *, meet: Callable[[], None] | None = None,
+                 host_blocking: bool = False, device: DeviceStream | None = None):
         self._barrier = barrier
+        self._meet = meet
         self._host_blocking = host_blocking
-        self._kernel = spin_kernel()
-        self.spins = not host_blocking and self._kernel.available
+        self._device: DeviceStream = device or CudaStream()
+        self.spins = not host_blocking and self._device.spin_available
         self._issue_s: float | None = None
-        """The agreed issue time of one iteration (the slowest rank's), which every spin and batch plan rests on."""
+        """The agreed issue time of one iteration (the slowest rank's), which every batch plan rests on."""
+        self._overhead_s = 0.0
+        """The agreed host time from a spin's launch to the first call's issue (the meet, the start event)."""
         self._spin_s = MIN_SPIN_S
         self._sized = False
         self._warm_issue_s: list[float] = []
         """Issue times of every call before size_spin, in order (warm-up, then --timing auto's calls)."""
+        self._warm_launch_s: list[float] = []
+        """The same calls' host time from their spin's launch to their return: what a spin must cover."""
         self._timed_issue_s: list[float] = []
         self._timed_cover: list[tuple[float, float]] = []
         """Per-iteration timing: each timed call's host issue time, and (from the spin's launch to the call's return,
-        the spin's measured duration) for the cover."""
+        the device time of its spin and meet) for the cover."""
         self._segments: list[_Segment] = []
 
+    def _ahead(self, seconds: float) -> Mark:
+        """Spin the device for `seconds`, then meet the peers on it: returns the mark before the spin. Everything
+        after this is issued while the device is busy, and the next mark starts when every rank's spin has ended."""
+        before = self._device.mark()
+        self._device.spin(self._device.cycles_for(seconds))
+        if self._meet is not None:
+            self._meet()
+        return before
+
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
-        spin_starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)] if self.spins else []
-        stream = torch.cuda.current_stream()
-        barrier, clock = self._barrier, time.perf_counter
-        cycles = self._kernel.cycles_for(self._spin_s) if self.spins else 0
-        issue_s = [0.0] * iterations
-        launch_s = [0.0] * iterations
+        device, barrier, clock = self._device, self._barrier, time.perf_counter
+        times_s, issue_s, launch_s, ahead_s = [0.0] * iterations, [0.0] * iterations, [0.0] * iterations, []
+        marks: list[tuple[Mark | None, Mark, Mark]] = []
         for index in range(iterations):
             barrier()
-            stream.synchronize()
+            device.wait_stream()
             launched = clock()  # from the spin's launch: the spin must outlast all the host does until run returns
-            if self.spins:
-                spin_starts[index].record(stream)
-                self._kernel.run_cycles(cycles)
-            starts[index].record(stream)
+            before = self._ahead(self._spin_s) if self.spins else None
+            start = device.mark()
             issuing = clock()
             run()
             returned = clock()
             issue_s[index], launch_s[index] = returned - issuing, returned - launched
-            ends[index].record(stream)
-        torch.cuda.synchronize()
+            marks.append((before, start, device.mark()))
+        device.wait_device()
+        for index, (before, start, end) in enumerate(marks):
+            times_s[index] = start.seconds_to(end)
+            if before is not None:
+                ahead_s.append(before.seconds_to(start))
         if not self._sized:
             self._warm_issue_s += issue_s
+            self._warm_launch_s += launch_s
         elif self.spins:
             self._timed_issue_s += issue_s
-            self._timed_cover += [(launch, spin.elapsed_time(start) / 1e3)
-                                  for launch, spin, start in zip(launch_s, spin_starts, starts)]
-        return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
+            self._timed_cover += list(zip(launch_s, ahead_s))
+        return times_s
 
     def calls_to_size_spin(self) -> int:
         """Untimed calls still wanted before the spin is sized (its issue times are what sizes it)."""
         return max(0, 1 + ISSUE_CALLS_AFTER_FIRST - len(self._warm_issue_s)) if self.spins else 0
 
-    def issue_seen(self) -> float | None:
-        """This rank's typical issue time of one iteration so far (spin_plan.typical_issue_s)."""
-        return typical_issue_s(self._warm_issue_s)
+    def issue_seen(self) -> list[float] | None:
+        """This rank's typical host times so far (spin_plan.typical_issue_s): [issue of one iteration, the fixed cost
+        from a spin's launch to the iteration's issue (the meet, the start event)]; None with nothing seen."""
+        issue = typical_issue_s(self._warm_issue_s)
+        if issue is None:
+            return None
+        fixed = typical_issue_s([launch - issued for launch, issued in zip(self._warm_launch_s, self._warm_issue_s)])
+        return [issue, max(0.0, fixed or 0.0)]
 
-    def size_spin(self, agreed_issue_s: float | None) -> None:
-        """After warm-up, before the timed calls: the spin from the issue time the ranks agreed on (the slowest
-        rank's), so that every rank's spin lasts as long; calibrated here, outside any timed stretch."""
-        self._issue_s = agreed_issue_s
-        self._spin_s = spin_for(agreed_issue_s)
+    def size_spin(self, agreed: list[float] | None) -> None:
+        """After warm-up, before the timed calls: the spin from the host times the ranks agreed on (the slowest
+        rank's), sized from what it must cover, the fixed cost and the call's issue; calibrated here, outside any
+        timed stretch."""
+        self._issue_s, self._overhead_s = (agreed[0], agreed[1]) if agreed else (None, 0.0)
+        self._spin_s = spin_for(None if self._issue_s is None else self._overhead_s + self._issue_s)
         self._sized = True
         if self.spins:
-            self._kernel.calibrate()
+            self._device.calibrate()
 
     def calls_per_segment(self) -> int | None:
         """The most iterations one segment holds at the agreed issue time (spin_plan.queue_bound); --batch-calls auto
@@ -285,8 +307,7 @@ class CudaTimer:
         """nccl-tests' BenchTime, with the device ahead of the host: see _spun_batches. With -z's waits inside the
         batch each call's issue is in its time by design (nccl-tests -z), and gloo on CUDA tensors blocks the host:
         those keep nccl-tests' host clock."""
-        stream = torch.cuda.current_stream()
-        graph = _capture(run, iterations, stream) if options.graph_launches else None
+        graph = _capture(run, iterations) if options.graph_launches else None
         if options.blocking or not self.spins:
             return self._host_clocked_batches(run, graph, batches, iterations, options)
         return self._spun_batches(run if graph is None else graph.replay, batches, iterations, options,
@@ -298,14 +319,13 @@ class CudaTimer:
         issued to after the stream has finished the last (so it holds the issue latency of the first call and the
         wake-up of the last wait). -I brackets each iteration with CUDA events, paired with -z 3 so that the barrier
         stays outside. A graph's replays drop -z's waits: they are not captured (the label says so)."""
-        stream = torch.cuda.current_stream()
-        clock = time.perf_counter
+        device, clock = self._device, time.perf_counter
         per_call: list[float] = []
         per_iteration: list[list[float]] = []
         for _ in range(batches):
             self._barrier()
-            stream.synchronize()
-            marks: list[torch.cuda.Event] | None = [] if options.iteration_times and graph is None else None
+            device.wait_stream()
+            marks: list[Mark] | None = [] if options.iteration_times and graph is None else None
             excluded = 0.0
             start = clock()
             if graph is not None:
@@ -314,20 +334,20 @@ class CudaTimer:
             else:
                 for _ in range(iterations):
                     if marks is not None:
-                        marks.append(_event(stream))
+                        marks.append(device.mark())
                     run()
                     if options.blocking:
                         if marks is not None and options.blocking == 3:
-                            marks.append(_event(stream))  # paired events: the barrier stays outside
-                        stream.synchronize()
+                            marks.append(device.mark())  # paired marks: the barrier stays outside
+                        device.wait_stream()
                         if options.blocking in (1, 3):
                             waited = clock()
                             self._barrier()
                             if options.blocking == 3:
                                 excluded += clock() - waited
                 if marks is not None and options.blocking != 3:
-                    marks.append(_event(stream))
-            stream.synchronize()
+                    marks.append(device.mark())
+            device.wait_stream()
             per_call.append((clock() - start - excluded) / options.calls(iterations))
             per_iteration.append(_spans_s(marks, paired=options.blocking == 3, agg=options.agg) if marks else [])
         return Batches(per_call, per_iteration)
@@ -335,14 +355,14 @@ class CudaTimer:
     def _spun_batches(self, unit: Callable[[], object], batches: int, iterations: int, options: BatchOptions, *,
                       graph: bool) -> Batches:
         """Each batch as the plan's segments (usually one): a barrier, a sync, a spin long enough to cover the
-        segment's issue, a CUDA event, the segment's calls (or graph replays), an event. A batch's time per call is
-        the segments' device time over its calls: the host's issue is under the spin, not in the time. With -I an
-        event after each iteration gives its time."""
-        stream = torch.cuda.current_stream()
+        segment's issue, the ranks' meet on the device, a mark, the segment's calls (or graph replays), a mark. A
+        batch's time per call is the segments' device time over its calls: the host's issue is under the spin, not
+        in the time. With -I a mark after each iteration gives its time."""
+        device = self._device
         units = options.graph_launches if graph else iterations
         calls_per_unit = options.calls(iterations) // units
         # a graph replay issues faster than the plain iteration whose issue time the plan has: the safe side
-        plan = batch_plan(units, self._issue_s)
+        plan = batch_plan(units, self._issue_s, self._overhead_s)
         marked = options.iteration_times and not graph
         clock = time.perf_counter
         per_call: list[float] = []
@@ -350,29 +370,27 @@ class CudaTimer:
         for _ in range(batches):
             device_s, spans = 0.0, []
             for count in plan.segments:
-                cycles = self._kernel.cycles_for(plan.spin_s(count))
                 self._barrier()
-                stream.synchronize()
+                device.wait_stream()
                 launched = clock()
-                spin_start = _event(stream)
-                self._kernel.run_cycles(cycles)
-                marks = [_event(stream)]
+                before = self._ahead(plan.spin_s(count))
+                marks = [device.mark()]
                 issuing = clock()
-                if marked:  # -I: an event after each iteration
+                if marked:  # -I: a mark after each iteration
                     for _ in range(count):
                         unit()
-                        marks.append(_event(stream))
+                        marks.append(device.mark())
                 else:  # nothing in the loop but the calls
                     for _ in range(count):
                         unit()
                 issued = clock()
                 if not marked:
-                    marks.append(_event(stream))
-                marks[-1].synchronize()
-                spin_s = spin_start.elapsed_time(marks[0]) / 1e3
-                device_s += marks[0].elapsed_time(marks[-1]) / 1e3
-                self._segments.append(_Segment(issued - issuing, count * calls_per_unit, spin_s,
-                                               issued - launched <= spin_s))
+                    marks.append(device.mark())
+                marks[-1].wait()
+                ahead_s = before.seconds_to(marks[0])
+                device_s += marks[0].seconds_to(marks[-1])
+                self._segments.append(_Segment(issued - issuing, count * calls_per_unit, ahead_s,
+                                               issued - launched <= ahead_s))
                 if marked:
                     spans += _spans_s(marks, paired=False, agg=options.agg)
             per_call.append(device_s / options.calls(iterations))
@@ -394,11 +412,12 @@ class CudaTimer:
         """What covered the host's issue time in the timed calls, for the row's timing_method."""
         if self._host_blocking:
             return HOST_BLOCKING_NOTE
-        if not self._kernel.available:
+        if not self._device.spin_available:
             return "; no spin kernel (torch.cuda._sleep missing): host launch latency is in the time"
+        meet = " and the ranks' meet on the device" if self._meet is not None else ""
         if self._segments:
-            return segment_cover_text(self._segments)
-        return cover_text([launch for launch, _ in self._timed_cover], [spin for _, spin in self._timed_cover])
+            return segment_cover_text(self._segments, meet)
+        return cover_text([launch for launch, _ in self._timed_cover], [spin for _, spin in self._timed_cover], meet)
 
     def batch_clock_text(self, options: BatchOptions) -> str:
         if self._host_blocking:
@@ -410,14 +429,15 @@ class CudaTimer:
         return "CUDA events around the calls, issued behind a spin that covers the host's issue"
 
 
-def segment_cover_text(segments: list[_Segment]) -> str:
-    """timing_method's words on a batch's spins: how many segments, how long their spins ran, and whether each
-    outlasted the host's issue of its calls."""
+def segment_cover_text(segments: list[_Segment], meet: str = "") -> str:
+    """timing_method's words on a batch's spins: how many segments, how long their spins (and the meet after them,
+    `meet` names it) ran, and whether each outlasted the host's issue of its calls."""
     count = len(segments)
     longest = max(segment.calls for segment in segments)
     spin_ms = statistics.median(segment.spin_s for segment in segments) * 1e3
     uncovered = sum(not segment.covered for segment in segments)
-    what = f"{count} segment{'s' if count > 1 else ''} of up to {longest} calls, each behind a {spin_ms:.2g} ms spin"
+    what = (f"{count} segment{'s' if count > 1 else ''} of up to {longest} calls, each behind a {spin_ms:.2g} ms "
+            f"spin{meet}")
     if not uncovered:
         return f"; {what} (measured) that covered the host's issue"
     return (f"; {what} (measured); in {uncovered} of {count} the host was still issuing when the spin ended: "
@@ -428,25 +448,19 @@ HOST_BLOCKING_NOTE = ("; no spin: gloo on CUDA tensors returns only when the cal
                       "through host memory), so the events hold the whole call, its host part included")
 
 
-def _event(stream: torch.cuda.Stream) -> torch.cuda.Event:
-    event = torch.cuda.Event(enable_timing=True)
-    event.record(stream)
-    return event
-
-
-def _spans_s(marks: list[torch.cuda.Event], *, paired: bool, agg: int) -> list[float]:
-    """Per-call seconds of each iteration from its CUDA events: consecutive marks share a boundary, paired ones
-    (-z 3) bracket each iteration alone (nccl-tests' getElapsedTimes)."""
+def _spans_s(marks: list[Mark], *, paired: bool, agg: int) -> list[float]:
+    """Per-call seconds of each iteration from its marks: consecutive marks share a boundary, paired ones (-z 3)
+    bracket each iteration alone (nccl-tests' getElapsedTimes)."""
     pairs = zip(marks[::2], marks[1::2]) if paired else zip(marks, marks[1:])
-    return [start.elapsed_time(end) / 1e3 / agg for start, end in pairs]
+    return [start.seconds_to(end) / agg for start, end in pairs]
 
 
-def _capture(run: Callable[[], object], iterations: int, stream: torch.cuda.Stream) -> torch.cuda.CUDAGraph:
+def _capture(run: Callable[[], object], iterations: int) -> torch.cuda.CUDAGraph:
     """The batch's iterations captured once as a CUDA graph (nccl-tests -G), on a side stream as torch requires.
     Thread-local capture, as nccl-tests' (cudaStreamCaptureModeThreadLocal): the process group's watchdog thread keeps
     querying its events meanwhile, which a global capture would forbid."""
     graph = torch.cuda.CUDAGraph()
-    stream.synchronize()
+    torch.cuda.current_stream().synchronize()
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for _ in range(iterations):
             run()

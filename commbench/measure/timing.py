@@ -39,7 +39,7 @@ _Gathered = TypeVar("_Gathered")
 class TimerSource(Protocol):
     """A rank's platform, as far as timing goes (commbench/platform.py): it makes the timer for its device."""
 
-    def timer(self, barrier: Callable[[], None]) -> Timer: ...
+    def timer(self, barrier: Callable[[], None], meet: Callable[[], None] | None = None) -> Timer: ...
 
 
 class RankGroup(Protocol):
@@ -50,6 +50,8 @@ class RankGroup(Protocol):
     def platform(self) -> TimerSource: ...
 
     def barrier(self) -> None: ...
+
+    def meet_on_device(self) -> None: ...
 
     def max_over_ranks(self, values: list[float]) -> list[float]: ...
 
@@ -63,12 +65,13 @@ launch latency are under 1 % of it."""
 MAX_AUTO_BATCH_CALLS = 1000
 
 
-def agree_on_spin(timer: Timer, run: Callable[[], object], agree_max: Callable[[float], float]) -> None:
-    """Size the timer's spin from the issue time the ranks agree on: each rank's typical issue time of one call
-    (after the first, which may connect the peers; calls the warm-up did not make are made here, untimed), the
-    largest over the ranks that share the timed calls (agree_max: all of them, or a pair). Every rank then spins as
-    long, so no rank's spin ends first and waits for its peers inside the timed calls. A collective only where the
-    timer spins: every rank of a run has the same kind of timer."""
+def agree_on_spin(timer: Timer, run: Callable[[], object],
+                  agree_max: Callable[[list[float]], list[float]]) -> None:
+    """Size the timer's spin from the host times the ranks agree on: each rank's typical issue time of one call and
+    fixed cost ahead of it (after the first call, which may connect the peers; calls the warm-up did not make are
+    made here, untimed), the largest over the ranks that share the timed calls (agree_max, element-wise: all of them,
+    or a pair). Every rank then plans the same spins; the meet after each spin lines their ends up on the device. A
+    collective only where the timer spins: every rank of a run has the same kind of timer."""
     if not timer.spins:
         timer.size_spin(None)
         return
@@ -76,8 +79,8 @@ def agree_on_spin(timer: Timer, run: Callable[[], object], agree_max: Callable[[
     if more:
         timer.time_iterations(run, more)
     seen = timer.issue_seen()
-    agreed = agree_max(-1.0 if seen is None else seen)
-    timer.size_spin(agreed if agreed >= 0 else None)
+    agreed = agree_max([-1.0, -1.0] if seen is None else seen)
+    timer.size_spin(agreed if agreed[0] >= 0 else None)
 
 
 def combined_issue(timer: Timer, max_over: Callable[[list[float]], list[float]]) -> IssueRecord:
@@ -120,13 +123,13 @@ def measure(run: Callable[[], object], *, ctx: RankGroup, warmup: int, iters: in
     collectives. on_timed_start is called between warm-up (finished on the device) and the first timed call.
     barrier (default ctx.barrier) is what releases the ranks before a timed call or batch. run is one iteration: in
     batch timing it issues batch.agg calls."""
-    timer = ctx.platform.timer(barrier or ctx.barrier)
+    timer = ctx.platform.timer(barrier or ctx.barrier, ctx.meet_on_device)
     started = time.monotonic()
     # a batch starts after a synchronising call (nccl-tests runs one even with -w 0); auto batch size needs one
     warm_calls = max(warmup, 1) if timing == BATCH else warmup
     warm = ctx.max_over_ranks(timer.time_iterations(run, warm_calls)) if warm_calls else []
     warm, chosen, why = _chosen_timing(run, timer, ctx, timing, warm)
-    agree_on_spin(timer, run, lambda need: ctx.max_over_ranks([need])[0])
+    agree_on_spin(timer, run, ctx.max_over_ranks)
     if on_timed_start:
         on_timed_start()
     sampler = (_batch_sampler(run, timer, ctx, warm=warm, batch_calls=batch_calls, batch=batch) if chosen == BATCH

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from commbench.bench_kind import Measured, RankRun
+from commbench.measure.stream_hops import hop_text, hops_per_iteration
 from commbench.measure.timing import agree_on_spin
 from commbench.replay import rows as replay_rows
 from commbench.replay.rows import CallKey, ReplayedSpec
@@ -86,9 +87,9 @@ def _timers(ctx: RankContext, runners: list[Prepared]) -> list[Timer]:
     """One per-iteration timer per call. On a GPU each times its call untimed first (after the warm-up, so no
     first-call connection setup): the host's issue time of that call, agreed over the ranks, sizes the spin that
     covers it."""
-    timers = [ctx.platform.timer(ctx.barrier) for _ in runners]
+    timers = [ctx.platform.timer(ctx.barrier, ctx.meet_on_device) for _ in runners]
     for timer, (_, _, _, call, _) in zip(timers, runners):
-        agree_on_spin(timer, call, lambda need: ctx.max_over_ranks([need])[0])
+        agree_on_spin(timer, call, ctx.max_over_ranks)
     return timers
 
 
@@ -125,7 +126,10 @@ def measure(spec: ReplayedSpec, point: object, run: RankRun) -> Measured:
     slowest = [[max(rank_times[0][position][iteration] for rank_times in gathered) for iteration in range(spec.iters)]
                for position in range(len(runners))]
     sequence_s = [max(rank_times[1][iteration] for rank_times in gathered) for iteration in range(spec.iters)]
-    methods = [timer.method + timer.launch_cover() for timer in timers]  # rank 0's: the cover is per rank
+    # rank 0's: the cover is per rank; a replayed call is a builtin call, one per iteration
+    methods = [timer.method + timer.launch_cover() +
+               hop_text(hops_per_iteration(call["kind"], backend=ctx.backend, device=ctx.device.type))
+               for timer, call in zip(timers, spec.calls)]
     rows, samples = replay_rows.build(spec, slowest, sequence_s, wrong, run.run_id, world=ctx.world,
                                       backend=ctx.backend, device=ctx.device.type, gaps_s=sum(gaps),
                                       methods=methods, sequence_method=SEQUENCE_TIMER)

@@ -16,6 +16,7 @@ from commbench.expect.rows import RunExpectation
 from commbench.measure.bandwidth import algbw_gbps, busbw_gbps
 from commbench.measure.spin_plan import is_host_bound
 from commbench.measure.stats import summarize
+from commbench.measure.stream_hops import hop_text, hops_per_iteration
 from commbench.measure.timers import IssueRecord
 from commbench.measure.timing import Measurement, measure
 from commbench.names import COLLECTIVE_BENCH, COMMBENCH_SOURCE, PER_ITERATION
@@ -89,6 +90,13 @@ def _trace(spec: SweepSpec, point: Point, run: RankRun, call: Runner) -> None:
             path=run.trace_dir / name)
 
 
+def _hops(spec: SweepSpec, point: Point, ctx: RankContext, measurement: Measurement) -> str:
+    """timing_method's words on the cross-stream waits each timed iteration holds (measure/stream_hops.py)."""
+    agg = spec.batch_options.agg if measurement.timing != PER_ITERATION else 1
+    return hop_text(hops_per_iteration(point.collective, backend=ctx.backend, device=ctx.device.type,
+                                       impl=point.impl, agg=agg))
+
+
 def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
     ctx = run.ctx
     if ctx.platform.has_gpu:  # this point's memory only: earlier points' cached blocks released, then the peak reset
@@ -126,7 +134,8 @@ def measure_point(spec: SweepSpec, point: Point, run: RankRun) -> Measured:
         "bytes_sent_per_rank": bytes_sent, "bytes_source": bytes_source,
         "ring_chunks": getattr(call, "pieces", None),
         common.N_WRONG: n_wrong,
-        "calls_per_sample": measurement.calls_per_sample, "timing_method": measurement.method,
+        "calls_per_sample": measurement.calls_per_sample,
+        "timing_method": measurement.method + _hops(spec, point, ctx, measurement),
         "note": _note(noop, seconds),
         **gpu_summary,
         "time_us_max": summary.max, "time_us_p75": None,
