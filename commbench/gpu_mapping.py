@@ -14,9 +14,9 @@ task, how many GPUs the Slurm step holds on the node. Two ways of starting ranks
   bound in blocks to a NUMA domain's GPUs (--gpu-bind=closest). More ranks on the node than GPUs in the step
   would put two ranks on one GPU whatever the binding: refused for NCCL.
 
-The step's GPUs come from SLURM_STEP_GPUS (the step's GPU ids on this node), else SLURM_GPUS_ON_NODE; Slurm sets
-them along with the CUDA_VISIBLE_DEVICES of its GPU binding. A task where none is set got its
-GPUs from no Slurm binding, so it is taken to see what every task of the node sees.
+The step's GPUs come from SLURM_GPUS_ON_NODE, the one variable that counts the step's whole allocation on the node in
+every task, bound or not (step_gpus_on_node says why the others do not). A task where Slurm set neither it nor
+SLURM_STEP_GPUS got its GPUs from no Slurm binding, so it is taken to see what every task of the node sees.
 """
 
 from collections.abc import Mapping
@@ -64,13 +64,22 @@ def slurm_step_gpus(environ: Mapping[str, str]) -> int | None:
 
 
 def step_gpus_on_node(environ: Mapping[str, str]) -> int | None:
-    """The GPUs the Slurm step holds on this node, as Slurm says it, for any process of the step."""
-    listed = environ.get("SLURM_STEP_GPUS", "").strip()
-    if listed:
-        return len([gpu for gpu in listed.split(",") if gpu.strip()])
-    # not SLURM_JOB_GPUS: the job may hold more GPUs on the node than this step, which would read as a binding
+    """The GPUs the Slurm step holds on this node, as Slurm says it, for any process of the step, bound or not.
+
+    SLURM_GPUS_ON_NODE first. In a task with a GPU binding (--gpus-per-task, --gpu-bind), slurmstepd rewrites the
+    task's variables (gres_common_gpu_set_env in src/plugins/gres/common/gres_common.c, Slurm 21.08 and later):
+    SLURM_GPUS_ON_NODE counts the step's allocation on the node, while SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES list
+    only the GPUs the task may use (common_gres_set_env keeps those in its usable_gres). So task 2, bound to one of
+    the step's 4 GPUs, sees SLURM_GPUS_ON_NODE=4 beside SLURM_STEP_GPUS=2 and CUDA_VISIBLE_DEVICES=2 under task/none,
+    or beside CUDA_VISIBLE_DEVICES=0 (and SLURM_STEP_GPUS=0, the step's first GPU, in every task) where ConstrainDevices
+    gives each task a device cgroup and Slurm numbers its devices locally. SLURM_STEP_GPUS is the fallback for a Slurm
+    older than 21.08, where it is right for unbound tasks only."""
     counted = environ.get("SLURM_GPUS_ON_NODE", "").strip()
-    return int(counted) if counted.isdigit() else None
+    if counted.isdigit():
+        return int(counted)
+    # not SLURM_JOB_GPUS: the job may hold more GPUs on the node than this step, which would read as a binding
+    listed = environ.get("SLURM_STEP_GPUS", "").strip()
+    return len([gpu for gpu in listed.split(",") if gpu.strip()]) if listed else None
 
 
 def slurm_tasks_on_node(environ: Mapping[str, str]) -> int | None:

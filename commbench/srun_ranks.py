@@ -82,7 +82,7 @@ def _not_one_per_gpu(environ: Mapping[str, str], tasks: int) -> str | None:
     seeing several (e.g. one task per node, meant to run torchrun) would use one GPU each and leave the rest idle.
     A task bound to one GPU (--gpus-per-task=1, --gpu-bind=single:1) is one task per GPU; a step without GPUs (CPU,
     gloo) is one task per rank; more tasks than GPUs is gpu_mapping's refusal, with NCCL only."""
-    gpus = gpu_mapping.step_gpus_on_node(environ)
+    gpus = gpu_mapping.step_gpus_on_node(environ)  # the step's, also in a bound task that lists only its own
     here = gpu_mapping.slurm_tasks_on_node(environ)
     if not gpus or here is None or here >= gpus:
         return None

@@ -36,44 +36,70 @@ def test_torchrun_ranks_see_every_gpu_and_take_their_local_rank():
     assert [machine_seeing(8, torchrun(rank, 8)).gpu_index("nccl") for rank in range(8)] == list(range(8))
 
 
-def test_srun_with_one_gpu_bound_per_task_runs_each_task_on_its_own_gpu():
-    """srun --ntasks-per-node=8 --gpus-per-task=1: each task sees one device (CUDA_VISIBLE_DEVICES is its GPU) while
-    8 tasks share the node; the step holds all 8 GPUs there. Refused before gpu_mapping (1 device < 8 tasks)."""
-    for local_id in range(8):
-        machine = machine_seeing(1, srun_task(local_id, 8, SLURM_STEP_GPUS=EIGHT_GPUS,
-                                              CUDA_VISIBLE_DEVICES=str(local_id)))
+# What slurmstepd sets in each task of a 4-task step holding GPUs 4-7 of an 8-GPU node (another job holds 0-3), per
+# Slurm 22.05's gres_common_gpu_set_env and common_gres_set_env (src/plugins/gres/common/gres_common.c), checked on a
+# real Slurm in tests/test_slurm_gpu_binding.py. SLURM_GPUS_ON_NODE counts the step's GPUs on the node in every task.
+# A bound task's SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES list only what it may use: by the node's index under
+# task/none ("global"); under task/cgroup with ConstrainDevices ("local") the task's cgroup holds only its GPUs and
+# CUDA_VISIBLE_DEVICES counts them from 0, while SLURM_STEP_GPUS names the step's first GPU for every task (Slurm
+# tests the local index 0 against the task's usable GPUs). Per task: (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES).
+STEP_OF_4 = "4,5,6,7"
+SLURM_SETS = {
+    ("--gres=gpu:4", "global"): [(STEP_OF_4, STEP_OF_4)] * 4,
+    ("--gres=gpu:4", "local"): [(STEP_OF_4, "0,1,2,3")] * 4,
+    ("--gpus-per-task=1", "global"): [("4", "4"), ("5", "5"), ("6", "6"), ("7", "7")],
+    ("--gpus-per-task=1", "local"): [("4", "0")] * 4,
+    ("--gpu-bind=single:1", "global"): [("4", "4"), ("5", "5"), ("6", "6"), ("7", "7")],
+    ("--gpu-bind=single:1", "local"): [("4", "0")] * 4,
+    ("--gpu-bind=map_gpu:7,6,5,4", "global"): [("7", "7"), ("6", "6"), ("5", "5"), ("4", "4")],
+}
+
+
+def slurm_task(local_id: int, tasks: int, step_gpus: str, visible: str, gpus_on_node: int) -> dict:
+    return srun_task(local_id, tasks, SLURM_STEP_GPUS=step_gpus, CUDA_VISIBLE_DEVICES=visible,
+                     SLURM_GPUS_ON_NODE=str(gpus_on_node))
+
+
+@pytest.mark.parametrize("form, numbering", sorted(SLURM_SETS), ids=[" ".join(case) for case in sorted(SLURM_SETS)])
+def test_each_srun_task_runs_on_a_gpu_of_its_own_as_slurm_sets_its_variables(form, numbering):
+    """No refusal for any form, and a different GPU per task: the one CUDA_VISIBLE_DEVICES names at the task's index,
+    by the node's index (global) or by its place among the step's GPUs (local, unbound); a task bound under local
+    numbering takes the one device its cgroup holds, its own (tests/test_slurm_gpu_binding.py opens them)."""
+    chosen = []
+    for local_id, (step_gpus, visible) in enumerate(SLURM_SETS[form, numbering]):
+        devices = visible.split(",")
+        machine = machine_seeing(len(devices), slurm_task(local_id, 4, step_gpus, visible, 4))
         target = resolve_target(machine)
-        assert (target.backend, target.device, target.nproc) == ("nccl", "cuda", 8)
-        assert machine.gpu_index("nccl") == 0
+        assert (target.backend, target.device, target.nproc) == ("nccl", "cuda", 4)
+        index = machine.gpu_index("nccl")
+        own_cgroup = numbering == "local" and len(devices) == 1
+        chosen.append(f"task {local_id}'s own" if own_cgroup else devices[index])
+    assert len(set(chosen)) == 4
 
 
-def test_srun_gpu_bind_single_reads_slurm_gpus_on_node_when_the_step_lists_none():
-    machine = machine_seeing(1, srun_task(5, 8, SLURM_GPUS_ON_NODE="8", CUDA_VISIBLE_DEVICES="5"))
-    assert resolve_target(machine).nproc == 8 and machine.gpu_index("nccl") == 0
+def test_the_step_gpus_are_slurm_gpus_on_node_never_the_tasks_own_list():
+    """A bound task's SLURM_STEP_GPUS lists its own GPU; the step's count is SLURM_GPUS_ON_NODE. A Slurm older
+    than 21.08 sets no SLURM_GPUS_ON_NODE: its SLURM_STEP_GPUS, right for unbound tasks, is taken."""
+    assert gpu_mapping.step_gpus_on_node({"SLURM_STEP_GPUS": "5", "SLURM_GPUS_ON_NODE": "8"}) == 8
+    assert gpu_mapping.step_gpus_on_node({"SLURM_STEP_GPUS": "0,1,2,3"}) == 4
+    assert gpu_mapping.step_gpus_on_node({"SLURM_JOB_GPUS": "0,1"}) is None
 
 
 def test_srun_tasks_bound_in_blocks_to_numa_gpus_each_take_a_different_one():
-    """--gpu-bind=closest on a 2-socket node: tasks 0-3 see GPUs 0-3, tasks 4-7 see GPUs 4-7 (4 devices each)."""
+    """--gpu-bind=closest on a 2-socket node (task/none): tasks 0-3 see GPUs 0-3, tasks 4-7 see GPUs 4-7."""
     indices = []
     for local_id in range(8):
         visible = "0,1,2,3" if local_id < 4 else "4,5,6,7"
-        machine = machine_seeing(4, srun_task(local_id, 8, SLURM_STEP_GPUS=EIGHT_GPUS, CUDA_VISIBLE_DEVICES=visible))
+        machine = machine_seeing(4, slurm_task(local_id, 8, visible, visible, 8))
         resolve_target(machine)
         indices.append((visible, machine.gpu_index("nccl")))
     physical = [int(visible.split(",")[index]) for visible, index in indices]
     assert physical == list(range(8))
 
 
-def test_srun_without_binding_maps_the_local_id_to_a_visible_gpu():
-    for local_id in range(8):
-        machine = machine_seeing(8, srun_task(local_id, 8, SLURM_STEP_GPUS=EIGHT_GPUS,
-                                              CUDA_VISIBLE_DEVICES=EIGHT_GPUS))
-        assert resolve_target(machine).nproc == 8 and machine.gpu_index("nccl") == local_id
-
-
 def test_uuids_and_mig_ids_count_as_the_devices_they_name():
     uuid = "GPU-5e6c1a2b-0000-1111-2222-333344445555"
-    machine = machine_seeing(1, srun_task(1, 2, SLURM_STEP_GPUS="0,1", CUDA_VISIBLE_DEVICES=uuid))
+    machine = machine_seeing(1, slurm_task(1, 2, "1", uuid, 2))  # gres.conf UniqueId= names the bound GPU
     assert machine.visible_gpu_ids == (uuid,) and machine.gpu_index("nccl") == 0
     mig = "MIG-2b3c4d5e-6f70-8192-a3b4-c5d6e7f80912"
     with pytest.raises(CommbenchError, match=f"2 ranks on this machine exceed its 1 visible GPU.*{mig}") as refused:
@@ -85,13 +111,18 @@ def test_uuids_and_mig_ids_count_as_the_devices_they_name():
     # torchrun: every rank sees the same devices, so 8 ranks on 4 GPUs would put two on one
     (torchrun(0, 8), 4, ["8 ranks on this machine exceed its 4 visible GPU(s)", "torchrun --nproc-per-node 4"]),
     # srun without binding and a step of 1 GPU: every task sees it
-    (srun_task(0, 8, SLURM_STEP_GPUS="0", CUDA_VISIBLE_DEVICES="0"), 1,
+    (slurm_task(0, 8, "0", "0", 1), 1,
      ["8 ranks on this machine exceed its 1 visible GPU(s) (CUDA_VISIBLE_DEVICES=0)", "srun --gpus-per-task=1"]),
+    # srun -n 8 --gres=gpu:4, no binding, either numbering: every task sees the step's 4
+    (slurm_task(0, 8, STEP_OF_4, STEP_OF_4, 4), 4, ["8 ranks on this machine exceed its 4 visible GPU(s)"]),
+    (slurm_task(0, 8, STEP_OF_4, "0,1,2,3", 4), 4, ["8 ranks on this machine exceed its 4 visible GPU(s)"]),
     # srun without any Slurm GPU facts: nothing says the tasks' devices differ
     (srun_task(0, 8), 2, ["8 ranks on this machine exceed its 2 visible GPU(s)", "--gpu-bind=single:1"]),
-    # bound per task, but more tasks on the node than GPUs in the step: two tasks must share one
-    (srun_task(0, 8, SLURM_STEP_GPUS="0,1,2,3", CUDA_VISIBLE_DEVICES="0"), 1,
-     ["8 srun tasks on this node and the Slurm step holds 4 GPU(s) there", "one task per GPU"]),
+    # bound per task (--gpu-bind=single:1, either numbering), but more tasks on the node than GPUs in the step: two
+    # tasks must share one
+    (slurm_task(0, 8, "4", "4", 4), 1, ["8 srun tasks on this node and the Slurm step holds 4 GPU(s) there",
+                                        "one task per GPU"]),
+    (slurm_task(0, 8, "4", "0", 4), 1, ["8 srun tasks on this node and the Slurm step holds 4 GPU(s) there"]),
 ])
 def test_nccl_refuses_two_ranks_on_one_gpu_in_one_line(environ, gpus, fragments):
     machine = machine_seeing(gpus, environ)
@@ -118,7 +149,8 @@ def test_a_process_that_sees_no_gpu_is_told_so():
 def test_torchrun_inside_an_srun_task_ignores_the_tasks_slurm_binding():
     """commbench slurm submit: one srun task per node runs torchrun; its ranks inherit SLURM_LOCALID=0 and the one
     task's variables, which describe torchrun's process, not theirs."""
-    environ = torchrun(5, 8, SLURM_LOCALID="0", SLURM_NTASKS_PER_NODE="1", SLURM_STEP_GPUS=EIGHT_GPUS)
+    environ = torchrun(5, 8, SLURM_LOCALID="0", SLURM_NTASKS_PER_NODE="1", SLURM_STEP_GPUS=EIGHT_GPUS,
+                       SLURM_GPUS_ON_NODE="8")
     machine = machine_seeing(8, environ)
     assert (machine.launcher, machine.step_gpus, machine.local_rank, machine.local_world_size) == ("torchrun", None,
                                                                                                   5, 8)

@@ -294,14 +294,19 @@ def test_the_jobset_command_is_torchrun_with_the_topology_and_pod_0_as_master(tm
     assert container["env"] == [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
         "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]
     assert container["resources"] == {"requests": {"cpu": "32", "memory": "256Gi"}, "limits": {"nvidia.com/gpu": 4}}
-    assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+    assert "securityContext" not in container  # no RDMA device asked for: no IPC_LOCK
     assert "hostNetwork" not in pod_spec(job) and "dnsPolicy" not in pod_spec(job)  # the pod network by default
 
 
 # ---- what each pod asks of its node ------------------------------------------------------------------------------
 
+DEFAULT_RESOURCES = {"requests": {"cpu": "32", "memory": "256Gi"}, "limits": {"nvidia.com/gpu": 4}}
 POD_ASKS = [
     # kind, extra options, the container's resources, IPC_LOCK, host network
+    # IPC_LOCK by default only with an RDMA device; --ipc-lock and --no-ipc-lock overrule that either way
+    ("trainjob", [], DEFAULT_RESOURCES, False, False),
+    ("trainjob", ["--ipc-lock"], DEFAULT_RESOURCES, True, False),
+    ("jobset", ["--ipc-lock"], DEFAULT_RESOURCES, True, False),
     ("trainjob", ["--cpus-per-gpu", "2.5", "--memory-per-gpu", "100G", "--rdma-resource", "rdma/ib"],
      {"requests": {"cpu": "10", "memory": "400G"}, "limits": {"nvidia.com/gpu": 4, "rdma/ib": 1}}, True,
      False),
@@ -310,7 +315,7 @@ POD_ASKS = [
      False),
     ("jobset", ["--host-network", "--rdma-resource", "rdma/ib", "--rdma-count", "2", "--memory-per-gpu", "1.5Ti"],
      {"requests": {"cpu": "32", "memory": "6Ti"}, "limits": {"nvidia.com/gpu": 4, "rdma/ib": 2}}, True, True),
-    ("jobset", ["--no-ipc-lock", "--cpus-per-gpu", "2250m"],
+    ("jobset", ["--cpus-per-gpu", "2250m"],
      {"requests": {"cpu": "9", "memory": "256Gi"}, "limits": {"nvidia.com/gpu": 4}}, False, False),
 ]
 
@@ -341,6 +346,26 @@ def test_what_each_pod_asks_lands_where_kubernetes_reads_it_and_validates(kind, 
     network = {key: pod_spec(job)[key] for key in ("hostNetwork", "dnsPolicy") if key in pod_spec(job)}
     assert network == ({"hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet"} if host_network else {})
     assert "# each pod asks: 4 GPU(s), " in text and ("IPC_LOCK" in text.split("---")[0]) == ipc_lock
+    assert (baseline_violations(pod_spec(job)) == []) == (not ipc_lock and not host_network)
+
+
+BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+"""The capabilities Pod Security's baseline level lets a container add (kubernetes.io/docs/concepts/security/
+pod-security-standards)."""
+
+
+def baseline_violations(spec: dict) -> list[str]:
+    """What in a pod spec the baseline level refuses, of the fields commbench writes: host namespaces, privilege,
+    added capabilities beyond BASELINE_CAPABILITIES."""
+    found = [key for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key)]
+    for container in spec["containers"]:
+        context = container.get("securityContext", {})
+        if context.get("privileged"):
+            found.append("privileged")
+        found += [f"capability {name}" for name in context.get("capabilities", {}).get("add", [])
+                  if name not in BASELINE_CAPABILITIES]
+    return found
 
 
 NODES = {  # 8-GPU nodes as sold: hardware threads, memory
@@ -351,7 +376,7 @@ NODES = {  # 8-GPU nodes as sold: hardware threads, memory
 def default_ask(gpus: int) -> resources.PodAsk:
     return resources.pod_ask(gpus=gpus, cpus_per_gpu=resources.DEFAULT_CPUS_PER_GPU,
                              memory_per_gpu=resources.DEFAULT_MEMORY_PER_GPU, rdma_resource=None, rdma_count=None,
-                             ipc_lock=True, host_network=False)
+                             ipc_lock=None, host_network=False)
 
 
 @pytest.mark.no_process
@@ -377,7 +402,7 @@ def test_the_cpu_default_gives_every_rank_two_cpus_and_torchrun_one(gpus):
 def test_the_fewest_cpus_per_gpu_accepted_is_the_one_the_refusal_names(gpus):
     def ask(millis: int) -> resources.PodAsk:
         return resources.pod_ask(gpus=gpus, cpus_per_gpu=f"{millis}m", memory_per_gpu="1Gi", rdma_resource=None,
-                                 rdma_count=None, ipc_lock=True, host_network=False)
+                                 rdma_count=None, ipc_lock=None, host_network=False)
 
     least = -(-(2 * gpus + 1) * 1000 // gpus)
     assert ask(least).cpu_millis >= (2 * gpus + 1) * 1000

@@ -41,9 +41,9 @@ from commbench.k8s.resources import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU
                    "plugin) or nvidia.com/hostdev (SR-IOV) [default: none].")
 @click.option("--rdma-count", type=int, default=None, metavar="N",
               help="Devices of --rdma-resource per pod [default: 1].")
-@click.option("--ipc-lock/--no-ipc-lock", default=True, show_default=True,
+@click.option("--ipc-lock/--no-ipc-lock", default=None,
               help="Add the IPC_LOCK capability, so NCCL can pin host memory and register it with an InfiniBand "
-                   "NIC; --no-ipc-lock where a Pod Security admission (baseline or restricted) refuses it.")
+                   "NIC; Pod Security's baseline level refuses it [default: only with --rdma-resource].")
 @click.option("--host-network", is_flag=True, default=False,
               help="Run the pods in their node's network namespace (hostNetwork: true, dnsPolicy: "
                    "ClusterFirstWithHostNet), for NICs the pod network does not reach; JobSet only.")
@@ -51,8 +51,8 @@ from commbench.k8s.resources import DEFAULT_CPUS_PER_GPU, DEFAULT_MEMORY_PER_GPU
               help="Write the manifest here [default: stdout].")
 def k8s(suite: str, nodes: int, gpus_per_node: int, image: str, kind: str, runtime: str | None,
         namespace: str | None, queue: str | None, results_pvc: str | None, name: str | None, cpus_per_gpu: str,
-        memory_per_gpu: str, rdma_resource: str | None, rdma_count: int | None, ipc_lock: bool, host_network: bool,
-        out: Path | None) -> None:
+        memory_per_gpu: str, rdma_resource: str | None, rdma_count: int | None, ipc_lock: bool | None,
+        host_network: bool, out: Path | None) -> None:
     """Write a Kubernetes manifest that runs SUITE (a .toml file, or a shipped suite's name) on NODES pods of
     GPUS_PER_NODE GPUs: `commbench run SUITE` under torchrun in every pod, rank 0 writing the one run folder
     /results/NAME.
@@ -62,8 +62,9 @@ def k8s(suite: str, nodes: int, gpus_per_node: int, image: str, kind: str, runti
     suite is refused before anything is written. `kubectl apply -f FILE` starts it; docs/kubernetes.md says how to
     watch it and collect the run folder.
 
-    Each pod requests GPUS_PER_NODE times --cpus-per-gpu and --memory-per-gpu, has the IPC_LOCK capability, and
-    where asked an RDMA device and its node's network (docs/kubernetes.md says why each).
+    Each pod requests GPUS_PER_NODE times --cpus-per-gpu and --memory-per-gpu, and where asked an RDMA device
+    (with the IPC_LOCK capability, or IPC_LOCK alone with --ipc-lock) and its node's network (docs/kubernetes.md
+    says why each).
 
     Exit codes: 0 written, 2 bad input (a name, count or quantity Kubernetes would refuse, too few CPUs for the
     ranks, an unknown or invalid suite).

@@ -25,7 +25,8 @@ class Pods:
     memory_per_gpu: str
     rdma_resource: str | None = None
     rdma_count: int | None = None
-    ipc_lock: bool = True
+    ipc_lock: bool | None = None
+    """IPC_LOCK: True or False as asked; None, with an RDMA device only (resources.wants_ipc_lock)."""
     host_network: bool = False
 
 

@@ -64,7 +64,8 @@ class JobRequest:
     """An RDMA device plugin's extended resource (rdma/ib, nvidia.com/hostdev), or none."""
     rdma_count: int | None = None
     """Devices of rdma_resource per pod; None: 1 where rdma_resource is given."""
-    ipc_lock: bool = True
+    ipc_lock: bool | None = None
+    """The IPC_LOCK capability: as asked, or None: where the pod asks for rdma_resource (resources.wants_ipc_lock)."""
     host_network: bool = False
 
     @property

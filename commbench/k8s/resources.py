@@ -1,5 +1,5 @@
 """What one pod asks of its node, whichever kind holds it: its GPUs, CPUs and memory, an RDMA device where the
-cluster has one, the IPC_LOCK capability, and host networking where asked.
+cluster has one, the IPC_LOCK capability with that device or where asked, and host networking where asked.
 
 Requests and limits. CPU and memory are requests only: the scheduler reserves them on the node, and no limit means no
 CFS quota throttling a rank's threads between the timer's reads (a throttled NCCL proxy thread shows up as a slow
@@ -42,7 +42,8 @@ TORCHRUN_CPUS = 1
 """torchrun's agent, which watches its ranks for the whole run."""
 IPC_LOCK = "IPC_LOCK"
 """Lets the ranks lock memory beyond the container's RLIMIT_MEMLOCK: NCCL pins host memory and registers it with the
-InfiniBand NIC (ibv_reg_mr), which fails, or falls back to sockets, without it."""
+InfiniBand NIC (ibv_reg_mr), which fails, or falls back to sockets, without it. Added by default only to a pod that
+asks for an RDMA device: without one NCCL registers nothing, and Pod Security's baseline level refuses the pod."""
 HOST_NETWORK_DNS_POLICY = "ClusterFirstWithHostNet"
 """Under hostNetwork the pod resolves names as its node does unless dnsPolicy says otherwise; this keeps the
 cluster's DNS, which the JobSet's rendezvous host (pod 0's name under the JobSet's headless Service) needs."""
@@ -57,14 +58,16 @@ class PodAsk:
     memory_bytes: int
     rdma_resource: str | None = None
     rdma_count: int = 0
-    ipc_lock: bool = True
+    ipc_lock: bool = False
     host_network: bool = False
 
 
 def pod_ask(*, gpus: int, cpus_per_gpu: str, memory_per_gpu: str, rdma_resource: str | None, rdma_count: int | None,
-            ipc_lock: bool, host_network: bool) -> PodAsk:
+            ipc_lock: bool | None, host_network: bool) -> PodAsk:
     """The pod's ask from the per-GPU options, refused in one line naming the option where Kubernetes would refuse
-    it or commbench's ranks could not run in it."""
+    it or commbench's ranks could not run in it. ipc_lock None: IPC_LOCK where the pod asks for an RDMA device
+    (wants_ipc_lock)."""
+    ipc_lock = wants_ipc_lock(ipc_lock, rdma_resource=rdma_resource)
     cpu_each = quantity.cpu_millis("--cpus-per-gpu", cpus_per_gpu, example=DEFAULT_CPUS_PER_GPU)
     cpu_millis = cpu_each * gpus
     needed = (MIN_CPUS_PER_RANK * gpus + TORCHRUN_CPUS) * quantity.MILLI
@@ -93,6 +96,12 @@ def pod_ask(*, gpus: int, cpus_per_gpu: str, memory_per_gpu: str, rdma_resource:
     names.check_count("--rdma-count", count)
     return PodAsk(gpus=gpus, cpu_millis=cpu_millis, memory_bytes=memory_each * gpus, rdma_resource=rdma_resource,
                   rdma_count=count, ipc_lock=ipc_lock, host_network=host_network)
+
+
+def wants_ipc_lock(asked: bool | None, *, rdma_resource: str | None) -> bool:
+    """IPC_LOCK as asked (--ipc-lock, --no-ipc-lock), else only with an RDMA device: the NIC's memory registration
+    is what needs it, and a pod without the capability stays admissible under Pod Security's baseline level."""
+    return rdma_resource is not None if asked is None else asked
 
 
 def requirements(ask: PodAsk) -> dict:
