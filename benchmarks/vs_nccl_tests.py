@@ -1,45 +1,82 @@
 """Benchmark (not a test): commbench's time per call against nccl-tests' own, on the same GPUs with the same NCCL.
 
-NVIDIA's nccl-tests source (BSD; ../shared/vendor/nccl-tests, or a copy in the git-excluded .vendor/nccl-tests that
-travels to a GPU machine) is built with nvcc against the NCCL that torch loads (the nvidia-nccl wheel's headers and
-library), then for each collective both run with the same flags:
+NVIDIA's nccl-tests source (BSD; ../shared/vendor/nccl-tests, or a copy in the git-excluded .vendor/nccl-tests) is
+built with nvcc against the NCCL torch loads (the nvidia-nccl wheel's headers and library), cudart linked statically
+(CUDARTLIB=cudart_static: the binaries need only NCCL's lib folder on the loader path). Then, for each collective on N
+GPUs, nccl-tests with one thread per GPU, as commbench runs one process per GPU (commbench perf accepts -t only at 1:
+its -g N is the N ranks), and nccl-tests again with -C 1, which prints its host (CPU) time per call in the time column:
 
-    X_perf           -b 8 -e 1G -f 4 -g N -n 20 -w 5
-    commbench perf X -b 8 -e 1G -f 4 -g N -n 20 -w 5
+    X_perf           -b 8 -e 1G -f 4 -n 20 -w 5 -t N -g 1
+    X_perf           -b 8 -e 1G -f 4 -n 20 -w 5 -t N -g 1 -C 1
+    commbench perf X -b 8 -e 1G -f 4 -n 20 -w 5 -g N
 
 and one `commbench sweep` of every collective at the same sizes with the sweep's default timing. Each text is read by
-commbench's nccl-tests importer; per collective, size and placement the table gives nccl-tests' time, commbench's and
-their ratio. The goal: commbench's time is at most nccl-tests' + 1 µs at every size (no host overhead of its own) and
-within 3 % of it wherever nccl-tests' time exceeds 10 µs. Where commbench reads lower at tiny sizes, nccl-tests' own
-issue path from C (2–5 µs per call) is the longer one: the table says so.
+commbench's nccl-tests importer; per collective, size and placement the table gives nccl-tests' time and CPU time,
+commbench's time, its stream hops, their ratio and the verdict (judge()):
 
-    python benchmarks/vs_nccl_tests.py [--out DIR] [--collectives a,b] [--json FILE]   # on a GPU node
-    python benchmarks/vs_nccl_tests.py --dry-run [--out DIR]                             # anywhere
+- commbench may read at most nccl-tests + 1 µs at any size, plus 1 µs per stream hop its figure holds (a
+  cross-stream wait nccl-tests never pays: commbench/measure/stream_hops.py), and within 3 % both ways where
+  nccl-tests reads over 10 µs (the hops' allowance taken off first), within ±1 µs at or below 10 µs;
+- it may read lower than that only where nccl-tests is host-bound by nccl-tests' own figures: its CPU time per call
+  (-C 1) reaches HOST_BOUND_SHARE (0.8, commbench's own host-bound share) of its time per call. Then nccl-tests' time
+  is its host's issue, not the device's, and the verdict is "lower (nccl-tests host-bound)"; elsewhere lower is
+  OUTSIDE (not the same measurement).
 
---dry-run prints the build line and every command pair, then runs the import/compare half on a vendored nccl-tests
-log (tests/data/imports: a 2-rank RTX 5090 all_reduce) against `commbench perf` run here with that log's flags on 2
-gloo ranks (sizes cut to 4 MiB, fewer iterations): the verdicts exercise the comparison, not the goal. Exit code: 0
-within the goal (a dry run: the comparison ran), 1 outside it, 2 no GPU without --dry-run.
+    python benchmarks/vs_nccl_tests.py [--collectives a,b] [--json FILE]            # on a GPU node
+    python benchmarks/vs_nccl_tests.py --build-only --arch 90 [--binaries DIR]       # anywhere with nvcc, no GPU
+    python benchmarks/vs_nccl_tests.py --dry-run [--out DIR]                          # anywhere
+
+--build-only builds the binaries into --binaries (default .vendor/nccl-tests-bin, git-ignored; 37 MiB for the seven
+at sm_90, host debug sections stripped, under the 64 MiB that a carried path may take to a GPU machine), recording
+each program's architecture in built.json; on a GPU the script runs the binaries found there and builds only those
+missing or built for another architecture. nvcc: --cuda-home, else $CUDA_HOME, /usr/local/cuda or the toolkit
+around the nvcc on PATH. Without a CUDA toolkit, pip's CUDA 13.0 wheels (torch 2.13's CUDA build loads CUDA 13.0
+and nvidia-nccl-cu13 2.29.7) make one, outside the project's requirements:
+
+    pip install --target /tmp/cuda-build "nvidia-cuda-nvcc==13.0.*" "nvidia-cuda-runtime==13.0.*" \\
+        "nvidia-cuda-cccl==13.0.*" "nvidia-cuda-crt==13.0.*" "nvidia-nvvm==13.0.*" nvidia-nccl-cu13==2.29.7
+    python benchmarks/vs_nccl_tests.py --build-only --arch 90 --cuda-home /tmp/cuda-build/nvidia/cu13 \\
+        --nccl-home /tmp/cuda-build/nvidia/nccl
+
+(nvcc's headers, cicc and libcudart_static.a are in that one folder; its lib/ is passed as CUDA_LIB, there being no
+lib64.) Every make, nccl-tests and commbench run is a step in its own process group with a timeout
+(benchmarks/process_group.py): a step that fails or runs past its timeout is one `FAILED step` line, its output in
+OUT/steps/, and exit 1.
+
+--dry-run prints the build line and every command, then runs the import/compare half on a vendored nccl-tests log
+(tests/data/imports: a 2-rank RTX 5090 all_reduce, no -C 1 run) against `commbench perf` run here with that log's flags
+on 2 gloo ranks (sizes cut to 4 MiB, fewer iterations): the verdicts exercise the comparison, not the goal. Exit code:
+0 within the goal (a dry run or a build: it ran), 1 outside it or a step failed, 2 no GPU without --dry-run or
+--build-only, or nothing to build with.
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
-import subprocess
 import sys
-import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # process_group, beside this script, also when imported from tests
 
+from process_group import run_step  # noqa: E402
+
+from commbench.errors import CommbenchError  # noqa: E402
 from commbench.imports import nccl_tests_text  # noqa: E402
+from commbench.measure.spin_plan import HOST_BOUND_SHARE  # noqa: E402
+from commbench.measure.stream_hops import allowance_us, hops_in, hops_per_iteration  # noqa: E402
 from commbench.units import format_bytes  # noqa: E402
 
 SOURCES = (ROOT / ".vendor" / "nccl-tests", ROOT.parent / "shared" / "vendor" / "nccl-tests")
-"""Where nccl-tests' source is looked for: the copy that travels with the checkout, then ../shared."""
+"""Where nccl-tests' source is looked for: a copy beside the checkout, then ../shared."""
+DEFAULT_BINARIES = ROOT / ".vendor" / "nccl-tests-bin"
+"""Where --build-only puts the binaries and a GPU run looks for them: git-ignored, so it travels to a GPU machine
+only as a carried path, whose limit is CARRY_LIMIT_BYTES."""
+CARRY_LIMIT_BYTES = 64 << 20
 BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf", "reduce_scatter": "reduce_scatter_perf",
             "broadcast": "broadcast_perf", "reduce": "reduce_perf", "all_to_all": "alltoall_perf",
             "sendrecv": "sendrecv_perf"}
@@ -47,17 +84,66 @@ BINARIES = {"all_reduce": "all_reduce_perf", "all_gather": "all_gather_perf", "r
 NEEDS_A_PEER = ("sendrecv",)
 """Collectives commbench runs only with two ranks or more (sendrecv sends to the next rank)."""
 FLAGS = ("-b", "8", "-e", "1G", "-f", "4", "-n", "20", "-w", "5")
-"""The issue's flags, -g added per machine: 8 B to 1 GiB by ×4, nccl-tests' default 20 calls per batch."""
+"""The flags both tools get, the GPUs added per machine: 8 B to 1 GiB by ×4, nccl-tests' default 20 calls per batch,
+one call per iteration (no -m)."""
+CPUTIME_FLAGS = ("-C", "1")
+"""nccl-tests' report_cputime: the time column is then the host's time per call from its first issue to its last
+call's return, before the stream sync (common.cu, BenchTime's cputimeSec), not the time to the device's end."""
 SWEEP_SIZES = "8:1G:x4"
 """The same sizes as the flags above, as a sweep's --sizes."""
 SLACK_US = 1.0
-"""commbench may read at most this much above nccl-tests at any size."""
+"""commbench may read at most this much above nccl-tests at any size (and below it at or under CLOSE_FROM_US)."""
 CLOSE_PCT = 3.0
 CLOSE_FROM_US = 10.0
-"""...and within CLOSE_PCT of it where nccl-tests' time exceeds CLOSE_FROM_US."""
+"""...and within CLOSE_PCT of it, both ways, where nccl-tests' time exceeds CLOSE_FROM_US."""
+NCCL_TESTS_HOST_BOUND_SHARE = HOST_BOUND_SHARE
+"""nccl-tests is host-bound where its CPU time per call reaches this share of its time per call: its device waited
+for its host, as commbench's own rule for its rows (spin_plan.HOST_BOUND_SHARE)."""
 DRY_LOG = ROOT / "tests" / "data" / "imports" / "nccl-tests" / "rtx5090_2rank_1host_mpi_prefix_v2_18_all_reduce.txt"
 DRY_FLAGS = ("-b", "1M", "-e", "4M", "-f", "2", "-g", "2", "-n", "5", "-w", "1")
 """The vendored log's flags (-b 1M -f 2, 2 ranks), cut to 4 MiB and 5 calls so that the CPU run takes seconds."""
+
+
+# ---- the verdict (pure)
+
+
+def judge(nccl_tests_us: float, commbench_us: float | None, *, nccl_tests_host_bound: bool = False,
+          hop_allowance_us: float = 0.0) -> str:
+    """The goal for one size: 'ok'; 'lower (nccl-tests host-bound)' where commbench reads below the tolerance and
+    nccl-tests' own CPU time shows its time is its host's; else what is outside the goal, beginning with 'OUTSIDE'.
+
+    Above: at most SLACK_US more, and within CLOSE_PCT where nccl-tests exceeds CLOSE_FROM_US, after taking off
+    hop_allowance_us (the stream hops commbench's figure holds and nccl-tests' does not). Below: within CLOSE_PCT above
+    CLOSE_FROM_US, within SLACK_US at or under it; lower than that is excused only by nccl-tests being host-bound (the
+    hops are not taken off there: they make commbench slower, never faster)."""
+    if commbench_us is None:
+        return "not measured"
+    above_us = commbench_us - nccl_tests_us
+    beyond_hops_us = above_us - hop_allowance_us
+    hops = f" and {hop_allowance_us:g} µs for its stream hops" if hop_allowance_us else ""
+    if beyond_hops_us > SLACK_US:
+        return f"OUTSIDE: {above_us:.2f} µs slower (goal: at most +{SLACK_US:g} µs{hops})"
+    device_bound_size = nccl_tests_us > CLOSE_FROM_US
+    if device_bound_size and beyond_hops_us / nccl_tests_us * 100 > CLOSE_PCT:
+        return f"OUTSIDE: {above_us / nccl_tests_us * 100:+.1f} % (goal: within {CLOSE_PCT:g} % above " \
+               f"{CLOSE_FROM_US:g} µs{hops})"
+    below_us = -above_us
+    too_low = below_us / nccl_tests_us * 100 > CLOSE_PCT if device_bound_size else below_us > SLACK_US
+    if not too_low:
+        return "ok"
+    if nccl_tests_host_bound:
+        return "lower (nccl-tests host-bound)"
+    unshown = "while nccl-tests' CPU time does not show it host-bound"
+    if device_bound_size:
+        return f"OUTSIDE: {-below_us / nccl_tests_us * 100:+.1f} % {unshown} (goal: within {CLOSE_PCT:g} % above " \
+               f"{CLOSE_FROM_US:g} µs)"
+    return f"OUTSIDE: {below_us:.2f} µs lower {unshown} (goal: within {SLACK_US:g} µs)"
+
+
+def is_nccl_tests_host_bound(time_us: float, cputime_us: float | None) -> bool:
+    """Whether nccl-tests' time per call is its host's: its CPU time per call (-C 1) reaches
+    NCCL_TESTS_HOST_BOUND_SHARE of it. False where no CPU time was read: host-boundness is shown, not assumed."""
+    return cputime_us is not None and time_us > 0 and cputime_us >= NCCL_TESTS_HOST_BOUND_SHARE * time_us
 
 
 @dataclass(frozen=True)
@@ -69,7 +155,14 @@ class Pair:
     commbench_us: float | None
     side: str
     """Which commbench figure: perf (its text) or sweep (its rows' median)."""
+    nccl_tests_cpu_us: float | None = None
+    """nccl-tests' host time per call at this key (its -C 1 run), None where that run printed none."""
+    hops: int = 0
+    """Stream hops per iteration in commbench's figure."""
+    agg: int = 1
+    """Calls per iteration, which share an iteration's hops."""
     host_bound: str = ""
+    """commbench's own word on its row (the sweep's host_bound column)."""
     wrong: int | None = None
     """commbench's wrong elements at this size (its check), None where it printed none."""
 
@@ -79,25 +172,15 @@ class Pair:
             self.commbench_us / self.nccl_tests_us
 
     @property
+    def nccl_tests_host_bound(self) -> bool:
+        return is_nccl_tests_host_bound(self.nccl_tests_us, self.nccl_tests_cpu_us)
+
+    @property
     def verdict(self) -> str:
         if self.wrong:
             return f"OUTSIDE: {self.wrong} wrong elements in commbench's check"
-        return judge(self.nccl_tests_us, self.commbench_us)
-
-
-def judge(nccl_tests_us: float, commbench_us: float | None) -> str:
-    """The goal for one size: 'ok', 'lower' (commbench below nccl-tests by more than the slack where nccl-tests is
-    at most 10 µs: its C issue path is the longer), or what is outside the goal, beginning with 'OUTSIDE'."""
-    if commbench_us is None:
-        return "not measured"
-    if commbench_us > nccl_tests_us + SLACK_US:
-        return f"OUTSIDE: {commbench_us - nccl_tests_us:.2f} µs slower (goal: at most +{SLACK_US:g} µs)"
-    off_pct = (commbench_us / nccl_tests_us - 1) * 100 if nccl_tests_us > 0 else 0.0
-    if nccl_tests_us > CLOSE_FROM_US and abs(off_pct) > CLOSE_PCT:
-        return f"OUTSIDE: {off_pct:+.1f} % (goal: within {CLOSE_PCT:g} % above {CLOSE_FROM_US:g} µs)"
-    if commbench_us < nccl_tests_us - SLACK_US and nccl_tests_us <= CLOSE_FROM_US:
-        return "lower: nccl-tests' own issue from C is the longer path here"
-    return "ok"
+        return judge(self.nccl_tests_us, self.commbench_us, nccl_tests_host_bound=self.nccl_tests_host_bound,
+                     hop_allowance_us=allowance_us(self.hops, self.agg))
 
 
 Key = tuple[str, int, str]
@@ -111,6 +194,11 @@ class Measured:
     time_us: float
     wrong: int | None = None
     host_bound: str = ""
+    hops: int = 0
+    agg: int = 1
+
+
+# ---- reading the texts and the sweep (pure but for the sweep's files)
 
 
 def read_text(text: str, name: str) -> dict[Key, Measured]:
@@ -120,44 +208,100 @@ def read_text(text: str, name: str) -> dict[Key, Measured]:
             Measured(row.time_us, row.n_wrong) for test in tests for row in test.rows if row.time_us == row.time_us}
 
 
-def pairs_of(reference: dict[Key, Measured], ours: dict[Key, Measured], side: str) -> list[Pair]:
+_CPUTIME_HEADER = re.compile(r"^#\s+size\s+count\b.*\bcputime\b", re.MULTILINE)
+"""writeResultHeader's column line under -C 1: `#  size  count  type  redop  root  cputime  algbw  busbw  #wrong
+cputime ...` (util.cu), where a plain run prints `time`."""
+
+
+def read_cputimes(text: str, name: str) -> dict[Key, float]:
+    """nccl-tests' CPU time per call in µs per key, from the text of a -C 1 run; ValueError where the text's columns
+    are not cputime (the flag was not taken: its times would pass for CPU times)."""
+    if not _CPUTIME_HEADER.search(text):
+        raise ValueError(f"{name}: no 'cputime' column header: not the text of an nccl-tests -C 1 run")
+    return {key: measured.time_us for key, measured in read_text(text, name).items()}
+
+
+def pairs_of(reference: dict[Key, Measured], ours: dict[Key, Measured], side: str,
+             cputimes: dict[Key, float] | None = None) -> list[Pair]:
+    """One pair per key of the reference (nccl-tests), commbench's figure None where it has none at that key."""
     pairs = []
     for key, theirs in sorted(reference.items()):
         mine = ours.get(key)
-        pairs.append(Pair(*key, theirs.time_us, None if mine is None else mine.time_us, side,
-                          "" if mine is None else mine.host_bound, None if mine is None else mine.wrong))
+        pairs.append(Pair(*key, theirs.time_us, None, side, (cputimes or {}).get(key)) if mine is None else
+                     Pair(*key, theirs.time_us, mine.time_us, side, (cputimes or {}).get(key), mine.hops, mine.agg,
+                          mine.host_bound, mine.wrong))
     return pairs
 
 
+def with_hops(measured: dict[Key, Measured], hops: int, agg: int) -> dict[Key, Measured]:
+    """A perf text's figures with the stream hops its calls hold (its text does not say them)."""
+    return {key: replace(value, hops=hops, agg=agg) for key, value in measured.items()}
+
+
+def flag_value(flags, name: str, default: str) -> str:
+    return next((flags[index + 1] for index, flag in enumerate(flags[:-1]) if flag == name), default)
+
+
+def perf_hops(collective: str, *, backend: str, device: str) -> tuple[int, int]:
+    """(stream hops per iteration, calls per iteration) of commbench perf's builtin calls with FLAGS' -m."""
+    agg = int(flag_value(FLAGS, "-m", "1"))
+    return hops_per_iteration(collective, backend=backend, device=device, agg=agg) or 0, agg
+
+
 def read_sweep(run_dir: Path) -> dict[Key, Measured]:
-    """A sweep's rows by key: the median time per call, the check's wrong elements and the host_bound word."""
+    """A sweep's rows by key: the median time per call, the check's wrong elements, the host_bound word and the
+    stream hops its timing_method states."""
     from commbench import store
     from commbench.benches.collective import KIND
 
     rows = store.read_results(run_dir, KIND)
     return {(str(row["collective"]), int(row["size_bytes"]), "in-place" if bool(row["inplace"]) else "out-of-place"):
             Measured(float(row["time_us_p50"]), None if row["n_wrong"] != row["n_wrong"] else int(row["n_wrong"]),
-                     str(row.get("host_bound") or "")) for _, row in rows.iterrows()}
+                     str(row.get("host_bound") or ""), hops_in(str(row.get("timing_method") or "")),
+                     int(row.get("agg_iters") or 1)) for _, row in rows.iterrows()}
 
 
 def table(pairs: list[Pair]) -> str:
-    lines = ["| collective | size | placement | nccl-tests (µs) | commbench (µs) | side | commbench / nccl-tests | "
-             "host-bound | verdict |", "| --- | --- | --- | ---: | ---: | --- | ---: | --- | --- |"]
+    lines = ["| collective | size | placement | nccl-tests (µs) | nccl-tests CPU (µs) | commbench (µs) | side | hops | "
+             "commbench / nccl-tests | host-bound | verdict |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |"]
     for pair in pairs:
         ours = "-" if pair.commbench_us is None else f"{pair.commbench_us:.2f}"
+        cpu = "-" if pair.nccl_tests_cpu_us is None else f"{pair.nccl_tests_cpu_us:.2f}"
         ratio = "-" if pair.ratio is None else f"{pair.ratio:.3f}"
         lines.append(f"| {pair.collective} | {format_bytes(pair.size_bytes)} | {pair.placement} | "
-                     f"{pair.nccl_tests_us:.2f} | {ours} | {pair.side} | {ratio} | {pair.host_bound or '-'} | "
-                     f"{pair.verdict} |")
+                     f"{pair.nccl_tests_us:.2f} | {cpu} | {ours} | {pair.side} | {pair.hops} | {ratio} | "
+                     f"{pair.host_bound or '-'} | {pair.verdict} |")
     return "\n".join(lines)
 
 
-# ---- building and running nccl-tests (GPU machines)
+# ---- steps: every make, nccl-tests and commbench run
+
+
+class StepFailed(Exception):
+    """A step that exited non-zero or ran past its timeout: main prints its one line and exits 1."""
+
+
+def step(name: str, command: list[str], *, timeout_s: float, logs: Path, env: dict | None = None) -> str:
+    """Run one step in its own process group (process_group.run_step), keep its output in logs/NAME.out and .err,
+    and return its stdout; StepFailed with one line where it did not exit 0."""
+    result = run_step(command, timeout_s=timeout_s, env=env, cwd=ROOT)
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / f"{name}.out").write_text(result.stdout)
+    (logs / f"{name}.err").write_text(result.stderr)
+    print(f"  {result.seconds:6.1f} s  {name}: {'ok' if result.ok else result.why(timeout_s)}", flush=True)
+    if not result.ok:
+        raise StepFailed(f"FAILED step {name}: {result.why(timeout_s)}: {' '.join(command[:3])} ... "
+                         f"(its output: {logs / name}.out and .err)")
+    return result.stdout
+
+
+# ---- building nccl-tests (CPU side or GPU side)
 
 
 def source_dir(given: Path | None) -> Path | None:
     candidates = (given,) if given else SOURCES
-    return next((path for path in candidates if path and (path / "src" / "common.cu").exists()), None)
+    return next((path.absolute() for path in candidates if path and (path / "src" / "common.cu").exists()), None)
 
 
 def torch_nccl() -> dict:
@@ -175,39 +319,42 @@ def torch_nccl() -> dict:
 
         found["home"] = str(Path(list(nvidia.nccl.__path__)[0]))
     except ImportError:
-        found["why"] = "the nvidia-nccl wheel is not installed here (a CPU build of torch)"
+        found["why"] = "the nvidia-nccl wheel is not installed here (a CPU build of torch): give --nccl-home"
     return found
 
 
-def nccl_home_for_make(wheel_home: Path, build: Path) -> Path:
-    """nccl-tests links -lnccl: a folder whose lib/libnccl.so points at the wheel's libnccl.so.2."""
-    home = build / "nccl-home"
+def nccl_home_for_make(wheel_home: Path, scratch: Path) -> Path:
+    """nccl-tests links -lnccl: a folder whose lib/libnccl.so points at the wheel's libnccl.so.2 (the wheel has no
+    unversioned name). Links are made anew: a folder carried from another machine holds links that dangle."""
+    home = scratch / "nccl-home"
     (home / "lib").mkdir(parents=True, exist_ok=True)
     for name, target in (("include", wheel_home / "include"), ("lib/libnccl.so", wheel_home / "lib" / "libnccl.so.2")):
         link = home / name
-        if not link.exists():
-            link.symlink_to(target)
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(target.absolute())
     return home
 
 
-def gencode(arch: str | None) -> str:
-    """One architecture, this GPU's (or --arch): nccl-tests' default list compiles for six and takes minutes."""
-    if not arch:
-        import torch
+def device_arch(arch: str | None) -> str:
+    """--arch as given, else this GPU's compute capability (90 for an H100 or H200)."""
+    if arch:
+        return arch
+    import torch
 
-        arch = "".join(map(str, torch.cuda.get_device_capability(0)))
+    return "".join(map(str, torch.cuda.get_device_capability(0)))
+
+
+def gencode(arch: str) -> str:
+    """One architecture: nccl-tests' default list compiles for six and takes minutes."""
     return f"-gencode=arch=compute_{arch},code=sm_{arch}"
 
 
-def build_command(source: Path, build: Path, nccl_home: str, cuda_home: str, code: str, collectives) -> list[str]:
-    targets = [str(build / BINARIES[name]) for name in collectives]
-    return ["make", "-C", str(source / "src"), f"-j{os.cpu_count() or 4}", f"NCCL_HOME={nccl_home}",
-            f"CUDA_HOME={cuda_home}", f"BUILDDIR={build}", f"NVCC_GENCODE={code}", "os.build", *targets]
-
-
-def cuda_home() -> str:
-    """$CUDA_HOME, /usr/local/cuda, or the toolkit around the nvcc on PATH: the first with bin/nvcc and the runtime's
-    headers (an nvcc on PATH may be a wrapper script outside the toolkit)."""
+def cuda_home(given: str | None = None) -> str:
+    """--cuda-home as given; else $CUDA_HOME, /usr/local/cuda, or the toolkit around the nvcc on PATH: the first with
+    bin/nvcc and the runtime's headers (an nvcc on PATH may be a wrapper script outside the toolkit)."""
+    if given:
+        return str(Path(given).absolute())
     nvcc = shutil.which("nvcc")
     candidates = (os.environ.get("CUDA_HOME"), "/usr/local/cuda", nvcc and str(Path(nvcc).resolve().parent.parent))
     for candidate in filter(None, candidates):
@@ -216,11 +363,100 @@ def cuda_home() -> str:
     return "/usr/local/cuda"
 
 
-def commands(collective: str, build: Path, out: Path, ngpus: int) -> tuple[list[str], list[str]]:
-    flags = [*FLAGS, "-g", str(ngpus)]
-    return ([str(build / BINARIES[collective]), *flags],
-            [sys.executable, "-m", "commbench", "perf", collective, *flags, "--out", str(out / "runs"),
-             "--run-id", f"perf-{collective}"])
+def cuda_lib(home: str) -> str:
+    """The folder with libcudart_static.a: a toolkit's lib64, or lib in pip's CUDA 13 wheels (nccl-tests' default
+    CUDA_LIB is lib64 only)."""
+    for name in ("lib64", "lib"):
+        if (Path(home) / name / "libcudart_static.a").exists():
+            return str(Path(home) / name)
+    return str(Path(home) / "lib64")
+
+
+def parallel_jobs() -> int:
+    """What `nproc` says: the cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def build_command(source: Path, build: Path, nccl_home: str, cuda: str, code: str, programs) -> list[str]:
+    """make in nccl-tests' src/, every path absolute: make -C changes into src/, where a relative BUILDDIR would
+    land elsewhere and a relative NCCL_HOME would not be found."""
+    build = build.absolute()
+    return ["make", "-C", str(source.absolute() / "src"), f"-j{parallel_jobs()}", f"NCCL_HOME={nccl_home}",
+            f"CUDA_HOME={cuda}", f"CUDA_LIB={cuda_lib(cuda)}", "CUDARTLIB=cudart_static", f"BUILDDIR={build}",
+            f"NVCC_GENCODE={code}", "os.build", *[str(build / program) for program in programs]]
+
+
+BUILT = "built.json"
+"""In --binaries: each program's architecture, so that a folder built for another GPU is built again, not run."""
+
+
+def built_archs(binaries: Path) -> dict[str, str]:
+    try:
+        return json.loads((binaries / BUILT).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def missing_programs(binaries: Path, collectives, arch: str | None) -> list[str]:
+    """The programs to build: not in `binaries`, or built for another architecture than `arch` (None: any)."""
+    archs = built_archs(binaries)
+    return [BINARIES[name] for name in collectives if not os.access(binaries / BINARIES[name], os.X_OK) or
+            (arch is not None and archs.get(BINARIES[name]) != arch)]
+
+
+def build_missing(source: Path | None, binaries: Path, scratch: Path, nccl_home: Path, cuda: str, arch: str,
+                  collectives, timeout_s: float) -> list[str]:
+    """Build the programs missing from `binaries` in scratch/build and copy them into `binaries` (only the programs
+    travel: the objects stay in scratch); the make command, or [] where none was missing."""
+    missing = missing_programs(binaries, collectives, arch)
+    if not missing:
+        print(f"# nccl-tests: prebuilt {', '.join(BINARIES[name] for name in collectives)} (sm_{arch}) in "
+              f"{binaries}", flush=True)
+        return []
+    if source is None:
+        raise StepFailed(f"FAILED step build: {', '.join(missing)} missing from {binaries} and no nccl-tests source "
+                         f"at {' or '.join(map(str, SOURCES))} (--source)")
+    make = build_command(source, scratch / "build", str(nccl_home_for_make(nccl_home, scratch)), cuda, gencode(arch),
+                         missing)
+    print("# build:", " ".join(make), flush=True)
+    step("build", make, timeout_s=timeout_s, logs=scratch / "steps")
+    binaries.mkdir(parents=True, exist_ok=True)
+    for program in missing:
+        shutil.copy2(scratch / "build" / program, binaries / program)
+    strip_debug([binaries / program for program in missing], timeout_s=timeout_s, logs=scratch / "steps")
+    (binaries / BUILT).write_text(json.dumps({**built_archs(binaries), **dict.fromkeys(missing, arch)}, indent=1))
+    total = sum(path.stat().st_size for path in binaries.iterdir() if path.is_file())
+    print(f"# {binaries}: {total / 2**20:.1f} MiB" + ("" if total < CARRY_LIMIT_BYTES else
+          f" (over the {CARRY_LIMIT_BYTES >> 20} MiB a carried path may hold)"), flush=True)
+    return make
+
+
+def strip_debug(programs: list[Path], *, timeout_s: float, logs: Path) -> None:
+    """Drop the host's debug sections (nccl-tests compiles with -g): about a quarter of each program, so that the
+    seven travel well under CARRY_LIMIT_BYTES. The device code (.nv_fatbin) stays. Skipped where there is no strip."""
+    if shutil.which("strip") is None:
+        print("# no strip here: the programs keep their debug sections", flush=True)
+        return
+    step("strip", ["strip", "--strip-debug", *map(str, programs)], timeout_s=timeout_s, logs=logs)
+
+
+# ---- running both (GPU machines)
+
+
+@dataclass(frozen=True)
+class Commands:
+    nccl_tests: list[str]
+    nccl_tests_cputime: list[str]
+    perf: list[str]
+
+
+def commands(collective: str, binaries: Path, out: Path, ngpus: int) -> Commands:
+    """One thread per GPU in nccl-tests (-t N -g 1: -g N would issue every GPU from one thread, whose host then
+    bounds its small sizes); commbench perf takes -t only at 1 and runs one process per GPU, so -g N ranks."""
+    program = [str(binaries / BINARIES[collective]), *FLAGS, "-t", str(ngpus), "-g", "1"]
+    return Commands(program, [*program, *CPUTIME_FLAGS],
+                    [sys.executable, "-m", "commbench", "perf", collective, *FLAGS, "-g", str(ngpus), "--out",
+                     str(out / "runs"), "--run-id", f"perf-{collective}"])
 
 
 def sweep_command(collectives, out: Path, ngpus: int) -> list[str]:
@@ -229,53 +465,47 @@ def sweep_command(collectives, out: Path, ngpus: int) -> list[str]:
             str(out / "runs"), "--run-id", "sweep", "--quiet"]
 
 
-def run(command: list[str], *, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
-    started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
-    print(f"  {time.monotonic() - started:6.1f} s  exit {done.returncode}  {' '.join(command[:6])} ...", flush=True)
-    if done.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(command)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    return done
-
-
 def on_gpu(args, collectives: list[str], ngpus: int) -> tuple[list[Pair], dict]:
-    source = source_dir(args.source)
-    if source is None:
-        raise SystemExit(f"no nccl-tests source at {' or '.join(map(str, SOURCES))}: copy ../shared/vendor/nccl-tests "
-                         "to .vendor/nccl-tests (git-excluded) so that it travels with the checkout")
     nccl = torch_nccl()
-    if not nccl["home"]:
-        raise SystemExit(f"torch's NCCL was not found: {nccl.get('why')}")
-    build = args.out / "build"
-    make = build_nccl_tests(source, build, Path(nccl["home"]), args.arch, collectives, args.build_timeout)
-    env = {**os.environ, "LD_LIBRARY_PATH": f"{Path(nccl['home']) / 'lib'}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
-    texts = args.out / "texts"
+    home = args.nccl_home or (Path(nccl["home"]) if nccl["home"] else None)
+    if home is None:
+        raise StepFailed(f"FAILED step build: torch's NCCL was not found: {nccl.get('why')}")
+    make = build_missing(source_dir(args.source), args.binaries, args.out, home, cuda_home(args.cuda_home),
+                         device_arch(args.arch), collectives, args.build_timeout)
+    # cudart is linked in: NCCL's lib folder is all the binaries need beside the driver
+    env = {**os.environ, "LD_LIBRARY_PATH": f"{home / 'lib'}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+    texts, logs = args.out / "texts", args.out / "steps"
     texts.mkdir(exist_ok=True)
     pairs: list[Pair] = []
     references: dict[Key, Measured] = {}
+    cputimes: dict[Key, float] = {}
     for collective in collectives:
-        reference_cmd, perf_cmd = commands(collective, build, args.out, ngpus)
-        reference = run(reference_cmd, timeout=args.timeout, env=env).stdout
-        ours = run(perf_cmd, timeout=args.timeout).stdout
-        (texts / f"nccl-tests-{collective}.txt").write_text(reference)
-        (texts / f"commbench-perf-{collective}.txt").write_text(ours)
-        references.update(read_text(reference, f"nccl-tests {collective}"))
-        pairs += pairs_of(read_text(reference, f"nccl-tests {collective}"),
-                          read_text(ours, f"commbench perf {collective}"), "perf")
-    run(sweep_command(collectives, args.out, ngpus), timeout=args.timeout * len(collectives))
-    pairs += pairs_of(references, read_sweep(args.out / "runs" / "sweep"), "sweep")
+        run = commands(collective, args.binaries, args.out, ngpus)
+        names = (f"nccl-tests-{collective}", f"nccl-tests-{collective}-cputime", f"perf-{collective}")
+        reference = step(names[0], run.nccl_tests, timeout_s=args.timeout, logs=logs, env=env)
+        host = step(names[1], run.nccl_tests_cputime, timeout_s=args.timeout, logs=logs, env=env)
+        ours = step(names[2], run.perf, timeout_s=args.timeout, logs=logs)
+        for name, text in zip((f"nccl-tests-{collective}", f"nccl-tests-cputime-{collective}",
+                               f"commbench-perf-{collective}"), (reference, host, ours)):
+            (texts / f"{name}.txt").write_text(text)
+        theirs = read_step_text(read_text, reference, names[0])
+        cputimes.update(read_step_text(read_cputimes, host, names[1]))
+        mine = read_step_text(read_text, ours, names[2])
+        references.update(theirs)
+        pairs += pairs_of(theirs, with_hops(mine, *perf_hops(collective, backend="nccl", device="cuda")), "perf",
+                          cputimes)
+    step("sweep", sweep_command(collectives, args.out, ngpus), timeout_s=args.timeout * len(collectives), logs=logs)
+    pairs += pairs_of(references, read_sweep(args.out / "runs" / "sweep"), "sweep", cputimes)
     versions = {"nccl_torch": nccl["version"], "nccl_tests_header": _header_line(texts), "make": make}
     return pairs, versions
 
 
-def build_nccl_tests(source: Path, build: Path, wheel_home: Path, arch: str | None, collectives,
-                     timeout: float) -> list[str]:
-    build.mkdir(parents=True, exist_ok=True)
-    make = build_command(source, build, str(nccl_home_for_make(wheel_home, build)), cuda_home(), gencode(arch),
-                         collectives)
-    print("# build:", " ".join(make), flush=True)
-    run(make, timeout=timeout)
-    return make
+def read_step_text(reader, text: str, name: str):
+    """reader(text, name): a step's text read; a text that does not read is that step failing, in one line."""
+    try:
+        return reader(text, name)
+    except (ValueError, CommbenchError) as error:
+        raise StepFailed(f"FAILED step {name}: its text does not read: {error}") from None
 
 
 def _header_line(texts: Path) -> str:
@@ -292,24 +522,29 @@ def _header_line(texts: Path) -> str:
 def dry_run(args, collectives: list[str]) -> list[Pair]:
     source = source_dir(args.source)
     nccl = torch_nccl()
-    build = args.out / "build"
     print("# dry run: the plan on a GPU node")
-    make = build_command(source or SOURCES[0], build, "<torch's nvidia-nccl wheel>/nccl-home", cuda_home(),
-                         "-gencode=arch=compute_XY,code=sm_XY (this GPU's)", collectives)
+    missing = missing_programs(args.binaries, collectives, args.arch)
+    make = build_command(source or SOURCES[0], args.out / "build", "<torch's nvidia-nccl wheel>/nccl-home",
+                         cuda_home(args.cuda_home), "-gencode=arch=compute_XY,code=sm_XY (this GPU's)", missing)
     where = "" if source else f"  (no source here: it would be {SOURCES[0]})"
-    print(f"- build: {' '.join(make)}{where}\n  NCCL torch loads: {nccl.get('version') or nccl.get('why')}")
+    have = f"prebuilt in {args.binaries}: {len(collectives) - len(missing)} of {len(collectives)}"
+    print(f"- binaries: {have}\n- build: {' '.join(make) if missing else 'none'}{where}\n"
+          f"  NCCL torch loads: {nccl.get('version') or nccl.get('why')}")
     for collective in collectives:
-        reference_cmd, perf_cmd = commands(collective, build, args.out, 1)
-        print(f"- {collective}:\n    {' '.join(reference_cmd)}\n    {' '.join(perf_cmd)}")
+        run = commands(collective, args.binaries, args.out, 1)
+        print(f"- {collective}:\n    {' '.join(run.nccl_tests)}\n    {' '.join(run.nccl_tests_cputime)}\n"
+              f"    {' '.join(run.perf)}")
     print(f"- sweep, default timing:\n    {' '.join(sweep_command(collectives, args.out, 1))}")
-    print(f"\n# the import/compare half: {DRY_LOG.name} (nccl-tests, 2 ranks on one RTX 5090) against commbench perf "
-          "here with its flags on 2 gloo ranks (cut to 4 MiB): the verdicts exercise the comparison, not the goal")
+    print(f"\n# the import/compare half: {DRY_LOG.name} (nccl-tests, 2 ranks on one RTX 5090, no -C 1 run) against "
+          "commbench perf here with its flags on 2 gloo ranks (cut to 4 MiB): the verdicts exercise the comparison, "
+          "not the goal")
     perf = [sys.executable, "-m", "commbench", "perf", "all_reduce", *DRY_FLAGS, "--backend", "gloo", "--device",
             "cpu", "--out", str(args.out / "runs"), "--run-id", "dry-perf"]
-    ours = run(perf, timeout=args.timeout).stdout
+    ours = step("dry-perf", perf, timeout_s=args.timeout, logs=args.out / "steps")
     (args.out / "commbench-perf-all_reduce.txt").write_text(ours)
     reference = read_text(DRY_LOG.read_text(), DRY_LOG.name)
-    measured = read_text(ours, "commbench perf (dry run)")
+    measured = with_hops(read_text(ours, "commbench perf (dry run)"),
+                         *perf_hops("all_reduce", backend="gloo", device="cpu"))
     return [pair for pair in pairs_of(reference, measured, "perf") if pair.commbench_us is not None]
 
 
@@ -326,38 +561,70 @@ def spin_plan_lines(issue_us: list[float], units: int = 20) -> list[str]:
     return lines
 
 
-def main() -> int:
+# ---- the command line
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("/tmp/commbench-vs-nccl-tests"))
     parser.add_argument("--dry-run", action="store_true", help="the plan, then the compare half on a vendored log")
     parser.add_argument("--collectives", default="", help=f"comma-separated [default: {', '.join(BINARIES)}, "
-                                                          "sendrecv with 2 GPUs or more]")
+                                                          "sendrecv with 2 GPUs or more; --build-only: all]")
     parser.add_argument("--source", type=Path, help="nccl-tests' source folder [default: .vendor/nccl-tests, then "
                                                     "../shared/vendor/nccl-tests]")
-    parser.add_argument("--ngpus", type=int, help="-g: GPUs to run on [default: every visible one]")
+    parser.add_argument("--binaries", type=Path, default=DEFAULT_BINARIES,
+                        help="the built nccl-tests programs: --build-only writes them here, a GPU run uses them and "
+                             "builds only the missing ones [default: .vendor/nccl-tests-bin]")
+    parser.add_argument("--cuda-home", help="the CUDA toolkit with bin/nvcc (e.g. pip's /tmp/cuda-build/nvidia/cu13) "
+                                            "[default: $CUDA_HOME, /usr/local/cuda, the nvcc on PATH]")
+    parser.add_argument("--nccl-home", type=Path, help="NCCL's include/ and lib/libnccl.so.2 [default: the "
+                                                       "nvidia-nccl wheel torch loads]")
+    parser.add_argument("--ngpus", type=int, help="GPUs to run on, one nccl-tests thread and one commbench rank each "
+                                                  "[default: every visible one]")
     parser.add_argument("--timeout", type=float, default=120, help="seconds per run")
-    parser.add_argument("--build-timeout", type=float, default=300)
+    parser.add_argument("--build-timeout", type=float, default=600)
     parser.add_argument("--plan-issue-us", default="15,29,49", help="issue times per call (µs) to print the spin "
                                                                      "plan for")
     parser.add_argument("--json", type=Path, help="also write the pairs, versions and commands here")
     parser.add_argument("--arch", help="compute capability to build for, e.g. 90 [default: this GPU's]")
-    parser.add_argument("--build-only", action="store_true", help="build nccl-tests against torch's NCCL and stop "
-                                                                  "(needs nvcc and the nvidia-nccl wheel, no GPU)")
-    args = parser.parse_args()
+    parser.add_argument("--build-only", action="store_true", help="build the missing nccl-tests programs into "
+                                                                  "--binaries and stop (nvcc and NCCL, no GPU)")
+    args = parser.parse_args(argv)
     names = [name for name in args.collectives.split(",") if name]
     unknown = sorted(set(names) - set(BINARIES))
     if unknown:
         parser.error(f"unknown collective(s) {unknown}; choose from {list(BINARIES)}")
+    args.names = names
+    # absolute before anything runs: make -C src and the steps' cwd would read a relative path from elsewhere
+    for name in ("out", "binaries", "source", "nccl_home", "json"):
+        if getattr(args, name) is not None:
+            setattr(args, name, getattr(args, name).absolute())
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        return _main(args)
+    except StepFailed as failed:
+        print(str(failed), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"dry_run": args.dry_run, "failed_step": str(failed), "pairs": []},
+                                            indent=2))
+        return 1
+
+
+def _main(args) -> int:
     if args.build_only:
-        return _build_only(args, names or list(BINARIES))
+        return _build_only(args, args.names or list(BINARIES))
     gpus = _gpus()
     if not gpus and not args.dry_run:
         print("no CUDA GPU is visible: run with --dry-run for the plan and the compare half", file=sys.stderr)
         return 2
     ngpus = args.ngpus or max(1, gpus)
-    collectives = names or [name for name in BINARIES if ngpus > 1 or name not in NEEDS_A_PEER]
+    collectives = args.names or [name for name in BINARIES if ngpus > 1 or name not in NEEDS_A_PEER]
     args.out.mkdir(parents=True, exist_ok=True)
-    for path in (args.out / "runs",):  # a rerun in place starts from no earlier run folder
+    for path in (args.out / "runs", args.out / "texts", args.out / "steps"):  # a rerun in place starts afresh
         shutil.rmtree(path, ignore_errors=True)
     versions: dict = {}
     if args.dry_run:
@@ -368,28 +635,34 @@ def main() -> int:
     print("\n".join(["", *spin_plan_lines([float(value) for value in args.plan_issue_us.split(",") if value])]))
     outside = [pair for pair in pairs if pair.verdict.startswith("OUTSIDE")]
     lower = [pair for pair in pairs if pair.verdict.startswith("lower")]
-    print(f"\n# {len(pairs)} pairs: {len(outside)} outside the goal, {len(lower)} lower than nccl-tests where its own "
-          f"C issue path is the longer (≤ {CLOSE_FROM_US:g} µs)" + (" [dry run: not judged]" if args.dry_run else ""))
+    print(f"\n# {len(pairs)} pairs: {len(outside)} outside the goal, {len(lower)} lower than nccl-tests where "
+          "nccl-tests' own CPU time shows it host-bound" + (" [dry run: not judged]" if args.dry_run else ""))
     if args.json:
         args.json.write_text(json.dumps({"dry_run": args.dry_run, "versions": versions,
-                                         "pairs": [{**asdict(pair), "ratio": pair.ratio, "verdict": pair.verdict}
+                                         "pairs": [{**asdict(pair), "ratio": pair.ratio, "verdict": pair.verdict,
+                                                    "nccl_tests_host_bound": pair.nccl_tests_host_bound}
                                                    for pair in pairs]}, indent=2))
     return 0 if args.dry_run or not outside else 1
 
 
 def _build_only(args, collectives: list[str]) -> int:
-    source, nccl = source_dir(args.source), torch_nccl()
-    if source is None or not nccl["home"]:
-        print(f"nothing to build: source {source}, torch's NCCL {nccl.get('why') or nccl['home']}", file=sys.stderr)
+    nccl = {} if args.nccl_home else torch_nccl()  # torch's import is seconds: only where no NCCL was named
+    home = args.nccl_home or (Path(nccl["home"]) if nccl["home"] else None)
+    if home is None:
+        print(f"nothing to build with: {nccl.get('why')}", file=sys.stderr)
         return 2
-    build_nccl_tests(source, args.out / "build", Path(nccl["home"]), args.arch, collectives, args.build_timeout)
+    if not args.arch:
+        print("--build-only needs --arch (no GPU to read it from), e.g. --arch 90 for an H100 or H200",
+              file=sys.stderr)
+        return 2
+    build_missing(source_dir(args.source), args.binaries, args.out, home, cuda_home(args.cuda_home), args.arch,
+                  collectives, args.build_timeout)
     return 0
 
 
 def _gpus() -> int:
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
-                           capture_output=True, text=True)
-    return int(probe.stdout.strip() or 0)
+    probe = run_step([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"], timeout_s=120)
+    return int(probe.stdout.strip() or 0) if probe.ok else 0
 
 
 if __name__ == "__main__":
