@@ -17,26 +17,28 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "vs_nccl_tests.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from gpu_validation import Context, vs_nccl_tests_check  # noqa: E402
-from process_group import group_alive  # noqa: E402
-from vs_nccl_tests import (  # noqa: E402
+from nccl_tests_build import (  # noqa: E402
     BINARIES,
     BUILT,
     DEFAULT_BINARIES,
-    DRY_LOG,
-    Measured,
     StepFailed,
     build_command,
+    missing_programs,
+    source_dir,
+    step,
+)
+from process_group import group_alive  # noqa: E402
+from vs_nccl_tests import (  # noqa: E402
+    DRY_LOG,
+    Measured,
     commands,
     is_nccl_tests_host_bound,
     judge,
-    missing_programs,
     pairs_of,
     parse_args,
     perf_hops,
     read_cputimes,
     read_text,
-    source_dir,
-    step,
     with_hops,
 )
 
