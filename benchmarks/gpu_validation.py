@@ -258,6 +258,31 @@ def sweep_check(ctx: Context, process: StepResult) -> str | None:
     return None
 
 
+LAUNCH_NOISE_RUN = "launch-noise"
+LAUNCH_NOISE_LAUNCHES = "3"
+"""gate/machine_noise.MIN_LAUNCHES: the fewest launches a run set measures launch noise from."""
+
+
+def launch_noise_command(ctx: Context) -> list[str]:
+    """A run set of 3 launches of a small sweep on every GPU, default timing: the launch-to-launch spread a gate on
+    this machine must allow, per (backend, device type, world size) (gate/priors.MEASURED keeps what GPU checks
+    measured)."""
+    sizes = "1K,1M,64M" if ctx.gpu else "1K,64K"
+    return commbench("sweep", *on_device(ctx, nproc=ctx.gpus), "-c", "all_reduce", "--sizes", sizes,
+                     "--launches", LAUNCH_NOISE_LAUNCHES, "--out", str(ctx.out), "--run-id", LAUNCH_NOISE_RUN,
+                     "--quiet")
+
+
+def launch_noise_check(ctx: Context, process: StepResult) -> str | None:
+    """Every launch's rows checked, and the run set's launch noise a percentage (its run_set.json)."""
+    checked_rows(ctx, process, LAUNCH_NOISE_RUN)
+    found = json.loads((run_dir(ctx, LAUNCH_NOISE_RUN) / "run_set.json").read_text())
+    noise = found.get("launch_noise_pct")
+    if not isinstance(noise, (int, float)) or not math.isfinite(noise):
+        return f"run_set.json's launch_noise_pct is {noise!r}, not a percentage"
+    return None
+
+
 def nccl_tests():
     """benchmarks/nccl_tests_build.py, vs_nccl_tests.py's build half: the binaries' folder, their names and which are
     missing, imported only where the plan holds the vs-nccl-tests step."""
@@ -385,6 +410,9 @@ STEPS = (
          "NCCL's topology see the N GPUs", node_facts_command, node_facts_check, no_ranks, 8, 15),
     Step("sweep-per-iteration", "world-1 sweep of 6 collectives, per-iteration timing (CUDA events and the agreed "
          "spin): every row checked (n_wrong 0), times > 0", sweep_command, sweep_check, one_rank, 17, 17),
+    Step("launch-noise", "a run set of 3 launches of a small all_reduce sweep on every GPU: every row checked, its "
+         "launch noise measured (run_set.json, kept in the archive for gate/priors.MEASURED under backend, device type "
+         "and world size)", launch_noise_command, launch_noise_check, every_gpu, 25, 40),
     Step("vs-nccl-tests", "the prebuilt nccl-tests (one thread per GPU) beside commbench perf and sweep, 8 B to 1 GiB: "
          "every pair within vs_nccl_tests' goal", vs_nccl_tests_command, vs_nccl_tests_check, every_gpu, 80, 145),
     Step("gloo-cuda-profile", "gloo on CUDA tensors, 4 ranks on one GPU, with --profile: runs, checked",
@@ -636,7 +664,8 @@ def machine_name(ctx: Context, probes: dict | None) -> str:
 
 ARCHIVED_TEXTS = {
     "gpu_validation.json": "every step's outcome (step, world, mode, seconds, result, detail), the plan's estimate, "
-                           "benchmarks/gpu_probes.py's probes and benchmarks/vs_nccl_tests.py's pairs",
+                           "benchmarks/gpu_probes.py's probes, benchmarks/vs_nccl_tests.py's pairs and the launch noise "
+                           "of the launch-noise step's run set with its key (backend, device type, world size)",
     "nvidia-smi.txt": "`nvidia-smi`, `nvidia-smi topo -m`, `nvidia-smi topo -p2p n`, `nvidia-smi nvlink -s` and "
                       "`nvidia-smi -q`, one after the other (benchmarks/node_facts.py)",
     "nvml.json": "NVML's answers (nvidia-ml-py) per GPU: name, PCI, architecture, memory and bus width, clocks, power "
@@ -671,7 +700,8 @@ def archive(folder: Path, ctx: Context, outcomes: list[Outcome], commit: str, es
                              "worst_s": estimate.worst_s, "budget_s": estimate.budget_s,
                              "steps": {step.name: step.expected_s(ctx.gpus) for step in estimate.steps}},
                 "outcomes": [asdict(outcome) for outcome in outcomes], "probes": probes,
-                "vs_nccl_tests": _json_or_none(ctx.out / "vs-nccl-tests.json")}
+                "vs_nccl_tests": _json_or_none(ctx.out / "vs-nccl-tests.json"),
+                "launch_noise": _launch_noise(ctx)}
     (target / "gpu_validation.json").write_text(json.dumps(document, indent=2) + "\n")
     copied = [path for path in (ctx.out / "node-facts" / name for name in FACT_FILES) if path.exists()]
     copied += sorted((ctx.out / "vs-nccl-tests").rglob("*.txt"))
@@ -684,6 +714,16 @@ def archive(folder: Path, ctx: Context, outcomes: list[Outcome], commit: str, es
     (target / "README.md").write_text(archive_readme(document, names))
     shutil.make_archive(str(ctx.out / target.name), "gztar", root_dir=folder, base_dir=target.name)
     return target
+
+
+def _launch_noise(ctx: Context) -> dict | None:
+    """The launch-noise step's figure with its key (what gate/priors.MEASURED takes), None where it did not run."""
+    found = _json_or_none(run_dir(ctx, LAUNCH_NOISE_RUN) / "run_set.json")
+    if not isinstance(found, dict):
+        return None
+    backend, device = ("nccl", "cuda") if ctx.gpu else ("gloo", "cpu")
+    return {"backend": backend, "device_type": device, "world_size": ctx.gpus if ctx.gpu else 2,
+            "launch_noise_pct": found.get("launch_noise_pct"), "df": found.get("df")}
 
 
 def _json_or_none(path: Path):

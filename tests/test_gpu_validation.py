@@ -40,8 +40,8 @@ from gpu_validation import (  # noqa: E402
     run_all,
 )
 
-CHECKED_STEPS = ("probes", "node-facts", "sweep-per-iteration", "gloo-cuda-profile", "trace-analyze", "ddp-gloo-cuda",
-                 "replay")
+CHECKED_STEPS = ("probes", "node-facts", "sweep-per-iteration", "launch-noise", "gloo-cuda-profile", "trace-analyze",
+                 "ddp-gloo-cuda", "replay")
 """The steps whose CPU stand-ins the test runs: one per check function of the script (fsdp runs ddp-gloo-cuda's
 check on another command, run by its own tests on CPU; vs-nccl-tests' dry run and its check run in
 tests/test_vs_nccl_tests.py; selftest's check is exit_0, which every check here calls first, and its stand-in,
@@ -83,6 +83,9 @@ def test_the_dry_run_prints_the_plan_and_every_cpu_stand_in_passes_and_is_archiv
     document = json.loads((archived / "gpu_validation.json").read_text())
     assert document["commit"] == "abc1234" and [o["step"] for o in document["outcomes"]] == list(outcomes)
     assert document["probes"]["torch"] and document["gpu"] is False and document["gpus"] == 1
+    noise = document["launch_noise"]  # the run set's figure with the key gate/priors.MEASURED takes it under
+    assert (noise["backend"], noise["device_type"], noise["world_size"]) == ("gloo", "cpu", 2)
+    assert noise["launch_noise_pct"] >= 0 and noise["df"] > 0
     readme = (archived / "README.md").read_text()
     assert "`gpu_validation.json`" in readme and "`steps/`" in readme
     assert sorted(path.name for path in (archived / "steps").iterdir()) == sorted(
