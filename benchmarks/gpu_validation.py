@@ -664,8 +664,8 @@ def machine_name(ctx: Context, probes: dict | None) -> str:
 
 ARCHIVED_TEXTS = {
     "gpu_validation.json": "every step's outcome (step, world, mode, seconds, result, detail), the plan's estimate, "
-                           "benchmarks/gpu_probes.py's probes, benchmarks/vs_nccl_tests.py's pairs and the launch noise "
-                           "of the launch-noise step's run set with its key (backend, device type, world size)",
+                           "benchmarks/gpu_probes.py's probes, benchmarks/vs_nccl_tests.py's pairs and the launch "
+                           "noise of the launch-noise step's run set with its key (backend, device type, world size)",
     "nvidia-smi.txt": "`nvidia-smi`, `nvidia-smi topo -m`, `nvidia-smi topo -p2p n`, `nvidia-smi nvlink -s` and "
                       "`nvidia-smi -q`, one after the other (benchmarks/node_facts.py)",
     "nvml.json": "NVML's answers (nvidia-ml-py) per GPU: name, PCI, architecture, memory and bus width, clocks, power "
