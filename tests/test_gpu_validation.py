@@ -17,28 +17,19 @@ SCRIPT = ROOT / "benchmarks" / "gpu_validation.py"
 H200_1 = ROOT / "tests" / "data" / "gpu" / "h200-1"
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_validation import (  # noqa: E402
-    FACT_FILES,
+from gpu_check_archive import archive, gpu_model  # noqa: E402
+from gpu_check_context import Context, Step, exit_0, one_rank  # noqa: E402
+from gpu_check_plan import (  # noqa: E402
     MACHINE_START_S,
-    MARKER,
-    SHARED_TRACE,
-    STEPS,
-    TERM_GRACE_S,
-    Context,
     Estimate,
-    Step,
-    archive,
     binaries_lines,
-    compared_collectives,
     estimate_lines,
-    exit_0,
-    fresh_out,
-    gpu_model,
-    one_rank,
     plan_line,
     planned,
-    run_all,
 )
+from gpu_check_run import MARKER, fresh_out, run_all  # noqa: E402
+from gpu_check_steps import FACT_FILES, SHARED_TRACE, STEPS, compared_collectives  # noqa: E402
+from process_group import TERM_GRACE_S  # noqa: E402
 
 CHECKED_STEPS = ("probes", "node-facts", "sweep-per-iteration", "launch-noise", "gloo-cuda-profile", "trace-analyze",
                  "ddp-gloo-cuda", "replay")

@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "vs_nccl_tests.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_validation import Context, vs_nccl_tests_check  # noqa: E402
+from gpu_check_context import Context  # noqa: E402
+from gpu_check_steps import vs_nccl_tests_check  # noqa: E402
 from nccl_tests_build import (  # noqa: E402
     BINARIES,
     BUILT,
