@@ -34,6 +34,8 @@ from tests.refusals import assert_refused, invoke
 SWEEP = ("-c", "all_reduce", "--impl", "builtin", "--sizes", "1M,4M", "--iters", "10", "--warmup", "2",
          "--backend", "gloo", "--device", "cpu")
 LAUNCHES = 3
+DEFAULT_WORLD = 2
+"""The ranks of SWEEP's launches: the default on CPU (gloo, 2 ranks)."""
 ROWS = 2
 THRESHOLD_PCT = 5.0  # busbw's default
 FAR_BEYOND_NOISE_PCT = 2000.0
@@ -190,7 +192,7 @@ def test_the_floor_comes_from_a_run_set_else_the_machine_else_the_prior(run_sets
     assert document["launch_noise"]["source"].startswith(CPU_PRIOR.source), document["launch_noise"]
     monkeypatch.setenv("COMMBENCH_CACHE_DIR", str(run_sets["cache"]))  # where the two run sets kept theirs
     _, document = _json(commbench_cli, *single)
-    machine = machine_noise.stored(machine_noise.Key(socket.gethostname(), "gloo", "cpu"))
+    machine = machine_noise.stored(machine_noise.Key(socket.gethostname(), "gloo", "cpu", DEFAULT_WORLD))
     assert machine is not None and machine.run_sets == 2 and machine.df == 2 * ROWS * (LAUNCHES - 1)
     assert document["launch_noise"] == {"pct": pytest.approx(machine.noise_pct), "source": machine.source}
     both = [run_set.log_spread(json.loads((run_sets[name] / RUN_SET_FILE).read_text())["launch_noise_pct"])
@@ -204,15 +206,18 @@ def test_the_floor_comes_from_a_run_set_else_the_machine_else_the_prior(run_sets
 def test_a_run_set_keeps_its_launch_noise_as_a_fact_of_the_machine_and_env_shows_it(run_sets, monkeypatch):
     for name in ("base", "slow"):
         line = next(line for line in run_sets["printed"][name].splitlines() if line.startswith("# run set "))
-        assert line.endswith("; added to this machine's launch noise for gloo on cpu (commbench env)"), line
+        assert line.endswith(f"; added to this machine's launch noise for gloo on cpu, {DEFAULT_WORLD} ranks "
+                             "(commbench env)"), line
     shown = commbench_here("env", env={"COMMBENCH_CACHE_DIR": str(run_sets["cache"])})
     monkeypatch.setenv("COMMBENCH_CACHE_DIR", str(run_sets["cache"]))
-    machine = machine_noise.stored(machine_noise.Key(socket.gethostname(), "gloo", "cpu"))
+    machine = machine_noise.stored(machine_noise.Key(socket.gethostname(), "gloo", "cpu", DEFAULT_WORLD))
     assert machine is not None
-    assert f"launch noise, gloo on cpu: {machine.noise_pct:.1f} % over 2 run sets" in shown.stdout, shown.stdout
+    assert machine_noise.stored(machine_noise.Key(socket.gethostname(), "gloo", "cpu", DEFAULT_WORLD + 1)) is None
+    assert f"launch noise, gloo on cpu, {DEFAULT_WORLD} ranks: {machine.noise_pct:.1f} % over 2 run sets" \
+        in shown.stdout, shown.stdout
     document = json.loads(commbench_here("env", "--json", env={"COMMBENCH_CACHE_DIR": str(run_sets["cache"])}).stdout)
     (kept,) = document["launch_noise"]
-    assert (kept["backend"], kept["device"], kept["run_sets"]) == ("gloo", "cpu", 2)
+    assert (kept["backend"], kept["device"], kept["world"], kept["run_sets"]) == ("gloo", "cpu", DEFAULT_WORLD, 2)
     assert kept["pct"] == pytest.approx(machine.noise_pct)
 
 

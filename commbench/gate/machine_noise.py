@@ -3,9 +3,9 @@ the machine-facts cache beside the host's copy and loopback rates (expect/probe.
 
 A comparison with a single launch on a side cannot see launch-to-launch variation, so it takes that variation as
 given (the launch-noise floor, launch_tests.Floor). How large it is depends on the machine: tens of per cent on a
-shared 2-core VM, a few per cent on a dedicated GPU node. So every run set of three or more launches
-(`--launches N`) adds its measured launch noise to this cache under the host that launched it and the backend,
-device and world size its rows ran on; `commbench env` shows the figures, and `commbench compare` takes the one of the machine that
+shared 2-core VM, a few per cent on a dedicated GPU node. So every run set of three or more launches (`--launches
+N`) adds its measured launch noise to this cache under the host that launched it and the backend, device and world
+size its rows ran on; `commbench env` shows the figures, and `commbench compare` takes the one of the machine that
 recorded the new side at the same world size (else the prior: gate/priors.py). The world size is part of the key: a
 launch of 8 ranks waits on more peers, and spreads differently, than a launch of 1. The figure kept is the spread
 pooled over the last KEPT run sets (weighted by their degrees of freedom): one run set of three launches measures a
