@@ -1,17 +1,20 @@
 """One step of a benchmark script as a process group of its own: a timeout stops the whole group (make's compilers,
 torchrun and every rank), not only the direct child as subprocess.run(timeout=) does, and the timeout comes back as
 a result, not as a traceback. A step that exits leaves nothing behind either: whatever is left in its group is
-stopped too, so the next step has the GPU to itself."""
+stopped too, so the next step has the GPU to itself. The stopping is commbench's own (execution/launch.stop_group),
+the one its launches use."""
 
-import os
-import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TERM_GRACE_S = 5.0
-"""How long the group has to exit after SIGTERM before SIGKILL."""
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # commbench, for a script run from a checkout
+
+from commbench.execution.launch import TERM_GRACE_S, group_alive, stop_group
+
+__all__ = ["TERM_GRACE_S", "StepResult", "group_alive", "run_step"]
 
 
 @dataclass(frozen=True)
@@ -48,39 +51,9 @@ def run_step(command: list[str], *, timeout_s: float, env: dict[str, str] | None
         stdout, stderr = process.communicate(timeout=timeout_s)
         returncode: int | None = process.returncode
     except subprocess.TimeoutExpired:
-        stop_group(process.pid)
+        stop_group(process)
         stdout, stderr = process.communicate()
         returncode = None
-    stop_group(process.pid)  # what the step left running in its group (a rank torchrun could not stop)
+    if group_alive(process.pid):  # what the step left running in its group (a rank torchrun could not stop)
+        stop_group(process)
     return StepResult(command, returncode, stdout or "", stderr or "", time.monotonic() - started)
-
-
-def stop_group(group: int) -> None:
-    """SIGTERM (with SIGCONT, for a stopped process) to every process of the group, then SIGKILL after the grace."""
-    if not _signal(group, signal.SIGTERM):
-        return
-    _signal(group, signal.SIGCONT)
-    deadline = time.monotonic() + TERM_GRACE_S
-    while group_alive(group) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    _signal(group, signal.SIGKILL)
-
-
-def group_alive(group: int) -> bool:
-    """Whether any process of the group still runs (zombies waiting to be reaped do not)."""
-    for status in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = status.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == group and fields[0] != "Z":
-            return True
-    return False
-
-
-def _signal(group: int, signum: int) -> bool:
-    try:
-        os.killpg(group, signum)
-    except ProcessLookupError:
-        return False
-    return True

@@ -18,7 +18,8 @@ from commbench.machine import StartedTorchrun as Launched
 from commbench.machine import TorchrunStarter
 
 _POLL_S = 0.5
-_TERM_GRACE_S = 5.0
+TERM_GRACE_S = 5.0
+"""How long a stopped group has after SIGTERM before SIGKILL."""
 _STOP_POLL_S = 0.1
 
 
@@ -93,20 +94,20 @@ def run_watched(command: list[str], *, log_path: Path, timeout_s: float, progres
             while process.poll() is None:
                 _wait_at_most(process, _POLL_S)
                 if stopping.requested() is not None:
-                    _stop_group(process)
+                    stop_group(process)
                     return LaunchOutcome(process.returncode, stopped_by=stopping.requested())
                 count = progress()
                 now = time.monotonic()
                 if count != last_count:
                     last_count, last_change = count, now
                 elif now - last_change >= timeout_s:
-                    _stop_group(process)
+                    stop_group(process)
                     return LaunchOutcome(process.returncode, stalled_s=now - last_change)
         except KeyboardInterrupt:
-            _stop_group(process)
+            stop_group(process)
             return LaunchOutcome(process.returncode, stopped_by=signal.SIGINT)
         except BaseException:  # the progress callback gave up on the run: its ranks must not outlive it
-            _stop_group(process)
+            stop_group(process)
             raise
         return LaunchOutcome(process.returncode)
 
@@ -123,7 +124,7 @@ def _wait_at_most(process: Launched, seconds: float) -> None:
 
 def start_in_own_session(command: list[str], *, log: BinaryIO, env: dict[str, str] | None,
                          torch_host: TorchrunStarter | None = None, preload: tuple[str, ...] = ()) -> Launched:
-    """Start the command in a new session (so that _stop_group reaches torchrun and every rank) with its output in
+    """Start the command in a new session (so that stop_group reaches torchrun and every rank) with its output in
     log. torchrun itself is forked by the command's torch host (torch_host.py) when it has one (the Machine carries
     it): the same torchrun code and arguments without a second interpreter importing torch again (~3 s of CPU per
     launch). Without one (torch loaded in this process already, by a program calling the CLI) torchrun is a fresh
@@ -136,20 +137,21 @@ def start_in_own_session(command: list[str], *, log: BinaryIO, env: dict[str, st
                             start_new_session=True, env=env)
 
 
-def _stop_group(process: Launched) -> None:
-    """Stop torchrun and its ranks (one session: process group process.pid) and return once none is left. First
+def stop_group(process: Launched) -> None:
+    """Stop torchrun and its ranks, or any command started in a session of its own (its process group is process.pid),
+    and return once none is left. First
     SIGTERM, with SIGCONT because a rank stopped by SIGSTOP acts on SIGTERM only once it runs again; then SIGKILL to
     whatever is left after the grace period. torchrun is not the only one to wait for: it can exit while a rank it
     could not stop lives on."""
     group = process.pid
     _signal_group(group, signal.SIGTERM)
     _signal_group(group, signal.SIGCONT)
-    deadline = time.monotonic() + _TERM_GRACE_S
-    while _group_alive(group, process) and time.monotonic() < deadline:
+    deadline = time.monotonic() + TERM_GRACE_S
+    while group_alive(group, process) and time.monotonic() < deadline:
         time.sleep(_STOP_POLL_S)
     _signal_group(group, signal.SIGKILL)
-    deadline = time.monotonic() + _TERM_GRACE_S
-    while _group_alive(group, process) and time.monotonic() < deadline:
+    deadline = time.monotonic() + TERM_GRACE_S
+    while group_alive(group, process) and time.monotonic() < deadline:
         time.sleep(_STOP_POLL_S)
 
 
@@ -160,9 +162,11 @@ def _signal_group(group: int, signum: int) -> None:
         pass
 
 
-def _group_alive(group: int, process: Launched) -> bool:
-    """True while torchrun or any rank of its process group is running (torchrun reaped here when it exited)."""
-    process.poll()
+def group_alive(group: int, process: Launched | None = None) -> bool:
+    """True while any process of the group is running: torchrun and its ranks, or any command started in a session
+    of its own (`process`, the group's leader, is reaped here when it exited)."""
+    if process is not None:
+        process.poll()
     try:
         os.killpg(group, 0)
     except ProcessLookupError:

@@ -237,24 +237,25 @@ class CudaTimer:
         the device time of its spin and meet) for the cover."""
         self._segments: list[_Segment] = []
 
-    def _ahead(self, seconds: float) -> Mark:
-        """Spin the device for `seconds`, then meet the peers on it: returns the mark before the spin. Everything
+    def _ahead(self, cycles: int) -> Mark:
+        """Spin the device for `cycles`, then meet the peers on it: returns the mark before the spin. Everything
         after this is issued while the device is busy, and the next mark starts when every rank's spin has ended."""
         before = self._device.mark()
-        self._device.spin(self._device.cycles_for(seconds))
+        self._device.spin(cycles)
         if self._meet is not None:
             self._meet()
         return before
 
     def time_iterations(self, run: Callable[[], object], iterations: int) -> list[float]:
         device, barrier, clock = self._device, self._barrier, time.perf_counter
+        cycles = device.cycles_for(self._spin_s) if self.spins else 0
         times_s, issue_s, launch_s, ahead_s = [0.0] * iterations, [0.0] * iterations, [0.0] * iterations, []
         marks: list[tuple[Mark | None, Mark, Mark]] = []
         for index in range(iterations):
             barrier()
             device.wait_stream()
             launched = clock()  # from the spin's launch: the spin must outlast all the host does until run returns
-            before = self._ahead(self._spin_s) if self.spins else None
+            before = self._ahead(cycles) if self.spins else None
             start = device.mark()
             issuing = clock()
             run()
@@ -363,17 +364,18 @@ class CudaTimer:
         calls_per_unit = options.calls(iterations) // units
         # a graph replay issues faster than the plain iteration whose issue time the plan has: the safe side
         plan = batch_plan(units, self._issue_s, self._overhead_s)
+        segment_cycles = [device.cycles_for(plan.spin_s(count)) for count in plan.segments]
         marked = options.iteration_times and not graph
         clock = time.perf_counter
         per_call: list[float] = []
         per_iteration: list[list[float]] = []
         for _ in range(batches):
             device_s, spans = 0.0, []
-            for count in plan.segments:
+            for count, cycles in zip(plan.segments, segment_cycles):
                 self._barrier()
                 device.wait_stream()
                 launched = clock()
-                before = self._ahead(plan.spin_s(count))
+                before = self._ahead(cycles)
                 marks = [device.mark()]
                 issuing = clock()
                 if marked:  # -I: a mark after each iteration
